@@ -1,0 +1,186 @@
+// Store: the embedded KV-cache store. The daemon, the CLI and embedded users all go through it.
+//
+// Thread safety: every method of Store may be called concurrently from any number of threads.
+// Blocks are immutable: a Put of a key that is already present is a no-op that returns OK.
+//
+// Lifetime: a BlockHandle must be destroyed before the Store that returned it.
+
+#ifndef KVTIER_STORE_H_
+#define KVTIER_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/options.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+// A tenant resolved by Store::FindTenant. Cheap to copy; valid for the Store that issued it.
+struct TenantId {
+  uint32_t value = UINT32_MAX;
+  friend bool operator==(TenantId, TenantId) = default;
+};
+
+// The memory hierarchy levels kvtier manages. G1 (GPU HBM) belongs to the engine.
+enum class TierLevel : uint8_t {
+  kG2 = 2,  // Host DRAM on this node.
+  kG3 = 3,  // Local NVMe on this node.
+  kG4 = 4,  // Storage shared by the cluster.
+};
+
+struct PutOptions {
+  // The previous block of the same prompt, when the block is part of a chain. The store keeps
+  // a chain's head for as long as any later block of it is resident (it evicts tails first).
+  std::optional<BlockKey> parent;
+};
+
+// One block of a batch put. The value is read during the call only.
+struct BlockWrite {
+  BlockKey key;
+  std::span<const std::byte> value;
+  std::optional<BlockKey> parent;
+};
+
+struct PrefixMatch {
+  // Number of leading keys present; lookup stops at the first miss.
+  size_t num_blocks = 0;
+  // Where each of the first num_blocks blocks was found.
+  std::vector<TierLevel> tiers;
+};
+
+// A read lease on a resident block: the bytes stay valid and unchanged while the handle lives,
+// even if the block is deleted or evicted meanwhile (its space is reused only after the last
+// handle is gone). Move-only. Not thread-safe itself; the Store it came from is.
+class BlockHandle {
+ public:
+  class Releaser {
+   public:
+    virtual void ReleaseLease(uint32_t entry) = 0;
+
+   protected:
+    ~Releaser() = default;
+  };
+
+  BlockHandle() = default;
+  BlockHandle(Releaser* releaser, uint32_t entry, size_t size,
+              std::vector<std::span<const std::byte>> extents)
+      : releaser_(releaser), entry_(entry), size_(size), extents_(std::move(extents)) {}
+  BlockHandle(BlockHandle&& other) noexcept { *this = std::move(other); }
+  BlockHandle& operator=(BlockHandle&& other) noexcept;
+  BlockHandle(const BlockHandle&) = delete;
+  BlockHandle& operator=(const BlockHandle&) = delete;
+  ~BlockHandle() { Release(); }
+
+  bool valid() const { return releaser_ != nullptr; }
+  size_t size() const { return size_; }
+  // The block's bytes as one or more contiguous pieces in order (usually exactly one).
+  const std::vector<std::span<const std::byte>>& extents() const { return extents_; }
+  // Copies the block into `out`. REQUIRES: out.size() >= size().
+  void CopyTo(std::span<std::byte> out) const;
+  // Ends the lease early. The handle becomes invalid.
+  void Release();
+
+ private:
+  Releaser* releaser_ = nullptr;
+  uint32_t entry_ = 0;
+  size_t size_ = 0;
+  std::vector<std::span<const std::byte>> extents_;
+};
+
+struct TenantStats {
+  std::string name;
+  uint64_t memory_budget_bytes = 0;  // 0 = unlimited.
+  uint64_t blocks = 0;               // Resident blocks.
+  uint64_t bytes = 0;                // Bytes held, in whole pages, including released-but-leased.
+  uint64_t pinned_blocks = 0;
+  uint64_t hits = 0;                 // Gets and prefix-lookup blocks found.
+  uint64_t misses = 0;               // Gets not found, and lookups that stopped at a miss.
+  uint64_t puts = 0;                 // Blocks stored.
+  uint64_t duplicate_puts = 0;       // Puts of a key already present.
+  uint64_t put_bytes = 0;
+  uint64_t get_bytes = 0;            // Bytes handed to readers.
+  uint64_t evictions = 0;            // Blocks evicted for space.
+  uint64_t expirations = 0;          // Blocks removed by TTL.
+  uint64_t deletes = 0;
+  uint64_t rejected_puts = 0;        // Puts that failed for lack of evictable space.
+};
+
+struct StoreStats {
+  uint64_t memory_capacity_bytes = 0;
+  uint64_t memory_used_bytes = 0;
+  uint64_t memory_free_bytes = 0;
+  uint64_t memory_largest_free_extent_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t multi_extent_blocks = 0;  // Blocks stored in more than one piece.
+  uint64_t index_bytes = 0;          // Memory of the block index and eviction metadata.
+  std::vector<TenantStats> tenants;
+};
+
+class Store {
+ public:
+  // Opens an in-process store. InvalidArgument for inconsistent options; ResourceExhausted
+  // or Internal when the arena cannot be created.
+  static Result<std::unique_ptr<Store>> Open(const Options& options);
+
+  virtual ~Store() = default;
+
+  // NotFound for a tenant not in Options::tenants.
+  virtual Result<TenantId> FindTenant(std::string_view name) const = 0;
+
+  // Stores a copy of `value`. InvalidArgument for an empty value, one over max_block_bytes or
+  // over the tenant's budget; ResourceExhausted when nothing evictable makes room (all pinned
+  // or leased). OK without storing when the key is already present.
+  virtual Status Put(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
+                     const PutOptions& options = {}) = 0;
+  // One status per write, in order.
+  virtual std::vector<Status> PutMany(TenantId tenant, std::span<const BlockWrite> writes) = 0;
+
+  // Zero-copy read: a lease on the block's bytes in the arena. NotFound on a miss.
+  virtual Result<BlockHandle> Get(TenantId tenant, const BlockKey& key) = 0;
+  virtual std::vector<Result<BlockHandle>> GetMany(TenantId tenant,
+                                                   std::span<const BlockKey> keys) = 0;
+
+  // Copying read into `out`; returns the block size. OutOfRange (nothing copied) when `out` is
+  // smaller than the block.
+  virtual Result<size_t> Read(TenantId tenant, const BlockKey& key, std::span<std::byte> out) = 0;
+  // REQUIRES: outs.size() == keys.size().
+  virtual std::vector<Result<size_t>> ReadMany(TenantId tenant, std::span<const BlockKey> keys,
+                                               std::span<const std::span<std::byte>> outs) = 0;
+
+  // How many leading `keys` are present, and where. Counts as an access of each found block.
+  virtual Result<PrefixMatch> LookupPrefix(TenantId tenant, std::span<const BlockKey> keys) = 0;
+  // The same from tokens: keys are derived with ns (ns.tenant names the tenant).
+  virtual Result<PrefixMatch> LookupPrefix(const Namespace& ns,
+                                           std::span<const uint32_t> tokens) = 0;
+  virtual std::vector<Result<PrefixMatch>> LookupPrefixMany(
+      TenantId tenant, std::span<const std::span<const BlockKey>> prompts) = 0;
+
+  // NotFound when absent. Outstanding BlockHandles stay readable until released.
+  virtual Status Delete(TenantId tenant, const BlockKey& key) = 0;
+  virtual std::vector<Status> DeleteMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
+
+  // A pinned block is never evicted or expired. Pins nest: each Pin needs its Unpin.
+  // Unpin of a block that is not pinned is FailedPrecondition.
+  virtual Status Pin(TenantId tenant, const BlockKey& key) = 0;
+  virtual std::vector<Status> PinMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
+  virtual Status Unpin(TenantId tenant, const BlockKey& key) = 0;
+  virtual std::vector<Status> UnpinMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
+
+  // Removes every expired block now (expiry is otherwise found lazily). Returns how many.
+  virtual size_t PurgeExpired() = 0;
+
+  virtual StoreStats Stats() const = 0;
+  virtual Result<TenantStats> StatsForTenant(TenantId tenant) const = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_STORE_H_

@@ -1,0 +1,34 @@
+#include <cstring>
+
+#include "kvtier/store.h"
+
+namespace kvtier {
+
+BlockHandle& BlockHandle::operator=(BlockHandle&& other) noexcept {
+  if (this != &other) {
+    Release();
+    releaser_ = std::exchange(other.releaser_, nullptr);
+    entry_ = other.entry_;
+    size_ = std::exchange(other.size_, 0);
+    extents_ = std::move(other.extents_);
+  }
+  return *this;
+}
+
+void BlockHandle::CopyTo(std::span<std::byte> out) const {
+  size_t offset = 0;
+  for (std::span<const std::byte> piece : extents_) {
+    std::memcpy(out.data() + offset, piece.data(), piece.size());
+    offset += piece.size();
+  }
+}
+
+void BlockHandle::Release() {
+  if (releaser_ != nullptr) {
+    std::exchange(releaser_, nullptr)->ReleaseLease(entry_);
+    extents_.clear();
+    size_ = 0;
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,229 @@
+#include "src/engine/store_impl.h"
+
+#include <bit>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kMaxTenantNameBytes = 128;
+constexpr uint64_t kMaxBlockBytesLimit = 1 * kGiB;
+constexpr uint64_t kMaxTtlSeconds = uint64_t{100} * 365 * 24 * 3600;
+
+template <typename T, typename Fn>
+std::vector<T> ForEachKey(std::span<const BlockKey> keys, Fn fn) {
+  std::vector<T> out;
+  out.reserve(keys.size());
+  for (const BlockKey& key : keys) out.push_back(fn(key));
+  return out;
+}
+
+}  // namespace
+
+Result<Options> SanitizeOptions(const Options& in) {
+  Options o = in;
+  if (o.env == nullptr) o.env = Env::Default();
+  MemoryTierOptions& m = o.memory;
+  if (m.page_bytes < 4 * kKiB || m.page_bytes > 2 * kMiB || !std::has_single_bit(m.page_bytes)) {
+    return Status::InvalidArgument("memory.page_bytes must be a power of two from 4 KiB to 2 MiB");
+  }
+  if (o.max_block_bytes == 0 || o.max_block_bytes > kMaxBlockBytesLimit) {
+    return Status::InvalidArgument("max_block_bytes must be from 1 byte to 1 GiB");
+  }
+  m.capacity_bytes -= m.capacity_bytes % m.page_bytes;
+  if (m.capacity_bytes / m.page_bytes > UINT32_MAX) {
+    return Status::InvalidArgument("memory.capacity_bytes over 2^32 pages; raise page_bytes");
+  }
+  if (m.capacity_bytes < o.max_block_bytes) {
+    return Status::InvalidArgument("memory.capacity_bytes (" + std::to_string(m.capacity_bytes) +
+                                   ") is smaller than max_block_bytes (" +
+                                   std::to_string(o.max_block_bytes) + ")");
+  }
+  if (!(m.small_queue_fraction > 0.0 && m.small_queue_fraction < 1.0)) {
+    return Status::InvalidArgument("memory.small_queue_fraction must be in (0, 1)");
+  }
+  if (o.tenants.empty()) return Status::InvalidArgument("at least one tenant is required");
+  std::set<std::string> names;
+  for (const TenantOptions& t : o.tenants) {
+    if (t.name.empty() || t.name.size() > kMaxTenantNameBytes) {
+      return Status::InvalidArgument("tenant names must be 1 to 128 bytes");
+    }
+    if (!names.insert(t.name).second) {
+      return Status::InvalidArgument("tenant '" + t.name + "' is listed twice");
+    }
+    if (t.memory_budget_bytes != 0 && t.memory_budget_bytes < m.page_bytes) {
+      return Status::InvalidArgument("tenant '" + t.name +
+                                     "' memory_budget_bytes is below one page");
+    }
+    if (t.ttl_seconds > kMaxTtlSeconds) {
+      return Status::InvalidArgument("tenant '" + t.name + "' ttl_seconds is over 100 years");
+    }
+  }
+  return o;
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const Options& options) {
+  Result<Options> sanitized = SanitizeOptions(options);
+  if (!sanitized.ok()) return sanitized.status();
+  std::vector<MemoryTier::TenantConfig> tenants;
+  for (const TenantOptions& t : sanitized->tenants) {
+    tenants.push_back({t.name, t.memory_budget_bytes, t.ttl_seconds * 1000000});
+  }
+  Result<std::unique_ptr<MemoryTier>> memory =
+      MemoryTier::Open(sanitized->memory, sanitized->payload_free, std::move(tenants),
+                       sanitized->env);
+  if (!memory.ok()) return memory.status();
+  return std::unique_ptr<Store>(new StoreImpl(*sanitized, std::move(memory).value()));
+}
+
+StoreImpl::StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory)
+    : options_(options), memory_(std::move(memory)) {
+  for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
+    tenant_ids_.emplace(options_.tenants[i].name, i);
+  }
+}
+
+Result<TenantId> StoreImpl::FindTenant(std::string_view name) const {
+  auto it = tenant_ids_.find(std::string(name));
+  if (it == tenant_ids_.end()) return Status::NotFound("unknown tenant '" + std::string(name) + "'");
+  return TenantId{it->second};
+}
+
+Status StoreImpl::CheckTenant(TenantId tenant) const {
+  if (tenant.value >= options_.tenants.size()) {
+    return Status::InvalidArgument("unknown tenant id " + std::to_string(tenant.value));
+  }
+  return Status::OK();
+}
+
+Status StoreImpl::CheckValue(std::span<const std::byte> value) const {
+  if (value.empty()) return Status::InvalidArgument("block value is empty");
+  if (value.size() > options_.max_block_bytes) {
+    return Status::InvalidArgument("block of " + std::to_string(value.size()) +
+                                   " bytes is over max_block_bytes (" +
+                                   std::to_string(options_.max_block_bytes) + ")");
+  }
+  return Status::OK();
+}
+
+Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
+                      const PutOptions& options) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  KVTIER_RETURN_IF_ERROR(CheckValue(value));
+  return memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr);
+}
+
+std::vector<Status> StoreImpl::PutMany(TenantId tenant, std::span<const BlockWrite> writes) {
+  std::vector<Status> out;
+  out.reserve(writes.size());
+  for (const BlockWrite& w : writes) out.push_back(Put(tenant, w.key, w.value, {w.parent}));
+  return out;
+}
+
+Result<BlockHandle> StoreImpl::Get(TenantId tenant, const BlockKey& key) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  return memory_->Acquire(tenant.value, key);
+}
+
+std::vector<Result<BlockHandle>> StoreImpl::GetMany(TenantId tenant,
+                                                    std::span<const BlockKey> keys) {
+  return ForEachKey<Result<BlockHandle>>(keys, [&](const BlockKey& k) { return Get(tenant, k); });
+}
+
+Result<size_t> StoreImpl::Read(TenantId tenant, const BlockKey& key, std::span<std::byte> out) {
+  Result<BlockHandle> handle = Get(tenant, key);
+  if (!handle.ok()) return handle.status();
+  if (out.size() < handle->size()) {
+    return Status::OutOfRange("buffer of " + std::to_string(out.size()) +
+                              " bytes is smaller than the block (" +
+                              std::to_string(handle->size()) + " bytes)");
+  }
+  handle->CopyTo(out);
+  return handle->size();
+}
+
+std::vector<Result<size_t>> StoreImpl::ReadMany(TenantId tenant, std::span<const BlockKey> keys,
+                                                std::span<const std::span<std::byte>> outs) {
+  std::vector<Result<size_t>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i >= outs.size()) {
+      out.emplace_back(Status::InvalidArgument("ReadMany: fewer buffers than keys"));
+    } else {
+      out.push_back(Read(tenant, keys[i], outs[i]));
+    }
+  }
+  return out;
+}
+
+Result<PrefixMatch> StoreImpl::LookupPrefix(TenantId tenant, std::span<const BlockKey> keys) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  PrefixMatch match;
+  match.num_blocks = memory_->LookupPrefix(tenant.value, keys);
+  match.tiers.assign(match.num_blocks, TierLevel::kG2);
+  return match;
+}
+
+Result<PrefixMatch> StoreImpl::LookupPrefix(const Namespace& ns,
+                                            std::span<const uint32_t> tokens) {
+  Result<TenantId> tenant = FindTenant(ns.tenant);
+  if (!tenant.ok()) return tenant.status();
+  Result<std::vector<BlockKey>> keys = ComputeBlockKeys(ns, tokens);
+  if (!keys.ok()) return keys.status();
+  return LookupPrefix(*tenant, *keys);
+}
+
+std::vector<Result<PrefixMatch>> StoreImpl::LookupPrefixMany(
+    TenantId tenant, std::span<const std::span<const BlockKey>> prompts) {
+  std::vector<Result<PrefixMatch>> out;
+  out.reserve(prompts.size());
+  for (std::span<const BlockKey> keys : prompts) out.push_back(LookupPrefix(tenant, keys));
+  return out;
+}
+
+Status StoreImpl::Delete(TenantId tenant, const BlockKey& key) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  return memory_->Erase(tenant.value, key);
+}
+
+std::vector<Status> StoreImpl::DeleteMany(TenantId tenant, std::span<const BlockKey> keys) {
+  return ForEachKey<Status>(keys, [&](const BlockKey& k) { return Delete(tenant, k); });
+}
+
+Status StoreImpl::Pin(TenantId tenant, const BlockKey& key) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  return memory_->Pin(tenant.value, key);
+}
+
+std::vector<Status> StoreImpl::PinMany(TenantId tenant, std::span<const BlockKey> keys) {
+  return ForEachKey<Status>(keys, [&](const BlockKey& k) { return Pin(tenant, k); });
+}
+
+Status StoreImpl::Unpin(TenantId tenant, const BlockKey& key) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  return memory_->Unpin(tenant.value, key);
+}
+
+std::vector<Status> StoreImpl::UnpinMany(TenantId tenant, std::span<const BlockKey> keys) {
+  return ForEachKey<Status>(keys, [&](const BlockKey& k) { return Unpin(tenant, k); });
+}
+
+size_t StoreImpl::PurgeExpired() { return memory_->PurgeExpired(); }
+
+StoreStats StoreImpl::Stats() const {
+  StoreStats stats;
+  memory_->FillStats(&stats);
+  for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
+    stats.tenants.push_back(memory_->StatsForTenant(i));
+  }
+  return stats;
+}
+
+Result<TenantStats> StoreImpl::StatsForTenant(TenantId tenant) const {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  return memory_->StatsForTenant(tenant.value);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,107 @@
+// EntryTable: the compact metadata of the G2 tier. Entries live in a chunked pool addressed
+// by 32-bit index (no per-entry allocation, stable addresses); a linear-probing hash table of
+// indices finds them by (tenant, key); intrusive index-linked lists form the eviction queues.
+// About 80 bytes per entry plus 5 to 11 bytes of hash slots.
+//
+// Not thread-safe: the owner serialises calls.
+
+#ifndef KVTIER_TIER_MEMORY_ENTRY_TABLE_H_
+#define KVTIER_TIER_MEMORY_ENTRY_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "src/common/extent_allocator.h"
+
+namespace kvtier {
+
+inline constexpr uint32_t kNil = UINT32_MAX;
+
+enum class EntryState : uint8_t {
+  kFree,      // In the pool's free list.
+  kResident,  // In the hash index; readable.
+  kDetached,  // Deleted or evicted; kept until its readers and children are gone.
+};
+
+enum class QueueId : uint8_t { kNone, kSmall, kMain };
+
+struct Entry {
+  BlockKey key;
+  uint32_t tenant = 0;
+  uint32_t size = 0;          // Bytes of the block.
+  Extent extent;              // The first (usually only) piece.
+  uint32_t prev = kNil;       // Queue links; `next` doubles as the free-list link.
+  uint32_t next = kNil;
+  uint32_t parent = kNil;     // Previous block of the chain, kept while this one lives.
+  uint32_t children = 0;      // Entries whose parent is this one.
+  uint64_t last_access_us = 0;
+  uint16_t readers = 0;       // Outstanding read leases.
+  uint16_t pins = 0;
+  uint8_t freq = 0;           // S3-FIFO access counter, saturating at 3.
+  EntryState state = EntryState::kFree;
+  QueueId queue = QueueId::kNone;
+  uint8_t flags = 0;          // kEntryMultiExtent | kEntryDataFreed
+};
+
+inline constexpr uint8_t kEntryMultiExtent = 1;  // More pieces in MemoryTier's side table.
+inline constexpr uint8_t kEntryDataFreed = 2;    // Extents already returned to the allocator.
+
+// An intrusive FIFO of entries.
+struct EntryList {
+  uint32_t head = kNil;
+  uint32_t tail = kNil;
+  uint32_t count = 0;
+  uint64_t pages = 0;  // Sum of the pages of the entries in the list.
+};
+
+class EntryTable {
+ public:
+  EntryTable();
+
+  // A default-initialised entry, not indexed and in no list.
+  uint32_t NewEntry();
+  // Returns the entry to the pool. REQUIRES: not indexed, not in a list.
+  void FreeEntry(uint32_t index);
+
+  Entry& at(uint32_t index) { return chunks_[index >> kChunkShift][index & kChunkMask]; }
+  const Entry& at(uint32_t index) const {
+    return chunks_[index >> kChunkShift][index & kChunkMask];
+  }
+
+  // kNil when absent.
+  uint32_t Find(uint32_t tenant, const BlockKey& key) const;
+  // REQUIRES: no indexed entry has the same (tenant, key).
+  void Index(uint32_t index);
+  // REQUIRES: the entry is indexed.
+  void Unindex(uint32_t index);
+  size_t indexed() const { return indexed_; }
+
+  void PushBack(EntryList* list, uint32_t index, uint32_t pages);
+  // Links `index` just ahead of `before`, which must be in `list`.
+  void InsertBefore(EntryList* list, uint32_t before, uint32_t index, uint32_t pages);
+  void Remove(EntryList* list, uint32_t index, uint32_t pages);
+
+  // Heap bytes held by the pool and the hash table.
+  size_t MemoryUsage() const;
+
+ private:
+  static constexpr uint32_t kChunkShift = 12;
+  static constexpr uint32_t kChunkSize = 1u << kChunkShift;
+  static constexpr uint32_t kChunkMask = kChunkSize - 1;
+
+  size_t Home(uint32_t tenant, const BlockKey& key) const;
+  void Grow();
+
+  std::vector<std::unique_ptr<Entry[]>> chunks_;
+  uint32_t next_unused_ = 0;     // Entries [0, next_unused_) have been handed out at least once.
+  uint32_t free_head_ = kNil;
+  std::vector<uint32_t> slots_;  // Entry indices; kNil = empty. Size is a power of two.
+  size_t indexed_ = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_TIER_MEMORY_ENTRY_TABLE_H_

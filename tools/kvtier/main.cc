@@ -1,0 +1,15 @@
+// kvtier: the command-line tool. Benchmarks and operator commands over the kvtier library.
+
+#include <CLI/CLI.hpp>
+
+#include "tools/kvtier/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtier: tiered, shared, persistent KV-cache store for LLM inference.\n"
+               "Run 'kvtier <command> --help' for the options of a command."};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  kvtier::cli::AddBenchCommand(app, &exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
