@@ -36,7 +36,7 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, uint64_t capacity_bytes,
       small_fraction_(small_fraction),
       env_(env),
       allocator_(static_cast<uint32_t>(capacity_bytes / page_bytes)) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   tenants_.resize(tenants.size());
   for (size_t i = 0; i < tenants.size(); ++i) {
     TenantState& t = tenants_[i];
@@ -103,7 +103,7 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
   const uint32_t pages = PagesFor(value.size());
   std::vector<Extent> extents;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     const uint64_t now = env_->NowMicros();
     TenantState& t = tenants_[tenant];
     uint32_t existing = FindLive(tenant, key, now);
@@ -123,7 +123,7 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
 
   CopyIn(extents, value);
 
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   const uint64_t now = env_->NowMicros();
   TenantState& t = tenants_[tenant];
   if (FindLive(tenant, key, now) != kNil) {
@@ -315,7 +315,7 @@ std::vector<std::span<const std::byte>> MemoryTier::Spans(uint32_t index) const 
 }
 
 Result<BlockHandle> MemoryTier::Acquire(uint32_t tenant, const BlockKey& key) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   TenantState& t = tenants_[tenant];
   uint32_t idx = FindLive(tenant, key, env_->NowMicros());
   if (idx == kNil) {
@@ -334,13 +334,13 @@ Result<BlockHandle> MemoryTier::Acquire(uint32_t tenant, const BlockKey& key) {
 }
 
 void MemoryTier::ReleaseLease(uint32_t entry) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   --table_.at(entry).readers;
   Reclaim(entry);
 }
 
 size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   const uint64_t now = env_->NowMicros();
   TenantState& t = tenants_[tenant];
   size_t found = 0;
@@ -356,7 +356,7 @@ size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys)
 }
 
 Status MemoryTier::Erase(uint32_t tenant, const BlockKey& key) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   uint32_t idx = FindLive(tenant, key, env_->NowMicros());
   if (idx == kNil) return Status::NotFound("block not in G2");
   Detach(idx, DetachReason::kDeleted);
@@ -364,7 +364,7 @@ Status MemoryTier::Erase(uint32_t tenant, const BlockKey& key) {
 }
 
 Status MemoryTier::Pin(uint32_t tenant, const BlockKey& key) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   const uint64_t now = env_->NowMicros();
   uint32_t idx = FindLive(tenant, key, now);
   if (idx == kNil) return Status::NotFound("block not in G2");
@@ -379,7 +379,7 @@ Status MemoryTier::Pin(uint32_t tenant, const BlockKey& key) {
 }
 
 Status MemoryTier::Unpin(uint32_t tenant, const BlockKey& key) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   const uint64_t now = env_->NowMicros();
   uint32_t idx = FindLive(tenant, key, now);
   if (idx == kNil) return Status::NotFound("block not in G2");
@@ -395,7 +395,7 @@ Status MemoryTier::Unpin(uint32_t tenant, const BlockKey& key) {
 }
 
 size_t MemoryTier::PurgeExpired() {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   const uint64_t now = env_->NowMicros();
   size_t purged = 0;
   for (TenantState& t : tenants_) {
@@ -415,7 +415,7 @@ size_t MemoryTier::PurgeExpired() {
 }
 
 TenantStats MemoryTier::StatsForTenant(uint32_t tenant) const {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   const TenantState& t = tenants_[tenant];
   TenantStats s = t.stats;
   s.bytes = t.used_pages * page_bytes_;
@@ -423,7 +423,7 @@ TenantStats MemoryTier::StatsForTenant(uint32_t tenant) const {
 }
 
 void MemoryTier::FillStats(StoreStats* stats) const {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   stats->memory_capacity_bytes = capacity_bytes_;
   stats->memory_free_bytes = uint64_t{allocator_.free_pages()} * page_bytes_;
   stats->memory_used_bytes = stats->memory_capacity_bytes - stats->memory_free_bytes;

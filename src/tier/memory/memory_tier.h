@@ -33,7 +33,7 @@
 #include "kvtier/store.h"
 #include "src/common/arena.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "src/common/mutex.h"
 #include "src/common/extent_allocator.h"
 #include "src/policy/ghost_filter.h"
 #include "src/tier/memory/entry_table.h"
@@ -122,7 +122,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   const double small_fraction_;
   Env* const env_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   ExtentAllocator allocator_ ABSL_GUARDED_BY(mu_);
   EntryTable table_ ABSL_GUARDED_BY(mu_);
   // Pieces after the first of blocks stored in more than one extent.
