@@ -27,8 +27,11 @@ struct TenantOptions {
   // and never another tenant's.
   uint64_t memory_budget_bytes = 0;
 
-  // A block not read or written for this many seconds is expired: a miss, then removed.
-  // 0 = blocks never expire.
+  // Most bytes of G3 (local SSD) this tenant may hold. 0 = no per-tenant limit.
+  uint64_t disk_budget_bytes = 0;
+
+  // A block not read or written for this many seconds is expired on every tier: a miss, then
+  // removed. 0 = blocks never expire.
   uint64_t ttl_seconds = 0;
 };
 
@@ -52,8 +55,57 @@ struct MemoryTierOptions {
   double small_queue_fraction = 0.1;
 };
 
+// The G3 tier: the node's local NVMe, as log-structured segment files in one directory.
+struct DiskTierOptions {
+  // Directory holding the segments and the lock file; created if absent. Only one process may
+  // open it at a time (the second gets FailedPrecondition). Empty = no G3 tier.
+  std::string dir;
+
+  // Most bytes of segment files, including records not yet reclaimed. Never exceeded.
+  uint64_t capacity_bytes = 64 * kGiB;
+
+  // Size of one segment file. Larger segments mean fewer files and cheaper sequential writes;
+  // smaller ones let reclamation free space in finer steps.
+  uint64_t segment_bytes = 256 * kMiB;
+
+  // When a put is acknowledged. kWritten: the record has reached the device with O_DIRECT (it
+  // survives kill -9, not power loss until the next sync). kSynced: fdatasync has returned
+  // (it survives power loss). See docs/disk_format.md, "Durability".
+  enum class Durability { kWritten, kSynced };
+  Durability durability = Durability::kWritten;
+
+  // Use io_uring when the kernel offers it; otherwise (or when false) pread/pwrite.
+  bool use_io_uring = true;
+
+  // I/Os in flight per batch.
+  uint32_t io_depth = 16;
+};
+
+// Which blocks evicted from G2 are written to G3. Every write costs SSD endurance, so blocks
+// unlikely to be read again are skipped.
+struct AdmissionOptions {
+  // Blocks of prompts shorter than this many blocks are not written: recomputing a short
+  // prefix is cheap. A block qualifies once a chain at least this long passes through it
+  // (chains are linked by PutOptions::parent). 0 or 1 = no minimum.
+  uint32_t min_prefix_blocks = 0;
+
+  // Admit only blocks accessed (put, read or matched by a prefix lookup) at least
+  // min_accesses times recently, counted in a decaying count-min sketch (TinyLFU style).
+  bool frequency_gate = true;
+  uint32_t min_accesses = 2;
+};
+
 struct Options {
   MemoryTierOptions memory;
+
+  // G3. Disabled while disk.dir is empty.
+  DiskTierOptions disk;
+
+  // Which G2 evictions are demoted to G3 (asynchronously, by a background thread).
+  AdmissionOptions disk_admission;
+
+  // A G3 hit is copied back into G2 (promotion), so the next read is served from DRAM.
+  bool promote_on_hit = true;
 
   // Largest block accepted by Put, at most 1 GiB. Engines' blocks range from 64 KiB to 64 MiB.
   uint64_t max_block_bytes = 64 * kMiB;

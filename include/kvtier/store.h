@@ -70,16 +70,19 @@ class BlockHandle {
   };
 
   BlockHandle() = default;
+  // A lease on arena memory, ended through `releaser`.
   BlockHandle(Releaser* releaser, uint32_t entry, size_t size,
               std::vector<std::span<const std::byte>> extents)
       : releaser_(releaser), entry_(entry), size_(size), extents_(std::move(extents)) {}
+  // A block the handle owns outright (read from a lower tier and not cached in G2).
+  explicit BlockHandle(std::vector<std::byte> owned);
   BlockHandle(BlockHandle&& other) noexcept { *this = std::move(other); }
   BlockHandle& operator=(BlockHandle&& other) noexcept;
   BlockHandle(const BlockHandle&) = delete;
   BlockHandle& operator=(const BlockHandle&) = delete;
   ~BlockHandle() { Release(); }
 
-  bool valid() const { return releaser_ != nullptr; }
+  bool valid() const { return releaser_ != nullptr || !owned_.empty(); }
   size_t size() const { return size_; }
   // The block's bytes as one or more contiguous pieces in order (usually exactly one).
   const std::vector<std::span<const std::byte>>& extents() const { return extents_; }
@@ -93,6 +96,7 @@ class BlockHandle {
   uint32_t entry_ = 0;
   size_t size_ = 0;
   std::vector<std::span<const std::byte>> extents_;
+  std::vector<std::byte> owned_;
 };
 
 struct TenantStats {
@@ -121,6 +125,25 @@ struct StoreStats {
   uint64_t blocks = 0;
   uint64_t multi_extent_blocks = 0;  // Blocks stored in more than one piece.
   uint64_t index_bytes = 0;          // Memory of the block index and eviction metadata.
+
+  // G3 (all zero without a disk tier).
+  uint64_t disk_capacity_bytes = 0;
+  uint64_t disk_used_bytes = 0;      // Segment files on disk, including dead records.
+  uint64_t disk_blocks = 0;
+  uint64_t disk_hits = 0;
+  uint64_t disk_misses = 0;
+  uint64_t disk_corrupt_records = 0; // Failed their checksum: dropped, never served.
+  uint64_t disk_evictions = 0;
+  bool disk_io_uring = false;
+
+  // Movement between tiers.
+  uint64_t demoted_blocks = 0;        // G2 evictions written to G3.
+  uint64_t demotion_failures = 0;     // Admitted but not written (G3 full or failing).
+  uint64_t promoted_blocks = 0;       // G3 hits copied back into G2.
+  uint64_t admitted_blocks = 0;       // G2 evictions admitted to G3.
+  uint64_t skipped_short_prefix = 0;  // Not admitted: chain shorter than min_prefix_blocks.
+  uint64_t skipped_infrequent = 0;    // Not admitted: accessed fewer than min_accesses times.
+
   std::vector<TenantStats> tenants;
 };
 

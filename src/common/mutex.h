@@ -6,6 +6,7 @@
 #ifndef KVTIER_COMMON_MUTEX_H_
 #define KVTIER_COMMON_MUTEX_H_
 
+#include <condition_variable>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
@@ -22,7 +23,22 @@ class ABSL_LOCKABLE Mutex {
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
 
  private:
+  friend class CondVar;
   std::mutex mu_;
+};
+
+class CondVar {
+ public:
+  // Atomically releases *mu, waits for a notification (or a spurious wake-up), re-acquires *mu.
+  void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();
+  }
+  void SignalAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
 };
 
 class ABSL_SCOPED_LOCKABLE MutexLock {

@@ -4,6 +4,11 @@
 
 namespace kvtier {
 
+BlockHandle::BlockHandle(std::vector<std::byte> owned)
+    : size_(owned.size()), owned_(std::move(owned)) {
+  extents_.emplace_back(owned_.data(), owned_.size());
+}
+
 BlockHandle& BlockHandle::operator=(BlockHandle&& other) noexcept {
   if (this != &other) {
     Release();
@@ -11,6 +16,7 @@ BlockHandle& BlockHandle::operator=(BlockHandle&& other) noexcept {
     entry_ = other.entry_;
     size_ = std::exchange(other.size_, 0);
     extents_ = std::move(other.extents_);
+    owned_ = std::move(other.owned_);  // Moving keeps the buffer, so extents_ stay valid.
   }
   return *this;
 }
@@ -24,11 +30,10 @@ void BlockHandle::CopyTo(std::span<std::byte> out) const {
 }
 
 void BlockHandle::Release() {
-  if (releaser_ != nullptr) {
-    std::exchange(releaser_, nullptr)->ReleaseLease(entry_);
-    extents_.clear();
-    size_ = 0;
-  }
+  if (releaser_ != nullptr) std::exchange(releaser_, nullptr)->ReleaseLease(entry_);
+  extents_.clear();
+  owned_.clear();
+  size_ = 0;
 }
 
 }  // namespace kvtier

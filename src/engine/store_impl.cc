@@ -44,6 +44,9 @@ Result<Options> SanitizeOptions(const Options& in) {
   if (!(m.small_queue_fraction > 0.0 && m.small_queue_fraction < 1.0)) {
     return Status::InvalidArgument("memory.small_queue_fraction must be in (0, 1)");
   }
+  if (o.payload_free && !o.disk.dir.empty()) {
+    return Status::InvalidArgument("payload_free stores cannot have a disk tier");
+  }
   if (o.tenants.empty()) return Status::InvalidArgument("at least one tenant is required");
   std::set<std::string> names;
   for (const TenantOptions& t : o.tenants) {
@@ -69,19 +72,36 @@ Result<std::unique_ptr<Store>> Store::Open(const Options& options) {
   if (!sanitized.ok()) return sanitized.status();
   std::vector<MemoryTier::TenantConfig> tenants;
   for (const TenantOptions& t : sanitized->tenants) {
-    tenants.push_back({t.name, t.memory_budget_bytes, t.ttl_seconds * 1000000});
+    tenants.push_back({t.name, t.memory_budget_bytes, static_cast<uint32_t>(t.ttl_seconds)});
   }
   Result<std::unique_ptr<MemoryTier>> memory =
       MemoryTier::Open(sanitized->memory, sanitized->payload_free, std::move(tenants),
                        sanitized->env);
   if (!memory.ok()) return memory.status();
-  return std::unique_ptr<Store>(new StoreImpl(*sanitized, std::move(memory).value()));
+  std::unique_ptr<DiskTier> disk;
+  if (!sanitized->disk.dir.empty()) {
+    std::vector<DiskTenantConfig> disk_tenants;
+    for (const TenantOptions& t : sanitized->tenants) {
+      disk_tenants.push_back({t.name, t.disk_budget_bytes, t.ttl_seconds * 1000000});
+    }
+    Result<std::unique_ptr<DiskTier>> opened =
+        DiskTier::Open(sanitized->disk, std::move(disk_tenants), sanitized->env);
+    if (!opened.ok()) return opened.status();
+    disk = std::move(opened).value();
+  }
+  return std::unique_ptr<Store>(
+      new StoreImpl(*sanitized, std::move(memory).value(), std::move(disk)));
 }
 
-StoreImpl::StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory)
-    : options_(options), memory_(std::move(memory)) {
+StoreImpl::StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory,
+                     std::unique_ptr<DiskTier> disk)
+    : options_(options), memory_(std::move(memory)), disk_(std::move(disk)) {
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     tenant_ids_.emplace(options_.tenants[i].name, i);
+  }
+  if (disk_) {
+    memory_->EnableDemotion(options_.disk_admission);
+    demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get());
   }
 }
 
@@ -122,9 +142,34 @@ std::vector<Status> StoreImpl::PutMany(TenantId tenant, std::span<const BlockWri
   return out;
 }
 
+Result<std::vector<std::byte>> StoreImpl::ReadFromDisk(TenantId tenant, const BlockKey& key) {
+  if (!disk_) return Status::NotFound("block not stored");
+  Result<size_t> size = disk_->BlockSize(tenant.value, key);
+  if (!size.ok()) return size.status();
+  std::vector<std::byte> buffer(*size);
+  std::span<std::byte> out(buffer);
+  std::vector<Result<size_t>> read = disk_->ReadMany(tenant.value, std::span(&key, 1),
+                                                     std::span(&out, 1));
+  if (!read[0].ok()) return read[0].status();
+  buffer.resize(*read[0]);
+  return buffer;
+}
+
+void StoreImpl::Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value) {
+  if (!options_.promote_on_hit) return;
+  if (memory_->Put(tenant.value, key, value, nullptr).ok()) {
+    promoted_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 Result<BlockHandle> StoreImpl::Get(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
-  return memory_->Acquire(tenant.value, key);
+  Result<BlockHandle> handle = memory_->Acquire(tenant.value, key);
+  if (handle.ok() || !disk_) return handle;
+  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key);
+  if (!block.ok()) return block.status();
+  Promote(tenant, key, *block);
+  return BlockHandle(std::move(block).value());
 }
 
 std::vector<Result<BlockHandle>> StoreImpl::GetMany(TenantId tenant,
@@ -133,7 +178,22 @@ std::vector<Result<BlockHandle>> StoreImpl::GetMany(TenantId tenant,
 }
 
 Result<size_t> StoreImpl::Read(TenantId tenant, const BlockKey& key, std::span<std::byte> out) {
-  Result<BlockHandle> handle = Get(tenant, key);
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  Result<BlockHandle> handle = memory_->Acquire(tenant.value, key);
+  if (!handle.ok() && disk_) {
+    // Straight from G3 into the caller's buffer, then promoted from there.
+    Result<size_t> size = disk_->BlockSize(tenant.value, key);
+    if (!size.ok()) return size.status();
+    if (out.size() < *size) {
+      return Status::OutOfRange("buffer of " + std::to_string(out.size()) +
+                                " bytes is smaller than the block (" + std::to_string(*size) +
+                                " bytes)");
+    }
+    std::vector<Result<size_t>> read =
+        disk_->ReadMany(tenant.value, std::span(&key, 1), std::span(&out, 1));
+    if (read[0].ok()) Promote(tenant, key, out.first(*read[0]));
+    return std::move(read[0]);
+  }
   if (!handle.ok()) return handle.status();
   if (out.size() < handle->size()) {
     return Status::OutOfRange("buffer of " + std::to_string(out.size()) +
@@ -160,9 +220,21 @@ std::vector<Result<size_t>> StoreImpl::ReadMany(TenantId tenant, std::span<const
 
 Result<PrefixMatch> StoreImpl::LookupPrefix(TenantId tenant, std::span<const BlockKey> keys) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  // Alternate between the tiers: each run of consecutive blocks comes from the first tier
+  // that has it; the walk ends where neither has the next block.
   PrefixMatch match;
-  match.num_blocks = memory_->LookupPrefix(tenant.value, keys);
-  match.tiers.assign(match.num_blocks, TierLevel::kG2);
+  size_t done = 0;
+  while (done < keys.size()) {
+    size_t in_memory = memory_->LookupPrefix(tenant.value, keys.subspan(done));
+    match.tiers.insert(match.tiers.end(), in_memory, TierLevel::kG2);
+    done += in_memory;
+    if (done == keys.size() || !disk_) break;
+    size_t on_disk = disk_->LookupPrefix(tenant.value, keys.subspan(done));
+    if (on_disk == 0) break;
+    match.tiers.insert(match.tiers.end(), on_disk, TierLevel::kG3);
+    done += on_disk;
+  }
+  match.num_blocks = done;
   return match;
 }
 
@@ -185,7 +257,12 @@ std::vector<Result<PrefixMatch>> StoreImpl::LookupPrefixMany(
 
 Status StoreImpl::Delete(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
-  return memory_->Erase(tenant.value, key);
+  // G2 first: it waits for a demotion of this block in flight, so the G3 delete sees it.
+  Status in_memory = memory_->Erase(tenant.value, key);
+  if (!disk_) return in_memory;
+  Status on_disk = disk_->Erase(tenant.value, key);
+  if (!on_disk.ok() && on_disk.code() != StatusCode::kNotFound) return on_disk;
+  return in_memory.ok() ? in_memory : on_disk;
 }
 
 std::vector<Status> StoreImpl::DeleteMany(TenantId tenant, std::span<const BlockKey> keys) {
@@ -194,6 +271,12 @@ std::vector<Status> StoreImpl::DeleteMany(TenantId tenant, std::span<const Block
 
 Status StoreImpl::Pin(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  Status s = memory_->Pin(tenant.value, key);
+  if (s.code() != StatusCode::kNotFound || !disk_) return s;
+  // Pinning means "keep it in DRAM": bring a G3 block up first.
+  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key);
+  if (!block.ok()) return block.status();
+  KVTIER_RETURN_IF_ERROR(memory_->Put(tenant.value, key, *block, nullptr));
   return memory_->Pin(tenant.value, key);
 }
 
@@ -210,11 +293,31 @@ std::vector<Status> StoreImpl::UnpinMany(TenantId tenant, std::span<const BlockK
   return ForEachKey<Status>(keys, [&](const BlockKey& k) { return Unpin(tenant, k); });
 }
 
-size_t StoreImpl::PurgeExpired() { return memory_->PurgeExpired(); }
+size_t StoreImpl::PurgeExpired() {
+  return memory_->PurgeExpired() + (disk_ ? disk_->PurgeExpired() : 0);
+}
 
 StoreStats StoreImpl::Stats() const {
   StoreStats stats;
   memory_->FillStats(&stats);
+  if (disk_) {
+    DiskTierStats d = disk_->Stats();
+    stats.disk_capacity_bytes = d.capacity_bytes;
+    stats.disk_used_bytes = d.used_bytes;
+    stats.disk_blocks = d.blocks;
+    stats.disk_hits = d.hits;
+    stats.disk_misses = d.misses;
+    stats.disk_corrupt_records = d.corrupt_records;
+    stats.disk_evictions = d.evictions;
+    stats.disk_io_uring = d.io_uring;
+    stats.demoted_blocks = demoter_->demoted_blocks();
+    stats.demotion_failures = demoter_->failures();
+    MemoryTier::AdmissionStats a = memory_->admission_stats();
+    stats.admitted_blocks = a.admitted;
+    stats.skipped_short_prefix = a.skipped_short_prefix;
+    stats.skipped_infrequent = a.skipped_infrequent;
+  }
+  stats.promoted_blocks = promoted_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     stats.tenants.push_back(memory_->StatsForTenant(i));
   }

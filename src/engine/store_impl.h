@@ -1,15 +1,23 @@
-// StoreImpl: the Store of include/kvtier/store.h over the G2 MemoryTier. It owns the tenant
-// registry, validates every request, and expands batch and token forms.
+// StoreImpl: the Store of include/kvtier/store.h. It composes the G2 MemoryTier and, when
+// configured, the G3 DiskTier with the Demoter between them; owns the tenant registry,
+// validates every request, and expands batch and token forms.
+//
+// Placement: puts land in G2. G2 evictions that pass admission are demoted to G3 in the
+// background. A G2 miss is looked up in G3; a G3 hit is served and, with promote_on_hit,
+// copied back into G2. Deletes, TTL purges and stats cover both tiers.
 
 #ifndef KVTIER_ENGINE_STORE_IMPL_H_
 #define KVTIER_ENGINE_STORE_IMPL_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "kvtier/store.h"
+#include "src/engine/demoter.h"
+#include "src/tier/disk/disk_tier.h"
 #include "src/tier/memory/memory_tier.h"
 
 namespace kvtier {
@@ -19,8 +27,9 @@ Result<Options> SanitizeOptions(const Options& options);
 
 class StoreImpl final : public Store {
  public:
-  // REQUIRES: `options` came from SanitizeOptions.
-  StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory);
+  // REQUIRES: `options` came from SanitizeOptions. `disk` may be null (no G3).
+  StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory,
+            std::unique_ptr<DiskTier> disk);
 
   Result<TenantId> FindTenant(std::string_view name) const override;
   Status Put(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
@@ -50,9 +59,17 @@ class StoreImpl final : public Store {
  private:
   Status CheckTenant(TenantId tenant) const;
   Status CheckValue(std::span<const std::byte> value) const;
+  // Reads a block from G3 into a new buffer; NotFound without G3 or on a miss.
+  Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key);
+  // Copies a G3 hit into G2 when promote_on_hit; failures only cost the promotion.
+  void Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value);
 
   const Options options_;
   const std::unique_ptr<MemoryTier> memory_;
+  const std::unique_ptr<DiskTier> disk_;
+  // Declared after the tiers so it stops (and drains) before they are destroyed.
+  std::unique_ptr<Demoter> demoter_;
+  std::atomic<uint64_t> promoted_{0};
   std::unordered_map<std::string, uint32_t> tenant_ids_;  // Immutable after construction.
 };
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "kvtier/env.h"
@@ -202,6 +203,72 @@ TEST_F(StoreTest, ChainTailsAreEvictedBeforeHeads) {
   EXPECT_FALSE(Has(5));
 }
 
+TEST_F(StoreTest, WithoutPinsOrLeasesAPutAlwaysFindsRoom) {
+  // Many prompts sharing heads, re-read at random: main fills with chain heads whose tails sit
+  // on probation. Eviction must still find a victim every time.
+  Open(32);
+  std::mt19937_64 rng(11);
+  uint64_t next = 1000;
+  for (int prompt = 0; prompt < 600; ++prompt) {
+    const uint64_t shared = rng() % 4;  // One of four system prompts heads the chain.
+    if (store_->LookupPrefix(tenant_, std::vector<BlockKey>{Key(shared)})->num_blocks == 0) {
+      ASSERT_TRUE(Put(shared).ok());
+    }
+    uint64_t parent = shared;
+    const int length = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < length; ++i, ++next) {
+      Status s = Put(next, parent);
+      ASSERT_TRUE(s.ok()) << "prompt " << prompt << ": " << s.ToString();
+      parent = next;
+    }
+    if (rng() % 2) {
+      // Re-read an earlier prompt's prefix.
+      std::vector<BlockKey> keys = {Key(shared), Key(next - length)};
+      (void)store_->LookupPrefix(tenant_, keys);
+    }
+  }
+  EXPECT_LE(store_->Stats().blocks, 32u);
+}
+
+TEST_F(StoreTest, MainQueueOfChainHeadsStillYieldsTheTailOnProbation) {
+  Open(19);
+  std::vector<BlockKey> chain;
+  for (uint64_t k = 0; k < 18; ++k) {
+    ASSERT_TRUE(Put(k, k == 0 ? std::nullopt : std::optional<uint64_t>(k - 1)).ok());
+    chain.push_back(Key(k));
+  }
+  ASSERT_EQ(store_->LookupPrefix(tenant_, chain)->num_blocks, 18u);  // All read once.
+  ASSERT_TRUE(Put(100).ok());  // Full.
+  ASSERT_TRUE(Put(101).ok());  // Evicts 100; the re-read chain moves to the main queue.
+  ASSERT_TRUE(store_->Delete(tenant_, Key(101)).ok());
+  // The chain's next block goes on probation; the probationary queue is under its share, and
+  // every block in main is the parent of a resident block.
+  ASSERT_TRUE(Put(18, 17).ok());
+  Status s = Put(102);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(Has(18)) << "the chain's tail goes first";
+  chain.push_back(Key(18));
+  EXPECT_EQ(store_->LookupPrefix(tenant_, chain)->num_blocks, 18u);
+}
+
+TEST_F(StoreTest, ReQueuedChainHeadsDoNotHideTheTail) {
+  Open(8);
+  std::vector<BlockKey> chain;
+  for (uint64_t k = 0; k < 7; ++k) {
+    ASSERT_TRUE(Put(k, k == 0 ? std::nullopt : std::optional<uint64_t>(k - 1)).ok());
+    chain.push_back(Key(k));
+  }
+  ASSERT_EQ(store_->LookupPrefix(tenant_, chain)->num_blocks, 7u);
+  ASSERT_TRUE(Put(100).ok());     // Full.
+  ASSERT_TRUE(Put(7, 6).ok());    // Evicts 100; the re-read chain moves to the main queue.
+  ASSERT_TRUE(Has(7));
+  // Full again, and every block is in main: the head of main is block 6, the parent of 7.
+  Status s = Put(101);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(Has(7)) << "the chain's tail goes first";
+  EXPECT_EQ(store_->LookupPrefix(tenant_, chain)->num_blocks, 7u);
+}
+
 TEST_F(StoreTest, PinnedBlocksAreNeverEvicted) {
   Open(4);
   ASSERT_TRUE(Put(1).ok());
@@ -271,7 +338,7 @@ TEST_F(StoreTest, FullArenaEvictsFromTheTenantFurthestOverItsShare) {
 }
 
 TEST_F(StoreTest, BlocksExpireAfterTheirTtlSinceLastAccess) {
-  Open(8, {TenantOptions{"default", 0, /*ttl_seconds=*/60}});
+  Open(8, {TenantOptions{.name = "default", .ttl_seconds = 60}});
   ASSERT_TRUE(Put(1).ok());
   ASSERT_TRUE(Put(2).ok());
   ASSERT_TRUE(Put(3).ok());

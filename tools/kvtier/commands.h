@@ -9,6 +9,10 @@
 namespace kvtier::cli {
 
 void AddBenchCommand(CLI::App& app, int* exit_code);
+// model, crossover, cost, size, trace gen and replay (tools/planning/commands.cc).
+void AddPlanningCommands(CLI::App& app, int* exit_code);
+// kv dump and kv bench-compress: real KV of the reference model (tools/kvtier/kv_*.cc).
+void AddKvCommand(CLI::App& app, int* exit_code);
 
 }  // namespace kvtier::cli
 

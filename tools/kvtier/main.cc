@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   kvtier::cli::AddBenchCommand(app, &exit_code);
+  kvtier::cli::AddPlanningCommands(app, &exit_code);
+  kvtier::cli::AddKvCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

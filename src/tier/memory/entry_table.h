@@ -37,17 +37,20 @@ struct Entry {
   uint32_t next = kNil;
   uint32_t parent = kNil;     // Previous block of the chain, kept while this one lives.
   uint32_t children = 0;      // Entries whose parent is this one.
-  uint64_t last_access_us = 0;
-  uint16_t readers = 0;       // Outstanding read leases.
+  uint32_t last_access_s = 0;  // Wall-clock seconds; TTLs are whole seconds.
+  uint16_t depth = 0;          // Position in its chain (0 = head), saturating.
+  uint16_t readers = 0;        // Outstanding read leases, the demotion's included.
   uint16_t pins = 0;
-  uint8_t freq = 0;           // S3-FIFO access counter, saturating at 3.
+  uint8_t freq = 0;            // S3-FIFO access counter, saturating at 3.
   EntryState state = EntryState::kFree;
   QueueId queue = QueueId::kNone;
-  uint8_t flags = 0;          // kEntryMultiExtent | kEntryDataFreed
+  uint8_t flags = 0;           // kEntry* bits below.
 };
 
 inline constexpr uint8_t kEntryMultiExtent = 1;  // More pieces in MemoryTier's side table.
 inline constexpr uint8_t kEntryDataFreed = 2;    // Extents already returned to the allocator.
+inline constexpr uint8_t kEntryLongChain = 4;    // A chain of min_prefix_blocks passes through.
+inline constexpr uint8_t kEntryDemoting = 8;     // Evicted, being written to G3; still readable.
 
 // An intrusive FIFO of entries.
 struct EntryList {

@@ -68,28 +68,36 @@ void MemoryTier::Dequeue(uint32_t index) {
 void MemoryTier::Enqueue(uint32_t index, QueueId queue) {
   Entry& e = table_.at(index);
   e.queue = queue;
-  EntryList* q = QueueOf(e);
-  // A chain's later block goes just ahead of its parent in the same queue, so FIFO order
-  // reaches the tail of a chain before its head.
-  if (e.parent != kNil && table_.at(e.parent).state == EntryState::kResident &&
-      table_.at(e.parent).queue == queue) {
-    table_.InsertBefore(q, e.parent, index, PagesFor(e.size));
+  table_.PushBack(QueueOf(e), index, PagesFor(e.size));
+}
+
+void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
+  Entry& e = table_.at(index);
+  // A chain's new block goes just ahead of its parent when they share a queue, so FIFO order
+  // reaches the tail of a chain before its head. Re-queued blocks go to the back as usual.
+  if (e.parent != kNil && table_.at(e.parent).queue == queue) {
+    e.queue = queue;
+    table_.InsertBefore(QueueOf(e), e.parent, index, PagesFor(e.size));
   } else {
-    table_.PushBack(q, index, PagesFor(e.size));
+    Enqueue(index, queue);
   }
 }
 
-bool MemoryTier::Expired(const Entry& e, uint64_t now) const {
-  uint64_t ttl = tenants_[e.tenant].config.ttl_us;
-  return ttl != 0 && e.pins == 0 && now > e.last_access_us && now - e.last_access_us > ttl;
+bool MemoryTier::Expired(const Entry& e, uint32_t now) const {
+  uint32_t ttl = tenants_[e.tenant].config.ttl_s;
+  // A demoting block carries on to G3, where its retention continues.
+  return ttl != 0 && e.pins == 0 && (e.flags & kEntryDemoting) == 0 &&
+         now > e.last_access_s && now - e.last_access_s > ttl;
 }
 
-void MemoryTier::Touch(Entry& e, uint64_t now) {
+void MemoryTier::Touch(uint32_t index, uint32_t now) {
+  Entry& e = table_.at(index);
   if (e.freq < kMaxFreq) ++e.freq;
-  e.last_access_us = std::max(e.last_access_us, now);
+  e.last_access_s = std::max(e.last_access_s, now);
+  if (sketch_) sketch_->Increment(SketchHash(e.tenant, e.key));
 }
 
-uint32_t MemoryTier::FindLive(uint32_t tenant, const BlockKey& key, uint64_t now) {
+uint32_t MemoryTier::FindLive(uint32_t tenant, const BlockKey& key, uint32_t now) {
   uint32_t idx = table_.Find(tenant, key);
   if (idx != kNil && Expired(table_.at(idx), now)) {
     Detach(idx, DetachReason::kExpired);
@@ -104,11 +112,11 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
   std::vector<Extent> extents;
   {
     MutexLock l(&mu_);
-    const uint64_t now = env_->NowMicros();
+    const uint32_t now = NowSeconds();
     TenantState& t = tenants_[tenant];
     uint32_t existing = FindLive(tenant, key, now);
     if (existing != kNil) {
-      Touch(table_.at(existing), now);
+      Touch(existing, now);
       ++t.stats.duplicate_puts;
       return Status::OK();
     }
@@ -124,11 +132,13 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
   CopyIn(extents, value);
 
   MutexLock l(&mu_);
-  const uint64_t now = env_->NowMicros();
+  const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
-  if (FindLive(tenant, key, now) != kNil) {
+  uint32_t existing = FindLive(tenant, key, now);
+  if (existing != kNil) {
     // A concurrent put of the same key committed first; blocks are immutable, keep that one.
     FreeExtents(tenant, extents);
+    Touch(existing, now);
     ++t.stats.duplicate_puts;
     return Status::OK();
   }
@@ -138,25 +148,39 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
   e.tenant = tenant;
   e.size = static_cast<uint32_t>(value.size());
   e.extent = extents[0];
-  e.last_access_us = now;
+  e.last_access_s = now;
   e.state = EntryState::kResident;
   if (extents.size() > 1) {
     e.flags |= kEntryMultiExtent;
     more_extents_.emplace(idx, std::vector<Extent>(extents.begin() + 1, extents.end()));
   }
-  if (parent != nullptr) {
-    uint32_t p = table_.Find(tenant, *parent);
-    if (p != kNil) {
-      e.parent = p;
-      ++table_.at(p).children;
-    }
-  }
+  LinkIntoChain(idx, parent);
   table_.Index(idx);
   ++t.stats.blocks;
-  Enqueue(idx, t.ghost.Contains(key.Hash64()) ? QueueId::kMain : QueueId::kSmall);
+  EnqueueNew(idx, t.ghost.Contains(key.Hash64()) ? QueueId::kMain : QueueId::kSmall);
+  if (sketch_) sketch_->Increment(SketchHash(tenant, key));
   ++t.stats.puts;
   t.stats.put_bytes += value.size();
   return Status::OK();
+}
+
+void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent) {
+  Entry& e = table_.at(index);
+  if (parent == nullptr) return;
+  uint32_t p = table_.Find(e.tenant, *parent);
+  if (p == kNil) return;
+  e.parent = p;
+  Entry& pe = table_.at(p);
+  ++pe.children;
+  e.depth = pe.depth == UINT16_MAX ? pe.depth : static_cast<uint16_t>(pe.depth + 1);
+  // Mark the chain once it is long enough for G3; ancestors already marked stop the walk, so
+  // each block is marked at most once.
+  if (admission_.min_prefix_blocks > 1 && e.depth + 1u >= admission_.min_prefix_blocks) {
+    for (uint32_t i = index; i != kNil && (table_.at(i).flags & kEntryLongChain) == 0;
+         i = table_.at(i).parent) {
+      table_.at(i).flags |= kEntryLongChain;
+    }
+  }
 }
 
 void MemoryTier::CopyIn(const std::vector<Extent>& extents,
@@ -167,133 +191,6 @@ void MemoryTier::CopyIn(const std::vector<Extent>& extents,
     size_t n = std::min<size_t>(value.size() - offset, uint64_t{x.num_pages} * page_bytes_);
     std::memcpy(arena_->base() + uint64_t{x.first_page} * page_bytes_, value.data() + offset, n);
     offset += n;
-  }
-}
-
-Status MemoryTier::MakeRoom(uint32_t tenant, uint32_t pages, uint64_t now) {
-  TenantState& t = tenants_[tenant];
-  if (pages > allocator_.total_pages()) {
-    return Status::InvalidArgument("block of " + std::to_string(uint64_t{pages} * page_bytes_) +
-                                   " bytes exceeds the G2 capacity of " +
-                                   std::to_string(capacity_bytes_) + " bytes");
-  }
-  if (t.budget_pages != 0 && pages > t.budget_pages) {
-    return Status::InvalidArgument("block of " + std::to_string(uint64_t{pages} * page_bytes_) +
-                                   " bytes exceeds tenant '" + t.config.name +
-                                   "' G2 budget of " + std::to_string(t.config.budget_bytes) +
-                                   " bytes");
-  }
-  while (t.budget_pages != 0 && t.used_pages + pages > t.budget_pages) {
-    if (!EvictOne(tenant, now)) {
-      return Status::ResourceExhausted("tenant '" + t.config.name +
-                                       "' is at its G2 budget and every block it holds is "
-                                       "pinned, leased or a prefix of one");
-    }
-  }
-  while (allocator_.free_pages() < pages) {
-    // Evict from the tenant using the largest share of its budget that can give something up.
-    std::vector<std::pair<double, uint32_t>> order;
-    for (uint32_t i = 0; i < tenants_.size(); ++i) {
-      const TenantState& v = tenants_[i];
-      if (v.small.count + v.main.count == 0) continue;
-      double limit = v.budget_pages ? double(v.budget_pages) : double(allocator_.total_pages());
-      order.emplace_back(double(v.used_pages) / limit, i);
-    }
-    std::sort(order.begin(), order.end(), std::greater<>());
-    bool evicted = false;
-    for (const auto& [share, victim] : order) {
-      if (EvictOne(victim, now)) {
-        evicted = true;
-        break;
-      }
-    }
-    if (!evicted) {
-      return Status::ResourceExhausted(
-          "G2 is full and every block in it is pinned, leased or a prefix of one");
-    }
-  }
-  return Status::OK();
-}
-
-bool MemoryTier::EvictOne(uint32_t tenant, uint64_t now) {
-  TenantState& t = tenants_[tenant];
-  // Each entry is re-queued at most kMaxFreq + 2 times before it must be evicted or is known
-  // to be unevictable (leased, or a parent of a resident block); bound the scan accordingly.
-  uint64_t budget = uint64_t{t.small.count + t.main.count} * (kMaxFreq + 2) + 1;
-  while (budget-- > 0 && t.small.count + t.main.count > 0) {
-    uint64_t small_target = static_cast<uint64_t>(double(t.used_pages) * small_fraction_);
-    bool from_small = t.small.count > 0 && (t.small.pages > small_target || t.main.count == 0);
-    uint32_t idx = from_small ? t.small.head : t.main.head;
-    Entry& e = table_.at(idx);
-    if (Expired(e, now) && e.readers == 0) {
-      Detach(idx, DetachReason::kExpired);
-      return true;
-    }
-    if (from_small) {
-      if (e.freq > 0 || e.readers > 0 || e.children > 0) {
-        // Read again while on probation (or still needed): promote to main.
-        Dequeue(idx);
-        e.freq = 0;
-        Enqueue(idx, QueueId::kMain);
-        continue;
-      }
-      t.ghost.Insert(e.key.Hash64(), t.main.count);
-    } else if (e.freq > 0 || e.readers > 0 || e.children > 0) {
-      if (e.freq > 0) --e.freq;
-      Dequeue(idx);
-      Enqueue(idx, QueueId::kMain);
-      continue;
-    }
-    Detach(idx, DetachReason::kEvicted);
-    return true;
-  }
-  return false;
-}
-
-void MemoryTier::Detach(uint32_t index, DetachReason reason) {
-  Entry& e = table_.at(index);
-  TenantState& t = tenants_[e.tenant];
-  Dequeue(index);
-  table_.Unindex(index);
-  e.state = EntryState::kDetached;
-  --t.stats.blocks;
-  if (e.pins > 0) --t.stats.pinned_blocks;
-  e.pins = 0;
-  switch (reason) {
-    case DetachReason::kEvicted: ++t.stats.evictions; break;
-    case DetachReason::kExpired: ++t.stats.expirations; break;
-    case DetachReason::kDeleted: ++t.stats.deletes; break;
-  }
-  Reclaim(index);
-}
-
-void MemoryTier::Reclaim(uint32_t index) {
-  while (index != kNil) {
-    Entry& e = table_.at(index);
-    if (e.state != EntryState::kDetached || e.readers > 0) return;
-    if ((e.flags & kEntryDataFreed) == 0) {
-      std::vector<Extent> extents{e.extent};
-      if (e.flags & kEntryMultiExtent) {
-        auto it = more_extents_.find(index);
-        extents.insert(extents.end(), it->second.begin(), it->second.end());
-        more_extents_.erase(it);
-      }
-      FreeExtents(e.tenant, extents);
-      e.flags = kEntryDataFreed;
-    }
-    if (e.children > 0) return;
-    uint32_t parent = e.parent;
-    table_.FreeEntry(index);
-    if (parent == kNil) return;
-    --table_.at(parent).children;
-    index = parent;
-  }
-}
-
-void MemoryTier::FreeExtents(uint32_t tenant, const std::vector<Extent>& extents) {
-  for (const Extent& x : extents) {
-    allocator_.Free(x);
-    tenants_[tenant].used_pages -= x.num_pages;
   }
 }
 
@@ -316,8 +213,9 @@ std::vector<std::span<const std::byte>> MemoryTier::Spans(uint32_t index) const 
 
 Result<BlockHandle> MemoryTier::Acquire(uint32_t tenant, const BlockKey& key) {
   MutexLock l(&mu_);
+  const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
-  uint32_t idx = FindLive(tenant, key, env_->NowMicros());
+  uint32_t idx = FindLive(tenant, key, now);
   if (idx == kNil) {
     ++t.stats.misses;
     return Status::NotFound("block not in G2");
@@ -327,7 +225,7 @@ Result<BlockHandle> MemoryTier::Acquire(uint32_t tenant, const BlockKey& key) {
     return Status::ResourceExhausted("too many concurrent read leases on one block");
   }
   ++e.readers;
-  Touch(e, env_->NowMicros());
+  Touch(idx, now);
   ++t.stats.hits;
   t.stats.get_bytes += e.size;
   return BlockHandle(this, idx, e.size, Spans(idx));
@@ -341,13 +239,13 @@ void MemoryTier::ReleaseLease(uint32_t entry) {
 
 size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) {
   MutexLock l(&mu_);
-  const uint64_t now = env_->NowMicros();
+  const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
   size_t found = 0;
   for (const BlockKey& key : keys) {
     uint32_t idx = FindLive(tenant, key, now);
     if (idx == kNil) break;
-    Touch(table_.at(idx), now);
+    Touch(idx, now);
     ++found;
   }
   t.stats.hits += found;
@@ -357,15 +255,22 @@ size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys)
 
 Status MemoryTier::Erase(uint32_t tenant, const BlockKey& key) {
   MutexLock l(&mu_);
-  uint32_t idx = FindLive(tenant, key, env_->NowMicros());
-  if (idx == kNil) return Status::NotFound("block not in G2");
-  Detach(idx, DetachReason::kDeleted);
-  return Status::OK();
+  for (;;) {
+    uint32_t idx = FindLive(tenant, key, NowSeconds());
+    if (idx == kNil) return Status::NotFound("block not in G2");
+    if (table_.at(idx).flags & kEntryDemoting) {
+      // Let the copy reach G3 first, so the caller's G3 delete that follows removes it.
+      space_freed_.Wait(&mu_);
+      continue;
+    }
+    Detach(idx, DetachReason::kDeleted);
+    return Status::OK();
+  }
 }
 
 Status MemoryTier::Pin(uint32_t tenant, const BlockKey& key) {
   MutexLock l(&mu_);
-  const uint64_t now = env_->NowMicros();
+  const uint32_t now = NowSeconds();
   uint32_t idx = FindLive(tenant, key, now);
   if (idx == kNil) return Status::NotFound("block not in G2");
   Entry& e = table_.at(idx);
@@ -374,13 +279,13 @@ Status MemoryTier::Pin(uint32_t tenant, const BlockKey& key) {
     Dequeue(idx);
     ++tenants_[tenant].stats.pinned_blocks;
   }
-  Touch(e, now);
+  Touch(idx, now);
   return Status::OK();
 }
 
 Status MemoryTier::Unpin(uint32_t tenant, const BlockKey& key) {
   MutexLock l(&mu_);
-  const uint64_t now = env_->NowMicros();
+  const uint32_t now = NowSeconds();
   uint32_t idx = FindLive(tenant, key, now);
   if (idx == kNil) return Status::NotFound("block not in G2");
   Entry& e = table_.at(idx);
@@ -388,18 +293,19 @@ Status MemoryTier::Unpin(uint32_t tenant, const BlockKey& key) {
   if (--e.pins == 0) {
     --tenants_[tenant].stats.pinned_blocks;
     // TTL counts from the unpin, not from before the pin.
-    e.last_access_us = std::max(e.last_access_us, now);
-    Enqueue(idx, QueueId::kMain);
+    e.last_access_s = std::max(e.last_access_s, now);
+    // A demoting block rejoins a queue when its demotion finishes.
+    if ((e.flags & kEntryDemoting) == 0) Enqueue(idx, QueueId::kMain);
   }
   return Status::OK();
 }
 
 size_t MemoryTier::PurgeExpired() {
   MutexLock l(&mu_);
-  const uint64_t now = env_->NowMicros();
+  const uint32_t now = NowSeconds();
   size_t purged = 0;
   for (TenantState& t : tenants_) {
-    if (t.config.ttl_us == 0) continue;
+    if (t.config.ttl_s == 0) continue;
     for (EntryList* q : {&t.small, &t.main}) {
       for (uint32_t idx = q->head; idx != kNil;) {
         uint32_t next = table_.at(idx).next;

@@ -13,6 +13,11 @@
 // Budgets: a tenant at its budget evicts only its own blocks. When the arena itself is full,
 // the victim is the tenant using the largest share of its budget (capacity when unlimited).
 //
+// Demotion (when enabled): an evicted block that passes G3 admission is not freed at once. It
+// stays indexed and readable, flagged as demoting, until the demoter has written it to G3 and
+// calls FinishDemotion; a put that needs its pages waits for that (backpressure), never for
+// anything else.
+//
 // Thread safety: all methods are thread-safe. One mutex guards metadata; block bytes are
 // copied outside it.
 
@@ -21,20 +26,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/options.h"
 #include "kvtier/status.h"
 #include "kvtier/store.h"
 #include "src/common/arena.h"
-#include "absl/base/thread_annotations.h"
-#include "src/common/mutex.h"
 #include "src/common/extent_allocator.h"
+#include "src/common/mutex.h"
+#include "src/policy/frequency_sketch.h"
 #include "src/policy/ghost_filter.h"
 #include "src/tier/memory/entry_table.h"
 
@@ -45,7 +53,21 @@ class MemoryTier final : public BlockHandle::Releaser {
   struct TenantConfig {
     std::string name;
     uint64_t budget_bytes = 0;  // 0 = unlimited.
-    uint64_t ttl_us = 0;        // 0 = never expires.
+    uint32_t ttl_s = 0;         // 0 = never expires.
+  };
+
+  // An evicted block on its way to G3. `spans` stay valid until FinishDemotion(entry).
+  struct Demotion {
+    uint32_t entry;
+    uint32_t tenant;
+    BlockKey key;
+    std::vector<std::span<const std::byte>> spans;
+  };
+
+  struct AdmissionStats {
+    uint64_t admitted = 0;
+    uint64_t skipped_short_prefix = 0;
+    uint64_t skipped_infrequent = 0;
   };
 
   // REQUIRES: options sanitised by the Store (power-of-two page size, capacity >= one page).
@@ -62,12 +84,25 @@ class MemoryTier final : public BlockHandle::Releaser {
   Result<BlockHandle> Acquire(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Number of leading keys resident; each found block counts as accessed.
   size_t LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for a demotion of the same block in flight to finish first.
   Status Erase(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   Status Pin(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   Status Unpin(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   size_t PurgeExpired() ABSL_LOCKS_EXCLUDED(mu_);
 
   void ReleaseLease(uint32_t entry) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // From now on, evictions that pass `admission` become demotions. Call once, before use.
+  void EnableDemotion(const AdmissionOptions& admission) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until demotions are queued, then takes up to `max` of them. Empty once
+  // StopDemotion was called and the queue is drained.
+  std::vector<Demotion> TakeDemotions(size_t max) ABSL_LOCKS_EXCLUDED(mu_);
+  // The demoter is done with `entry` (written to G3 or not): the block leaves G2 unless it
+  // was pinned meanwhile.
+  void FinishDemotion(uint32_t entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Evictions free blocks directly again; TakeDemotions returns what is left, then empty.
+  void StopDemotion() ABSL_LOCKS_EXCLUDED(mu_);
+  AdmissionStats admission_stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t PageBytes() const { return page_bytes_; }
   uint64_t CapacityBytes() const { return capacity_bytes_; }
@@ -80,8 +115,9 @@ class MemoryTier final : public BlockHandle::Releaser {
  private:
   struct TenantState {
     TenantConfig config;
-    uint64_t budget_pages = 0;  // 0 = unlimited.
-    uint64_t used_pages = 0;    // Resident, detached-but-leased and reserved-for-put pages.
+    uint64_t budget_pages = 0;    // 0 = unlimited.
+    uint64_t used_pages = 0;      // Resident, leased, demoting and reserved-for-put pages.
+    uint64_t demoting_pages = 0;  // Of used_pages, those freed when demotions finish.
     EntryList small;
     EntryList main;
     GhostFilter ghost;
@@ -95,17 +131,38 @@ class MemoryTier final : public BlockHandle::Releaser {
   uint32_t PagesFor(uint64_t bytes) const {
     return static_cast<uint32_t>((bytes + page_bytes_ - 1) / page_bytes_);
   }
+  uint32_t NowSeconds() const { return static_cast<uint32_t>(env_->NowMicros() / 1000000); }
+  static uint64_t SketchHash(uint32_t tenant, const BlockKey& key) {
+    return key.Hash64() ^ (uint64_t{tenant} * 0xc2b2ae3d27d4eb4fULL);
+  }
   EntryList* QueueOf(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dequeue(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends to the back of `queue`.
   void Enqueue(uint32_t index, QueueId queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Expired(const Entry& e, uint64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Touch(Entry& e, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a newly put block: just ahead of its parent when they share the queue.
+  void EnqueueNew(uint32_t index, QueueId queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Expired(const Entry& e, uint32_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Touch(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Resident entry for (tenant, key), expiring it first if its TTL passed; kNil otherwise.
-  uint32_t FindLive(uint32_t tenant, const BlockKey& key, uint64_t now)
+  uint32_t FindLive(uint32_t tenant, const BlockKey& key, uint32_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LinkIntoChain(uint32_t index, const BlockKey* parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  Status MakeRoom(uint32_t tenant, uint32_t pages, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EvictOne(uint32_t tenant, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts until `pages` can be allocated for the tenant, waiting for demotions in flight
+  // when only they hold the pages needed.
+  Status MakeRoom(uint32_t tenant, uint32_t pages, uint32_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the pages are free now; false when demotions in flight must finish first.
+  Result<bool> TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictFromFullestTenant(uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictOne(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictFromSmall(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictFromMain(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes a chosen victim: expired, demoted to G3 if admitted, or dropped.
+  void Evict(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Admit(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartDemotion(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Detach(uint32_t index, DetachReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees what a detached entry no longer needs: its pages once unleased, the entry itself
   // once it has no children either (then its parent is reconsidered).
@@ -123,11 +180,21 @@ class MemoryTier final : public BlockHandle::Releaser {
   Env* const env_;
 
   mutable Mutex mu_;
+  CondVar space_freed_;      // A demotion finished: pages may be free.
+  CondVar demotion_queued_;  // pending_demotions_ grew, or demotion stopped.
   ExtentAllocator allocator_ ABSL_GUARDED_BY(mu_);
   EntryTable table_ ABSL_GUARDED_BY(mu_);
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);
+
+  bool demotion_enabled_ ABSL_GUARDED_BY(mu_) = false;
+  bool demotion_stopped_ ABSL_GUARDED_BY(mu_) = false;
+  AdmissionOptions admission_ ABSL_GUARDED_BY(mu_);
+  std::optional<FrequencySketch> sketch_ ABSL_GUARDED_BY(mu_);
+  AdmissionStats admission_stats_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint32_t> pending_demotions_ ABSL_GUARDED_BY(mu_);
+  uint64_t demoting_pages_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvtier

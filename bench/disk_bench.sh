@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# G3 against the disk's own limit, in one run on one filesystem (DESIGN.md, "How it is
+# measured"): fio with O_DIRECT sequential 2 MiB writes and reads at queue depth 16 through
+# io_uring, then the DiskTier writing and reading 2 MiB blocks with the same depth. Rounds
+# alternate fio and the tier so both see the same background load; the medians are compared.
+# Then: recovery time of a tier holding 1M small blocks, and index memory per block.
+#
+# usage: bench/disk_bench.sh [DIR] [SIZE_MiB]
+#   DIR       where the files go (default: $BUILD/disk-bench); emptied, then removed
+#   SIZE_MiB  bytes written and read per measurement (default 2048)
+# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), RECOVERY_BLOCKS (1000000),
+#   RECOVERY_VALUE_BYTES (1024)
+# needs: fio (Debian package fio), a build with kvtier_disk_bench.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${KVTIER_BUILD_DIR:-$ROOT/build}
+BIN=$BUILD/kvtier_disk_bench
+DIR=${1:-$BUILD/disk-bench}
+SIZE_MIB=${2:-2048}
+ROUNDS=${ROUNDS:-3}
+RECOVERY_BLOCKS=${RECOVERY_BLOCKS:-1000000}
+RECOVERY_VALUE_BYTES=${RECOVERY_VALUE_BYTES:-1024}
+DEPTH=16
+BLOCK=$((2 * 1024 * 1024))
+
+command -v fio >/dev/null || { echo "fio not found (apt-get install fio)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "$BIN not found: build the kvtier_disk_bench target" >&2; exit 1; }
+rm -rf "$DIR"
+mkdir -p "$DIR"
+trap 'rm -rf "$DIR"' EXIT
+
+# fio's terse output (version 3): field 7 is read bandwidth, field 48 write bandwidth, in KiB/s.
+fio_mbps() {  # rw field
+  fio --name=kvtier-g3 --rw="$1" --bs=2M --direct=1 --ioengine=io_uring --iodepth=$DEPTH \
+      --size="${SIZE_MIB}M" --filename="$DIR/fio.dat" --output-format=terse |
+    awk -F';' -v f="$2" '{ printf "%.1f", $f * 1024 / 1e6 }'
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "filesystem: $(df -T "$DIR" | awk 'NR == 2 { print $1, $2 }'), ${SIZE_MIB} MiB per measurement, 2 MiB blocks, depth $DEPTH"
+fio_w=(); fio_r=(); tier_w=(); tier_r=()
+for round in $(seq 1 "$ROUNDS"); do
+  fw=$(fio_mbps write 48)
+  fr=$(fio_mbps read 7)
+  rm -f "$DIR/fio.dat"
+  out=$("$BIN" throughput "$DIR/tier" $BLOCK $((SIZE_MIB * 1024 * 1024)) $DEPTH)
+  tw=$(echo "$out" | awk '/^write_MBps/ { print $2 }')
+  tr=$(echo "$out" | awk '/^read_MBps/ { print $2 }')
+  rm -rf "$DIR/tier"
+  echo "round $round: fio write $fw MB/s, read $fr MB/s; DiskTier write $tw MB/s, read $tr MB/s"
+  fio_w+=("$fw"); fio_r+=("$fr"); tier_w+=("$tw"); tier_r+=("$tr")
+done
+mfw=$(printf '%s\n' "${fio_w[@]}" | median)
+mfr=$(printf '%s\n' "${fio_r[@]}" | median)
+mtw=$(printf '%s\n' "${tier_w[@]}" | median)
+mtr=$(printf '%s\n' "${tier_r[@]}" | median)
+echo "median: fio write $mfw MB/s, read $mfr MB/s; DiskTier write $mtw MB/s, read $mtr MB/s"
+awk -v tw="$mtw" -v fw="$mfw" -v tr="$mtr" -v fr="$mfr" 'BEGIN {
+  printf "RATIO write %.2fx fio, read %.2fx fio (target >= 0.85x)\n", tw / fw, tr / fr }'
+
+echo "recovery: $RECOVERY_BLOCKS blocks of $RECOVERY_VALUE_BYTES bytes"
+"$BIN" recovery "$DIR/recovery" "$RECOVERY_BLOCKS" "$RECOVERY_VALUE_BYTES" | sed 's/^/  /'

@@ -1,0 +1,113 @@
+// Client: the C++ client of kvtierd's native protocol (docs/protocol.md), over TCP or a Unix
+// socket.
+//
+// A Client keeps its connections open and reuses them for every call; a connection that breaks
+// is replaced by a new one on the next call. Calls are pipelined: each request carries an id and
+// the replies are matched by id, so any number of threads may call one Client at once, and the
+// *Async calls return as soon as the request is sent. Nothing throws; errors are Status values
+// with the server's codes (Unavailable when the connection failed: retry).
+//
+// Thread safety: every method may be called concurrently. Lifetime: futures returned by *Async
+// calls are fulfilled (with Unavailable if need be) before the Client's destructor returns.
+
+#ifndef KVTIER_CLIENT_H_
+#define KVTIER_CLIENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/status.h"
+#include "kvtier/store.h"
+
+namespace kvtier {
+
+struct ClientOptions {
+  // Where kvtierd listens: "host:port" or "tcp://host:port" for TCP, "unix:/path" or an
+  // absolute path for a Unix socket.
+  std::string endpoint = "127.0.0.1:7380";
+  // The tenant to act for and its token. Both empty: the server's anonymous tenant, which
+  // kvtierd grants to local clients in its default configuration.
+  std::string tenant;
+  std::string token;
+  // Shown in the server's logs.
+  std::string client_name = "kvtier-cpp";
+  // Connections kept open; calls are spread over them round-robin. More connections let
+  // large transfers proceed in parallel on a multi-core server.
+  uint32_t connections = 1;
+};
+
+// What the server said in its HELLO reply.
+struct ServerInfo {
+  std::string server;            // "kvtierd 0.1.0".
+  std::string tenant;            // The tenant the connection acts for.
+  uint64_t features = 0;         // Granted feature bits (docs/protocol.md).
+  uint32_t max_frame_bytes = 0;  // Largest request the server accepts.
+  uint64_t max_block_bytes = 0;  // Largest value.
+  uint32_t max_batch = 0;        // Most keys per request.
+};
+
+// The values of a GetMany. values[i] is the i-th key's value, a view into memory this object
+// owns (valid while it lives), or its error (NotFound for a miss). Move-only.
+struct BlockValues {
+  std::vector<Result<std::span<const std::byte>>> values;
+  std::vector<std::unique_ptr<std::byte[]>> buffers;  // Backing storage of the views.
+};
+
+class Client {
+ public:
+  // Connects and says HELLO on every connection. Unavailable when the server cannot be
+  // reached; Unauthenticated for a wrong tenant or token.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  virtual ~Client() = default;
+
+  virtual const ServerInfo& server_info() const = 0;
+
+  // Round trip without touching the store.
+  virtual Status Ping() = 0;
+
+  // Stores blocks (a key already present is left as it is and reports OK). Values are read
+  // during the call only. Batches larger than one request allows are split and pipelined.
+  virtual Status Put(const BlockKey& key, std::span<const std::byte> value,
+                     const PutOptions& options = {}) = 0;
+  virtual std::vector<Status> PutMany(std::span<const BlockWrite> writes) = 0;
+
+  // Reads blocks. NotFound for a miss.
+  virtual Result<std::vector<std::byte>> Get(const BlockKey& key) = 0;
+  virtual BlockValues GetMany(std::span<const BlockKey> keys) = 0;
+
+  // How many leading keys are present, and in which tier (see Store::LookupPrefix).
+  virtual Result<PrefixMatch> LookupPrefix(std::span<const BlockKey> keys) = 0;
+  // For each key, the tier holding it, or nullopt when absent.
+  virtual Result<std::vector<std::optional<TierLevel>>> Exists(std::span<const BlockKey> keys) = 0;
+
+  virtual Status Delete(const BlockKey& key) = 0;
+  virtual std::vector<Status> DeleteMany(std::span<const BlockKey> keys) = 0;
+  virtual std::vector<Status> PinMany(std::span<const BlockKey> keys) = 0;
+  virtual std::vector<Status> UnpinMany(std::span<const BlockKey> keys) = 0;
+  // A hint that these blocks will be read soon. Accepted; the server does not act on it yet.
+  virtual Status Prefetch(std::span<const BlockKey> keys) = 0;
+
+  // Statistics of this connection's tenant.
+  virtual Result<TenantStats> Stats() = 0;
+
+  // Pipelined forms: the request is written before the call returns (so values may be freed
+  // then); the future becomes ready when the reply arrives. A batch must fit in one request
+  // (at most server_info().max_batch keys and max_frame_bytes of values); otherwise every
+  // item fails with InvalidArgument. A GetManyAsync item whose value did not fit in the reply
+  // is ResourceExhausted (GetMany asks for it again by itself).
+  virtual std::future<std::vector<Status>> PutManyAsync(std::span<const BlockWrite> writes) = 0;
+  virtual std::future<BlockValues> GetManyAsync(std::span<const BlockKey> keys) = 0;
+  virtual std::future<Result<PrefixMatch>> LookupPrefixAsync(std::span<const BlockKey> keys) = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_CLIENT_H_

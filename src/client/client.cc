@@ -1,0 +1,385 @@
+#include "kvtier/client.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/client/client_connection.h"
+#include "src/protocol/messages.h"
+
+namespace kvtier {
+namespace {
+
+using client::ClientConnection;
+using client::Reply;
+using protocol::Opcode;
+
+std::span<const std::byte> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+template <typename T>
+std::future<T> Ready(T value) {
+  std::promise<T> p;
+  p.set_value(std::move(value));
+  return p.get_future();
+}
+
+std::vector<Status> Repeat(const Status& s, size_t n) { return std::vector<Status>(n, s); }
+
+BlockValues FailedValues(const Status& s, size_t n) {
+  BlockValues v;
+  for (size_t i = 0; i < n; ++i) v.values.emplace_back(s);
+  return v;
+}
+
+// Splits [0, n) into runs of at most `limit`.
+std::vector<std::pair<size_t, size_t>> Chunks(size_t n, size_t limit) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < n; i += limit) out.emplace_back(i, std::min(n, i + limit));
+  return out;
+}
+
+class ClientImpl final : public Client {
+ public:
+  explicit ClientImpl(ClientOptions options) : options_(std::move(options)) {}
+
+  Status Init() {
+    MutexLock lock(&mu_);
+    size_t n = std::max<uint32_t>(1, options_.connections);
+    for (size_t i = 0; i < n; ++i) {
+      Result<std::unique_ptr<ClientConnection>> c = ClientConnection::Open(options_);
+      if (!c.ok()) return c.status();
+      conns_.push_back(std::shared_ptr<ClientConnection>(std::move(c).value()));
+    }
+    info_ = conns_[0]->info();
+    return Status::OK();
+  }
+
+  const ServerInfo& server_info() const override { return info_; }
+
+  Status Ping() override {
+    auto promise = std::make_shared<std::promise<Status>>();
+    std::future<Status> f = promise->get_future();
+    Send(Opcode::kPing, {}, [promise](Reply r) {
+      promise->set_value(r.status.ok() ? protocol::DecodeResponseStatus(r.bytes()) : r.status);
+    });
+    return f.get();
+  }
+
+  Status Put(const BlockKey& key, std::span<const std::byte> value,
+             const PutOptions& options) override {
+    BlockWrite w{key, value, options.parent};
+    return PutMany(std::span(&w, 1))[0];
+  }
+
+  std::vector<Status> PutMany(std::span<const BlockWrite> writes) override {
+    // Requests fill up to max_batch entries and max_frame_bytes, and are all sent before the
+    // first reply is awaited.
+    constexpr uint64_t kMaxEntryBytes = 4 + 2 * kBlockKeySize + 1 + 8;
+    std::vector<std::future<std::vector<Status>>> futures;
+    size_t begin = 0;
+    while (begin < writes.size()) {
+      size_t end = begin;
+      uint64_t bytes = 4;
+      while (end < writes.size() && end - begin < info_.max_batch &&
+             (end == begin || bytes + kMaxEntryBytes + writes[end].value.size() <= info_.max_frame_bytes)) {
+        bytes += kMaxEntryBytes + writes[end].value.size();
+        ++end;
+      }
+      futures.push_back(PutManyAsync(writes.subspan(begin, end - begin)));
+      begin = end;
+    }
+    std::vector<Status> out;
+    out.reserve(writes.size());
+    for (auto& f : futures) {
+      for (Status& s : f.get()) out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  std::future<std::vector<Status>> PutManyAsync(std::span<const BlockWrite> writes) override {
+    if (writes.size() > info_.max_batch) {
+      return Ready(Repeat(Status::InvalidArgument("batch exceeds the server's max_batch"), writes.size()));
+    }
+    std::vector<protocol::PutEntry> entries;
+    entries.reserve(writes.size());
+    for (const BlockWrite& w : writes) entries.push_back({w.key, w.parent, w.value.size()});
+    std::string dir;
+    protocol::EncodePutDirectory(entries, &dir);
+    std::vector<std::span<const std::byte>> pieces;
+    pieces.reserve(writes.size() + 1);
+    pieces.push_back(AsBytes(dir));
+    for (const BlockWrite& w : writes) pieces.push_back(w.value);
+    size_t n = writes.size();
+    auto promise = std::make_shared<std::promise<std::vector<Status>>>();
+    std::future<std::vector<Status>> f = promise->get_future();
+    Send(Opcode::kPutMany, pieces, [promise, n](Reply r) {
+      promise->set_value(ItemStatuses(r, n));
+    });
+    return f;
+  }
+
+  Result<std::vector<std::byte>> Get(const BlockKey& key) override {
+    BlockValues v = GetMany(std::span(&key, 1));
+    if (!v.values[0].ok()) return v.values[0].status();
+    std::span<const std::byte> bytes = *v.values[0];
+    return std::vector<std::byte>(bytes.begin(), bytes.end());
+  }
+
+  BlockValues GetMany(std::span<const BlockKey> keys) override {
+    std::vector<std::future<BlockValues>> futures;
+    for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
+      futures.push_back(GetManyAsync(keys.subspan(b, e - b)));
+    }
+    BlockValues out;
+    for (auto& f : futures) Append(f.get(), &out);
+    // Values that did not fit in a reply come back ResourceExhausted: ask for them again until
+    // a round brings none of them (a value larger than any reply can hold is then reported).
+    for (;;) {
+      std::vector<size_t> retry;
+      for (size_t i = 0; i < out.values.size() && retry.size() < info_.max_batch; ++i) {
+        if (!out.values[i].ok() && out.values[i].status().code() == StatusCode::kResourceExhausted) {
+          retry.push_back(i);
+        }
+      }
+      if (retry.empty()) break;
+      std::vector<BlockKey> again;
+      for (size_t i : retry) again.push_back(keys[i]);
+      BlockValues more = GetManyAsync(again).get();
+      bool progress = false;
+      for (size_t j = 0; j < more.values.size(); ++j) {
+        progress |= more.values[j].ok() ||
+                    more.values[j].status().code() != StatusCode::kResourceExhausted;
+        out.values[retry[j]] = std::move(more.values[j]);
+      }
+      for (auto& b : more.buffers) out.buffers.push_back(std::move(b));
+      if (!progress) break;
+    }
+    return out;
+  }
+
+  std::future<BlockValues> GetManyAsync(std::span<const BlockKey> keys) override {
+    if (keys.size() > info_.max_batch) {
+      return Ready(FailedValues(Status::InvalidArgument("batch exceeds the server's max_batch"), keys.size()));
+    }
+    std::string body;
+    protocol::EncodeKeyList(keys, &body);
+    size_t n = keys.size();
+    auto promise = std::make_shared<std::promise<BlockValues>>();
+    std::future<BlockValues> f = promise->get_future();
+    std::span<const std::byte> piece = AsBytes(body);
+    Send(Opcode::kGetMany, std::span(&piece, 1), [promise, n](Reply r) {
+      Status s = r.status.ok() ? protocol::DecodeResponseStatus(r.bytes()) : r.status;
+      if (!s.ok()) {
+        promise->set_value(FailedValues(s, n));
+        return;
+      }
+      auto items = protocol::DecodeGetMany(r.bytes());
+      if (!items.ok() || items->size() != n) {
+        promise->set_value(FailedValues(
+            items.ok() ? Status::Internal("GET_MANY reply has the wrong item count") : items.status(), n));
+        return;
+      }
+      BlockValues v;
+      v.values = std::move(items).value();
+      v.buffers.push_back(std::move(r.body));
+      promise->set_value(std::move(v));
+    });
+    return f;
+  }
+
+  Result<PrefixMatch> LookupPrefix(std::span<const BlockKey> keys) override {
+    PrefixMatch total;
+    for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
+      Result<PrefixMatch> m = LookupPrefixAsync(keys.subspan(b, e - b)).get();
+      if (!m.ok()) return m.status();
+      total.num_blocks += m->num_blocks;
+      total.tiers.insert(total.tiers.end(), m->tiers.begin(), m->tiers.end());
+      if (m->num_blocks < e - b) break;
+    }
+    return total;
+  }
+
+  std::future<Result<PrefixMatch>> LookupPrefixAsync(std::span<const BlockKey> keys) override {
+    if (keys.size() > info_.max_batch) {
+      return Ready(Result<PrefixMatch>(Status::InvalidArgument("batch exceeds the server's max_batch")));
+    }
+    std::string body;
+    protocol::EncodeKeyList(keys, &body);
+    auto promise = std::make_shared<std::promise<Result<PrefixMatch>>>();
+    std::future<Result<PrefixMatch>> f = promise->get_future();
+    std::span<const std::byte> piece = AsBytes(body);
+    Send(Opcode::kLookupPrefix, std::span(&piece, 1), [promise](Reply r) {
+      if (!r.status.ok()) {
+        promise->set_value(Result<PrefixMatch>(r.status));
+        return;
+      }
+      promise->set_value(protocol::DecodePrefixMatch(r.bytes()));
+    });
+    return f;
+  }
+
+  Result<std::vector<std::optional<TierLevel>>> Exists(std::span<const BlockKey> keys) override {
+    std::vector<std::optional<TierLevel>> out;
+    for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
+      Result<Reply> r = Call(Opcode::kExists, keys.subspan(b, e - b));
+      if (!r.ok()) return r.status();
+      Result<std::vector<uint8_t>> tiers = protocol::DecodeExists(r->bytes());
+      if (!tiers.ok()) return tiers.status();
+      if (tiers->size() != e - b) return Status::Internal("EXISTS reply has the wrong item count");
+      for (uint8_t t : *tiers) {
+        out.push_back(t == 0 ? std::nullopt : std::optional<TierLevel>(static_cast<TierLevel>(t)));
+      }
+    }
+    return out;
+  }
+
+  Status Delete(const BlockKey& key) override { return DeleteMany(std::span(&key, 1))[0]; }
+
+  std::vector<Status> DeleteMany(std::span<const BlockKey> keys) override {
+    std::vector<Status> out;
+    for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
+      protocol::DeleteRequest req;
+      req.keys.assign(keys.begin() + static_cast<ptrdiff_t>(b), keys.begin() + static_cast<ptrdiff_t>(e));
+      std::string body;
+      protocol::EncodeDelete(req, &body);
+      std::span<const std::byte> piece = AsBytes(body);
+      std::vector<Status> part = ItemStatuses(Wait(Opcode::kDelete, std::span(&piece, 1)), e - b);
+      for (Status& s : part) out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  std::vector<Status> PinMany(std::span<const BlockKey> keys) override {
+    return KeyStatuses(Opcode::kPin, keys);
+  }
+  std::vector<Status> UnpinMany(std::span<const BlockKey> keys) override {
+    return KeyStatuses(Opcode::kUnpin, keys);
+  }
+
+  Status Prefetch(std::span<const BlockKey> keys) override {
+    for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
+      Result<Reply> r = Call(Opcode::kPrefetch, keys.subspan(b, e - b));
+      if (!r.ok()) return r.status();
+    }
+    return Status::OK();
+  }
+
+  Result<TenantStats> Stats() override {
+    Reply r = Wait(Opcode::kStats, {});
+    if (!r.status.ok()) return r.status;
+    Result<protocol::StatsReply> reply = protocol::DecodeStats(r.bytes());
+    if (!reply.ok()) return reply.status();
+    TenantStats t;
+    t.name = reply->tenant;
+    const std::pair<const char*, uint64_t TenantStats::*> fields[] = {
+        {"memory_budget_bytes", &TenantStats::memory_budget_bytes},
+        {"blocks", &TenantStats::blocks},
+        {"bytes", &TenantStats::bytes},
+        {"pinned_blocks", &TenantStats::pinned_blocks},
+        {"hits", &TenantStats::hits},
+        {"misses", &TenantStats::misses},
+        {"puts", &TenantStats::puts},
+        {"duplicate_puts", &TenantStats::duplicate_puts},
+        {"put_bytes", &TenantStats::put_bytes},
+        {"get_bytes", &TenantStats::get_bytes},
+        {"evictions", &TenantStats::evictions},
+        {"expirations", &TenantStats::expirations},
+        {"deletes", &TenantStats::deletes},
+        {"rejected_puts", &TenantStats::rejected_puts},
+    };
+    for (const protocol::NamedCounter& c : reply->counters) {
+      for (const auto& [name, field] : fields) {
+        if (c.name == name) t.*field = c.value;
+      }
+    }
+    return t;
+  }
+
+ private:
+  static std::vector<Status> ItemStatuses(const Reply& r, size_t n) {
+    if (!r.status.ok()) return Repeat(r.status, n);
+    Result<std::vector<Status>> statuses = protocol::DecodeItemStatuses(r.bytes());
+    if (!statuses.ok()) return Repeat(statuses.status(), n);
+    if (statuses->size() != n) return Repeat(Status::Internal("reply has the wrong item count"), n);
+    return std::move(statuses).value();
+  }
+
+  static void Append(BlockValues part, BlockValues* out) {
+    for (auto& v : part.values) out->values.push_back(std::move(v));
+    for (auto& b : part.buffers) out->buffers.push_back(std::move(b));
+  }
+
+  std::vector<Status> KeyStatuses(Opcode op, std::span<const BlockKey> keys) {
+    std::vector<Status> out;
+    for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
+      std::string body;
+      protocol::EncodeKeyList(keys.subspan(b, e - b), &body);
+      std::span<const std::byte> piece = AsBytes(body);
+      for (Status& s : ItemStatuses(Wait(op, std::span(&piece, 1)), e - b)) out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  // A key-list request whose reply must be OK; returns the reply.
+  Result<Reply> Call(Opcode op, std::span<const BlockKey> keys) {
+    std::string body;
+    protocol::EncodeKeyList(keys, &body);
+    std::span<const std::byte> piece = AsBytes(body);
+    Reply r = Wait(op, std::span(&piece, 1));
+    if (!r.status.ok()) return r.status;
+    Status s = protocol::DecodeResponseStatus(r.bytes());
+    if (!s.ok()) return s;
+    return r;
+  }
+
+  Reply Wait(Opcode op, std::span<const std::span<const std::byte>> pieces) {
+    auto promise = std::make_shared<std::promise<Reply>>();
+    std::future<Reply> f = promise->get_future();
+    Send(op, pieces, [promise](Reply r) { promise->set_value(std::move(r)); });
+    return f.get();
+  }
+
+  // Sends on the next connection, replacing it first if it broke.
+  void Send(Opcode op, std::span<const std::span<const std::byte>> pieces,
+            ClientConnection::ReplyHandler on_reply) {
+    std::shared_ptr<ClientConnection> conn;
+    Status reconnect;
+    {
+      MutexLock lock(&mu_);
+      size_t i = next_++ % conns_.size();
+      if (conns_[i]->broken()) {
+        Result<std::unique_ptr<ClientConnection>> fresh = ClientConnection::Open(options_);
+        if (fresh.ok()) {
+          conns_[i] = std::shared_ptr<ClientConnection>(std::move(fresh).value());
+        } else {
+          reconnect = fresh.status();
+        }
+      }
+      conn = conns_[i];
+    }
+    if (!reconnect.ok()) {
+      on_reply({reconnect, nullptr, 0});
+      return;
+    }
+    conn->Send(op, pieces, std::move(on_reply));
+  }
+
+  const ClientOptions options_;
+  ServerInfo info_;
+  Mutex mu_;
+  std::vector<std::shared_ptr<ClientConnection>> conns_ ABSL_GUARDED_BY(mu_);
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto client = std::make_unique<ClientImpl>(options);
+  KVTIER_RETURN_IF_ERROR(client->Init());
+  return std::unique_ptr<Client>(std::move(client));
+}
+
+}  // namespace kvtier

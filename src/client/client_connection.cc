@@ -1,0 +1,260 @@
+#include "src/client/client_connection.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/protocol/messages.h"
+
+namespace kvtier::client {
+namespace {
+
+using protocol::FrameHeader;
+using protocol::Opcode;
+
+std::string Errno() { return std::strerror(errno); }
+
+Result<int> ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("unix socket path too long: " + path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Unavailable("socket: " + Errno());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Status s = Status::Unavailable("cannot connect to unix:" + path + ": " + Errno());
+    close(fd);
+    return s;
+  }
+  return fd;
+}
+
+Result<int> ConnectTcp(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return Status::InvalidArgument("endpoint '" + address + "' is not host:port");
+  std::string host = address.substr(0, colon);
+  std::string port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0) return Status::Unavailable("cannot resolve " + address + ": " + gai_strerror(rc));
+  std::string error = "no address";
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      freeaddrinfo(res);
+      return fd;
+    }
+    error = Errno();
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return Status::Unavailable("cannot connect to " + address + ": " + error);
+}
+
+Result<int> ConnectEndpoint(const std::string& endpoint) {
+  if (endpoint.starts_with("unix:")) return ConnectUnix(endpoint.substr(5));
+  if (endpoint.starts_with("/")) return ConnectUnix(endpoint);
+  if (endpoint.starts_with("tcp://")) return ConnectTcp(endpoint.substr(6));
+  return ConnectTcp(endpoint);
+}
+
+Status ReadExact(int fd, std::byte* out, size_t n) {
+  while (n > 0) {
+    ssize_t r = recv(fd, out, n, MSG_WAITALL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      return Status::Unavailable(r == 0 ? "kvtierd closed the connection"
+                                        : "read from kvtierd failed: " + Errno());
+    }
+    out += r;
+    n -= static_cast<size_t>(r);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ClientConnection>> ClientConnection::Open(const ClientOptions& options) {
+  Result<int> fd = ConnectEndpoint(options.endpoint);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<ClientConnection> conn(new ClientConnection(*fd));
+  KVTIER_RETURN_IF_ERROR(conn->Hello(options));
+  conn->reader_ = std::thread([c = conn.get()] { c->ReaderLoop(); });
+  return conn;
+}
+
+ClientConnection::~ClientConnection() {
+  shutdown(fd_, SHUT_RDWR);
+  if (reader_.joinable()) reader_.join();
+  FailAll(Status::Unavailable("client closed"));
+  close(fd_);
+}
+
+Status ClientConnection::Hello(const ClientOptions& options) {
+  protocol::HelloRequest hello;
+  hello.features = protocol::kServerFeatures;
+  hello.tenant = options.tenant;
+  hello.token = options.token;
+  hello.client_name = options.client_name;
+  std::string body;
+  protocol::EncodeHello(hello, &body);
+  FrameHeader h;
+  h.opcode = static_cast<uint8_t>(Opcode::kHello);
+  h.request_id = next_id_++;
+  h.body_length = static_cast<uint32_t>(body.size());
+  std::span<const std::byte> piece(reinterpret_cast<const std::byte*>(body.data()), body.size());
+  KVTIER_RETURN_IF_ERROR(WriteFrame(h, std::span(&piece, 1)));
+  FrameHeader rh;
+  Reply reply;
+  KVTIER_RETURN_IF_ERROR(ReadFrame(&rh, &reply));
+  Result<protocol::HelloResponse> resp = protocol::DecodeHelloResponse(reply.bytes());
+  if (!resp.ok()) return resp.status();
+  info_.server = resp->server;
+  info_.tenant = resp->tenant;
+  info_.features = resp->features;
+  info_.max_frame_bytes = resp->max_frame_bytes;
+  info_.max_block_bytes = resp->max_block_bytes;
+  info_.max_batch = resp->max_batch;
+  return Status::OK();
+}
+
+Status ClientConnection::WriteFrame(const FrameHeader& header,
+                                    std::span<const std::span<const std::byte>> pieces) {
+  std::byte head[protocol::kHeaderSize];
+  protocol::EncodeHeader(header, head);
+  std::vector<iovec> iov;
+  iov.reserve(pieces.size() + 1);
+  iov.push_back({head, sizeof(head)});
+  for (std::span<const std::byte> p : pieces) {
+    if (!p.empty()) iov.push_back({const_cast<std::byte*>(p.data()), p.size()});
+  }
+  MutexLock lock(&write_mu_);
+  size_t next = 0;
+  while (next < iov.size()) {
+    msghdr msg{};
+    msg.msg_iov = iov.data() + next;
+    msg.msg_iovlen = std::min<size_t>(iov.size() - next, IOV_MAX);
+    ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Unavailable("write to kvtierd failed: " + Errno());
+    }
+    auto left = static_cast<size_t>(n);
+    while (left > 0 && left >= iov[next].iov_len) left -= iov[next++].iov_len;
+    if (left > 0) {
+      iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + left;
+      iov[next].iov_len -= left;
+    }
+  }
+  return Status::OK();
+}
+
+Status ClientConnection::ReadFrame(FrameHeader* header, Reply* reply) {
+  std::byte head[protocol::kHeaderSize];
+  KVTIER_RETURN_IF_ERROR(ReadExact(fd_, head, sizeof(head)));
+  // Replies may be as large as the largest request plus a directory.
+  uint32_t limit = info_.max_frame_bytes == 0 ? (1u << 20) : info_.max_frame_bytes + (1u << 20);
+  protocol::DecodedFrame f = protocol::DecodeFrame(std::span(head, sizeof(head)), limit);
+  if (f.state == protocol::DecodedFrame::State::kError) return f.error;
+  *header = f.header;
+  if (!(header->flags & protocol::kFlagResponse)) {
+    return Status::InvalidArgument("kvtierd sent a frame that is not a response");
+  }
+  reply->size = header->body_length;
+  reply->body = std::make_unique_for_overwrite<std::byte[]>(reply->size);
+  KVTIER_RETURN_IF_ERROR(ReadExact(fd_, reply->body.get(), reply->size));
+  if (header->opcode == static_cast<uint8_t>(Opcode::kError)) {
+    Status s = protocol::DecodeResponseStatus(reply->bytes());
+    return s.ok() ? Status::Internal("kvtierd sent an ERROR frame with status OK") : s;
+  }
+  return Status::OK();
+}
+
+void ClientConnection::Send(Opcode opcode, std::span<const std::span<const std::byte>> pieces,
+                            ReplyHandler on_reply) {
+  FrameHeader h;
+  h.opcode = static_cast<uint8_t>(opcode);
+  h.request_id = next_id_++;
+  uint64_t body = 0;
+  for (std::span<const std::byte> p : pieces) body += p.size();
+  if (body > info_.max_frame_bytes) {
+    on_reply({Status::InvalidArgument("request of " + std::to_string(body) +
+                                      " bytes exceeds the server's max_frame_bytes " +
+                                      std::to_string(info_.max_frame_bytes)), nullptr, 0});
+    return;
+  }
+  h.body_length = static_cast<uint32_t>(body);
+  Status failure;
+  {
+    MutexLock lock(&mu_);
+    failure = failure_;
+    if (failure.ok()) pending_.emplace(h.request_id, std::move(on_reply));
+  }
+  if (!failure.ok()) {
+    on_reply({failure, nullptr, 0});
+    return;
+  }
+  Status written = WriteFrame(h, pieces);
+  if (!written.ok()) {
+    // Unblock the reader too; it fails every pending request, this one included.
+    broken_.store(true);
+    shutdown(fd_, SHUT_RDWR);
+  }
+}
+
+void ClientConnection::ReaderLoop() {
+  for (;;) {
+    FrameHeader h;
+    Reply reply;
+    Status s = ReadFrame(&h, &reply);
+    if (!s.ok()) {
+      FailAll(s);
+      return;
+    }
+    ReplyHandler handler;
+    {
+      MutexLock lock(&mu_);
+      auto it = pending_.find(h.request_id);
+      if (it != pending_.end()) {
+        handler = std::move(it->second);
+        pending_.erase(it);
+      }
+    }
+    if (!handler) {
+      FailAll(Status::Internal("kvtierd replied to unknown request id " + std::to_string(h.request_id)));
+      return;
+    }
+    handler(std::move(reply));
+  }
+}
+
+void ClientConnection::FailAll(const Status& status) {
+  broken_.store(true);
+  std::unordered_map<uint64_t, ReplyHandler> pending;
+  {
+    MutexLock lock(&mu_);
+    if (failure_.ok()) failure_ = status;
+    pending.swap(pending_);
+  }
+  for (auto& [id, handler] : pending) handler({status, nullptr, 0});
+  // Unblock a reader that may still be waiting (FailAll from a failed write).
+  shutdown(fd_, SHUT_RDWR);
+}
+
+}  // namespace kvtier::client

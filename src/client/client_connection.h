@@ -1,0 +1,74 @@
+// One connection of the C++ client: a blocking socket, a writer lock, and a reader thread that
+// matches replies to requests by id.
+
+#ifndef KVTIER_CLIENT_CLIENT_CONNECTION_H_
+#define KVTIER_CLIENT_CLIENT_CONNECTION_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <thread>
+#include <unordered_map>
+
+#include "kvtier/client.h"
+#include "src/common/mutex.h"
+#include "src/protocol/wire.h"
+
+namespace kvtier::client {
+
+// A reply body; `status` is not OK when no reply came (the connection failed).
+struct Reply {
+  Status status;
+  std::unique_ptr<std::byte[]> body;
+  size_t size = 0;
+  std::span<const std::byte> bytes() const { return {body.get(), size}; }
+};
+
+class ClientConnection {
+ public:
+  using ReplyHandler = std::function<void(Reply)>;
+
+  // Connects to options.endpoint and exchanges HELLO. Unavailable when unreachable; the
+  // server's error (Unauthenticated, ...) when it refuses the HELLO.
+  static Result<std::unique_ptr<ClientConnection>> Open(const ClientOptions& options);
+
+  // Fails the requests still waiting (Unavailable) and closes.
+  ~ClientConnection();
+
+  // Sends one request made of `pieces` (written in order with gathered I/O, straight from the
+  // caller's memory; they need to stay valid during the call only). `on_reply` is called
+  // exactly once: on the reader thread with the reply, or with an error status when the
+  // connection fails (possibly on this thread, before Send returns).
+  void Send(protocol::Opcode opcode, std::span<const std::span<const std::byte>> pieces,
+            ReplyHandler on_reply);
+
+  bool broken() const { return broken_.load(); }
+  const ServerInfo& info() const { return info_; }
+
+ private:
+  explicit ClientConnection(int fd) : fd_(fd) {}
+  Status Hello(const ClientOptions& options);
+  Status WriteFrame(const protocol::FrameHeader& header,
+                    std::span<const std::span<const std::byte>> pieces);
+  // Reads one whole frame. Unavailable on EOF or error; InvalidArgument for a bad frame.
+  Status ReadFrame(protocol::FrameHeader* header, Reply* reply);
+  void ReaderLoop();
+  void FailAll(const Status& status);
+
+  const int fd_;
+  ServerInfo info_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> broken_{false};
+  Mutex write_mu_;
+  Mutex mu_;
+  std::unordered_map<uint64_t, ReplyHandler> pending_ ABSL_GUARDED_BY(mu_);
+  Status failure_ ABSL_GUARDED_BY(mu_);
+  std::thread reader_;
+};
+
+}  // namespace kvtier::client
+
+#endif  // KVTIER_CLIENT_CLIENT_CONNECTION_H_

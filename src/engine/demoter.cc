@@ -1,0 +1,50 @@
+#include "src/engine/demoter.h"
+
+#include <cstring>
+#include <vector>
+
+namespace kvtier {
+namespace {
+constexpr size_t kBatch = 32;
+}  // namespace
+
+Demoter::Demoter(MemoryTier* memory, DiskTier* disk)
+    : memory_(memory), disk_(disk), thread_([this] { Run(); }) {}
+
+Demoter::~Demoter() {
+  memory_->StopDemotion();
+  thread_.join();
+}
+
+void Demoter::Run() {
+  for (;;) {
+    std::vector<MemoryTier::Demotion> batch = memory_->TakeDemotions(kBatch);
+    if (batch.empty()) return;
+    // PutMany takes one tenant at a time; consecutive demotions of a tenant go together.
+    for (size_t begin = 0; begin < batch.size();) {
+      size_t end = begin;
+      while (end < batch.size() && batch[end].tenant == batch[begin].tenant) ++end;
+      std::vector<DiskTier::PutRequest> requests;
+      std::vector<std::vector<std::byte>> joined;  // Blocks stored in several pieces.
+      joined.reserve(end - begin);
+      for (size_t i = begin; i < end; ++i) {
+        const std::vector<std::span<const std::byte>>& spans = batch[i].spans;
+        if (spans.size() == 1) {
+          requests.push_back({batch[i].key, spans[0]});
+          continue;
+        }
+        std::vector<std::byte>& buf = joined.emplace_back();
+        for (std::span<const std::byte> s : spans) buf.insert(buf.end(), s.begin(), s.end());
+        requests.push_back({batch[i].key, buf});
+      }
+      std::vector<Status> statuses = disk_->PutMany(batch[begin].tenant, requests);
+      for (size_t i = begin; i < end; ++i) {
+        (statuses[i - begin].ok() ? demoted_ : failures_).fetch_add(1, std::memory_order_relaxed);
+        memory_->FinishDemotion(batch[i].entry);
+      }
+      begin = end;
+    }
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,351 @@
+#include "src/protocol/messages.h"
+
+namespace kvtier::protocol {
+namespace {
+
+Status Malformed(std::string_view what) {
+  return Status::InvalidArgument("malformed " + std::string(what) + " body");
+}
+
+// Reads the leading status of a response; on OK the reader is positioned after it.
+Status ReadLeadingStatus(BodyReader* r) {
+  Status s = r->StatusValue();
+  if (!r->ok()) return Status::InvalidArgument("response body too short for its status");
+  return s;
+}
+
+}  // namespace
+
+void EncodeHello(const HelloRequest& m, std::string* out) {
+  BodyWriter w(out);
+  w.U8(m.max_version);
+  w.U64(m.features);
+  w.String16(m.tenant);
+  w.String16(m.token);
+  w.String16(m.client_name);
+}
+
+Result<HelloRequest> DecodeHelloRequest(std::span<const std::byte> body) {
+  BodyReader r(body);
+  HelloRequest m;
+  m.max_version = r.U8();
+  m.features = r.U64();
+  m.tenant = r.String16();
+  m.token = r.String16();
+  m.client_name = r.String16();
+  if (!r.done()) return Malformed("HELLO");
+  return m;
+}
+
+void EncodeHelloResponse(const HelloResponse& m, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U8(m.version);
+  w.U64(m.features);
+  w.U32(m.max_frame_bytes);
+  w.U64(m.max_block_bytes);
+  w.U32(m.max_batch);
+  w.String16(m.tenant);
+  w.String16(m.server);
+}
+
+Result<HelloResponse> DecodeHelloResponse(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  HelloResponse m;
+  m.version = r.U8();
+  m.features = r.U64();
+  m.max_frame_bytes = r.U32();
+  m.max_block_bytes = r.U64();
+  m.max_batch = r.U32();
+  m.tenant = r.String16();
+  m.server = r.String16();
+  if (!r.done()) return Malformed("HELLO response");
+  return m;
+}
+
+void EncodeAuth(const AuthRequest& m, std::string* out) {
+  BodyWriter w(out);
+  w.String16(m.tenant);
+  w.String16(m.token);
+}
+
+Result<AuthRequest> DecodeAuthRequest(std::span<const std::byte> body) {
+  BodyReader r(body);
+  AuthRequest m;
+  m.tenant = r.String16();
+  m.token = r.String16();
+  if (!r.done()) return Malformed("AUTH");
+  return m;
+}
+
+void EncodeKeyList(std::span<const BlockKey> keys, std::string* out) {
+  BodyWriter w(out);
+  w.U32(static_cast<uint32_t>(keys.size()));
+  for (const BlockKey& k : keys) w.Key(k);
+}
+
+namespace {
+
+Result<std::vector<BlockKey>> ReadKeyList(BodyReader* r, uint32_t max_batch) {
+  uint32_t count = r->U32();
+  if (!r->ok()) return Malformed("key list");
+  if (count > max_batch) {
+    return Status::InvalidArgument("batch of " + std::to_string(count) +
+                                   " keys exceeds max_batch " + std::to_string(max_batch));
+  }
+  if (r->remaining() != static_cast<uint64_t>(count) * kBlockKeySize) {
+    return Status::InvalidArgument("key list count " + std::to_string(count) +
+                                   " does not match the body length");
+  }
+  std::vector<BlockKey> keys;
+  keys.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) keys.push_back(r->Key());
+  return keys;
+}
+
+}  // namespace
+
+Result<std::vector<BlockKey>> DecodeKeyList(std::span<const std::byte> body, uint32_t max_batch) {
+  BodyReader r(body);
+  return ReadKeyList(&r, max_batch);
+}
+
+void EncodeDelete(const DeleteRequest& m, std::string* out) {
+  BodyWriter w(out);
+  w.U8(static_cast<uint8_t>(m.scope));
+  switch (m.scope) {
+    case DeleteScope::kKeys:
+      EncodeKeyList(m.keys, out);
+      break;
+    case DeleteScope::kSession:
+      w.String16(m.session);
+      break;
+    case DeleteScope::kTenant:
+      break;
+  }
+}
+
+Result<DeleteRequest> DecodeDeleteRequest(std::span<const std::byte> body, uint32_t max_batch) {
+  BodyReader r(body);
+  DeleteRequest m;
+  uint8_t scope = r.U8();
+  if (!r.ok()) return Malformed("DELETE");
+  switch (scope) {
+    case static_cast<uint8_t>(DeleteScope::kKeys): {
+      m.scope = DeleteScope::kKeys;
+      Result<std::vector<BlockKey>> keys = ReadKeyList(&r, max_batch);
+      if (!keys.ok()) return keys.status();
+      m.keys = std::move(keys).value();
+      return m;
+    }
+    case static_cast<uint8_t>(DeleteScope::kSession):
+      m.scope = DeleteScope::kSession;
+      m.session = r.String16();
+      break;
+    case static_cast<uint8_t>(DeleteScope::kTenant):
+      m.scope = DeleteScope::kTenant;
+      break;
+    default:
+      return Status::InvalidArgument("unknown DELETE scope " + std::to_string(scope));
+  }
+  if (!r.done()) return Malformed("DELETE");
+  return m;
+}
+
+void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
+  BodyWriter w(out);
+  w.U32(static_cast<uint32_t>(entries.size()));
+  for (const PutEntry& e : entries) {
+    w.Key(e.key);
+    w.U8(e.parent ? 1 : 0);
+    if (e.parent) w.Key(*e.parent);
+    w.U64(e.size);
+  }
+}
+
+Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
+                                              uint64_t max_block_bytes) {
+  BodyReader r(body);
+  uint32_t count = r.U32();
+  if (!r.ok()) return Malformed("PUT_MANY");
+  if (count > max_batch) {
+    return Status::InvalidArgument("batch of " + std::to_string(count) +
+                                   " blocks exceeds max_batch " + std::to_string(max_batch));
+  }
+  // Each entry takes at least 41 bytes, so a lying count fails here before any allocation.
+  if (r.remaining() / (kBlockKeySize + 9) < count) return Malformed("PUT_MANY");
+  std::vector<BlockWrite> writes(count);
+  std::vector<uint64_t> sizes(count);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    writes[i].key = r.Key();
+    uint8_t flags = r.U8();
+    if (flags & ~1u) return Status::InvalidArgument("unknown PUT_MANY entry flags");
+    if (flags & 1u) writes[i].parent = r.Key();
+    sizes[i] = r.U64();
+    if (!r.ok()) return Malformed("PUT_MANY");
+    if (sizes[i] == 0) return Status::InvalidArgument("PUT_MANY entry with an empty value");
+    if (sizes[i] > max_block_bytes) {
+      return Status::InvalidArgument("value of " + std::to_string(sizes[i]) +
+                                     " bytes exceeds max_block_bytes " +
+                                     std::to_string(max_block_bytes));
+    }
+    total += sizes[i];
+  }
+  if (total != r.remaining()) {
+    return Status::InvalidArgument("PUT_MANY value sizes (" + std::to_string(total) +
+                                   " bytes) do not match the " + std::to_string(r.remaining()) +
+                                   " bytes that follow the directory");
+  }
+  for (uint32_t i = 0; i < count; ++i) writes[i].value = r.Bytes(sizes[i]);
+  return writes;
+}
+
+void EncodeStatusOnly(const Status& status, std::string* out) {
+  BodyWriter(out).StatusValue(status);
+}
+
+void EncodeItemStatuses(std::span<const Status> statuses, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U32(static_cast<uint32_t>(statuses.size()));
+  for (const Status& s : statuses) w.StatusValue(s);
+}
+
+Result<std::vector<Status>> DecodeItemStatuses(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  uint32_t count = r.U32();
+  // Each status takes at least 3 bytes.
+  if (!r.ok() || r.remaining() / 3 < count) return Malformed("status list");
+  std::vector<Status> statuses;
+  statuses.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) statuses.push_back(r.StatusValue());
+  if (!r.done()) return Malformed("status list");
+  return statuses;
+}
+
+void EncodePrefixMatch(const PrefixMatch& match, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U32(static_cast<uint32_t>(match.num_blocks));
+  for (TierLevel t : match.tiers) w.U8(static_cast<uint8_t>(t));
+}
+
+Result<PrefixMatch> DecodePrefixMatch(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  uint32_t n = r.U32();
+  if (!r.ok() || r.remaining() != n) return Malformed("LOOKUP_PREFIX response");
+  PrefixMatch m;
+  m.num_blocks = n;
+  for (uint32_t i = 0; i < n; ++i) m.tiers.push_back(static_cast<TierLevel>(r.U8()));
+  return m;
+}
+
+void EncodeExists(std::span<const uint8_t> tiers, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U32(static_cast<uint32_t>(tiers.size()));
+  for (uint8_t t : tiers) w.U8(t);
+}
+
+Result<std::vector<uint8_t>> DecodeExists(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  uint32_t n = r.U32();
+  if (!r.ok() || r.remaining() != n) return Malformed("EXISTS response");
+  std::vector<uint8_t> tiers(n);
+  for (uint32_t i = 0; i < n; ++i) tiers[i] = r.U8();
+  return tiers;
+}
+
+void EncodeAuthResponse(std::string_view tenant, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.String16(tenant);
+}
+
+Result<std::string> DecodeAuthResponse(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  std::string tenant = r.String16();
+  if (!r.done()) return Malformed("AUTH response");
+  return tenant;
+}
+
+void EncodeStats(std::string_view tenant, std::span<const NamedCounter> counters,
+                 std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.String16(tenant);
+  w.U16(static_cast<uint16_t>(counters.size()));
+  for (const NamedCounter& c : counters) {
+    w.String16(c.name);
+    w.U64(c.value);
+  }
+}
+
+Result<StatsReply> DecodeStats(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  StatsReply reply;
+  reply.tenant = r.String16();
+  uint16_t n = r.U16();
+  for (uint16_t i = 0; i < n && r.ok(); ++i) {
+    NamedCounter c;
+    c.name = r.String16();
+    c.value = r.U64();
+    reply.counters.push_back(std::move(c));
+  }
+  if (!r.done()) return Malformed("STATS response");
+  return reply;
+}
+
+void EncodeGetDirectory(std::span<const Result<BlockHandle>> items, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U32(static_cast<uint32_t>(items.size()));
+  for (const Result<BlockHandle>& item : items) {
+    w.StatusValue(item.status());
+    if (item.ok()) w.U64(item->size());
+  }
+}
+
+Result<std::vector<Result<std::span<const std::byte>>>> DecodeGetMany(
+    std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  uint32_t count = r.U32();
+  if (!r.ok() || r.remaining() / 3 < count) return Malformed("GET_MANY response");
+  std::vector<Status> statuses(count);
+  std::vector<uint64_t> sizes(count, 0);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    statuses[i] = r.StatusValue();
+    if (statuses[i].ok()) sizes[i] = r.U64();
+    if (!r.ok() || sizes[i] > r.remaining()) return Malformed("GET_MANY response");
+    total += sizes[i];
+  }
+  if (total != r.remaining()) return Malformed("GET_MANY response");
+  std::vector<Result<std::span<const std::byte>>> items;
+  items.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (statuses[i].ok()) {
+      items.emplace_back(r.Bytes(sizes[i]));
+    } else {
+      items.emplace_back(std::move(statuses[i]));
+    }
+  }
+  return items;
+}
+
+Status DecodeResponseStatus(std::span<const std::byte> body) {
+  BodyReader r(body);
+  Status s = r.StatusValue();
+  if (!r.ok()) return Status(StatusCode::kUnknown, "response body too short for its status");
+  return s;
+}
+
+}  // namespace kvtier::protocol

@@ -1,0 +1,130 @@
+// Bodies of the native protocol's requests and responses (docs/protocol.md, "Messages").
+// Shared by kvtierd and the C++ client so that both sides encode exactly the same bytes.
+//
+// Decoders take untrusted bytes: every count and length is checked against the body and the
+// given limits, and a body with bytes left over is malformed. They return InvalidArgument
+// with a message naming what was wrong. Thread-safe (pure functions).
+
+#ifndef KVTIER_PROTOCOL_MESSAGES_H_
+#define KVTIER_PROTOCOL_MESSAGES_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/status.h"
+#include "kvtier/store.h"
+#include "src/protocol/wire.h"
+
+namespace kvtier::protocol {
+
+struct HelloRequest {
+  uint8_t max_version = kVersion;  // Highest protocol version the client speaks.
+  uint64_t features = 0;           // Requested feature bits.
+  std::string tenant;              // Empty: the server's anonymous tenant, if it has one.
+  std::string token;
+  std::string client_name;         // Free text for logs.
+};
+
+struct HelloResponse {
+  uint8_t version = kVersion;
+  uint64_t features = 0;           // Granted feature bits.
+  uint32_t max_frame_bytes = 0;    // Largest request body the server accepts.
+  uint64_t max_block_bytes = 0;    // Largest value a put may carry.
+  uint32_t max_batch = 0;          // Most keys in one request.
+  std::string tenant;              // The tenant this connection acts for.
+  std::string server;              // "kvtierd <version>".
+};
+
+struct AuthRequest {
+  std::string tenant;
+  std::string token;
+};
+
+enum class DeleteScope : uint8_t { kKeys = 0, kSession = 1, kTenant = 2 };
+
+struct DeleteRequest {
+  DeleteScope scope = DeleteScope::kKeys;
+  std::vector<BlockKey> keys;  // kKeys.
+  std::string session;         // kSession.
+};
+
+// One entry of a PUT_MANY directory; the value bytes follow the directory.
+struct PutEntry {
+  BlockKey key;
+  std::optional<BlockKey> parent;
+  uint64_t size = 0;
+};
+
+struct NamedCounter {
+  std::string name;
+  uint64_t value = 0;
+};
+
+struct StatsReply {
+  std::string tenant;
+  std::vector<NamedCounter> counters;
+};
+
+void EncodeHello(const HelloRequest& m, std::string* out);
+Result<HelloRequest> DecodeHelloRequest(std::span<const std::byte> body);
+// A response body starts with its status; the rest is present only when the status is OK.
+void EncodeHelloResponse(const HelloResponse& m, std::string* out);
+Result<HelloResponse> DecodeHelloResponse(std::span<const std::byte> body);
+
+void EncodeAuth(const AuthRequest& m, std::string* out);
+Result<AuthRequest> DecodeAuthRequest(std::span<const std::byte> body);
+
+// LOOKUP_PREFIX, GET_MANY, EXISTS, PIN, UNPIN and PREFETCH requests: u32 count, keys.
+void EncodeKeyList(std::span<const BlockKey> keys, std::string* out);
+// InvalidArgument for more than max_batch keys or a body that is not exactly count keys.
+Result<std::vector<BlockKey>> DecodeKeyList(std::span<const std::byte> body, uint32_t max_batch);
+
+void EncodeDelete(const DeleteRequest& m, std::string* out);
+Result<DeleteRequest> DecodeDeleteRequest(std::span<const std::byte> body, uint32_t max_batch);
+
+// PUT_MANY: the directory (u32 count, entries); the caller sends the values after it, in order.
+void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out);
+// The writes of a PUT_MANY body; their values are views into `body`. InvalidArgument when the
+// sizes do not add up to the bytes after the directory, a size is 0 or over max_block_bytes, or
+// there are more than max_batch entries.
+Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
+                                              uint64_t max_block_bytes);
+
+// Response bodies.
+// Just a status (PING, PREFETCH, errors; any response whose status is not OK).
+void EncodeStatusOnly(const Status& status, std::string* out);
+// One status per item (PUT_MANY, DELETE, PIN, UNPIN): OK, u32 count, statuses.
+void EncodeItemStatuses(std::span<const Status> statuses, std::string* out);
+Result<std::vector<Status>> DecodeItemStatuses(std::span<const std::byte> body);
+// LOOKUP_PREFIX: OK, u32 num_blocks, one tier byte per block.
+void EncodePrefixMatch(const PrefixMatch& match, std::string* out);
+Result<PrefixMatch> DecodePrefixMatch(std::span<const std::byte> body);
+// EXISTS: OK, u32 count, one byte per key: 0 absent, else the TierLevel it was found in.
+void EncodeExists(std::span<const uint8_t> tiers, std::string* out);
+Result<std::vector<uint8_t>> DecodeExists(std::span<const std::byte> body);
+// AUTH: OK, tenant name.
+void EncodeAuthResponse(std::string_view tenant, std::string* out);
+Result<std::string> DecodeAuthResponse(std::span<const std::byte> body);
+// STATS: OK, tenant name, u16 count, (name, u64) pairs.
+void EncodeStats(std::string_view tenant, std::span<const NamedCounter> counters,
+                 std::string* out);
+Result<StatsReply> DecodeStats(std::span<const std::byte> body);
+// GET_MANY: OK, u32 count, per item (status, u64 size when OK); then every found value, in
+// order. This encodes the part before the values.
+void EncodeGetDirectory(std::span<const Result<BlockHandle>> items, std::string* out);
+// A whole GET_MANY response body: one entry per item, the value a view into `body`.
+Result<std::vector<Result<std::span<const std::byte>>>> DecodeGetMany(
+    std::span<const std::byte> body);
+
+// The status at the front of any response body (Unknown when the body is too short for one).
+Status DecodeResponseStatus(std::span<const std::byte> body);
+
+}  // namespace kvtier::protocol
+
+#endif  // KVTIER_PROTOCOL_MESSAGES_H_

@@ -1,0 +1,148 @@
+#include "src/protocol/messages.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace kvtier::protocol {
+namespace {
+
+std::span<const std::byte> Bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+BlockKey Key(uint8_t fill) {
+  std::array<uint8_t, kBlockKeySize> b;
+  b.fill(fill);
+  return BlockKey(b);
+}
+
+TEST(MessagesTest, HelloRoundTrip) {
+  HelloRequest in{1, kFeaturePrefetch, "acme", "secret", "test"};
+  std::string body;
+  EncodeHello(in, &body);
+  Result<HelloRequest> out = DecodeHelloRequest(Bytes(body));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->tenant, "acme");
+  EXPECT_EQ(out->token, "secret");
+  EXPECT_EQ(out->features, kFeaturePrefetch);
+  body.push_back('x');
+  EXPECT_FALSE(DecodeHelloRequest(Bytes(body)).ok());  // Trailing bytes are malformed.
+}
+
+TEST(MessagesTest, KeyListRejectsLyingCountsAndOversizedBatches) {
+  std::vector<BlockKey> keys = {Key(1), Key(2), Key(3)};
+  std::string body;
+  EncodeKeyList(keys, &body);
+  Result<std::vector<BlockKey>> out = DecodeKeyList(Bytes(body), 16);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, keys);
+  EXPECT_EQ(DecodeKeyList(Bytes(body), 2).status().code(), StatusCode::kInvalidArgument);
+  body[0] = 4;  // Claims one key more than the body holds.
+  EXPECT_EQ(DecodeKeyList(Bytes(body), 16).status().code(), StatusCode::kInvalidArgument);
+  body[0] = '\xff';
+  body[3] = '\x7f';  // Claims two billion keys.
+  EXPECT_FALSE(DecodeKeyList(Bytes(body), UINT32_MAX).ok());
+}
+
+TEST(MessagesTest, PutManyRoundTripWithParents) {
+  std::string v1 = "first value", v2 = "second";
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, v1.size()}, {Key(2), Key(1), v2.size()}};
+  std::string body;
+  EncodePutDirectory(entries, &body);
+  body += v1 + v2;
+  Result<std::vector<BlockWrite>> w = DecodePutMany(Bytes(body), 16, 1 << 20);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->size(), 2u);
+  EXPECT_FALSE((*w)[0].parent.has_value());
+  EXPECT_EQ((*w)[1].parent, Key(1));
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*w)[1].value.data()), (*w)[1].value.size()), v2);
+}
+
+TEST(MessagesTest, PutManyRejectsSizesThatDoNotAddUp) {
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, 100}};
+  std::string body;
+  EncodePutDirectory(entries, &body);
+  body += "short";
+  EXPECT_EQ(DecodePutMany(Bytes(body), 16, 1 << 20).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MessagesTest, PutManyRejectsOversizedAndEmptyValues) {
+  std::string body;
+  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 10}}, &body);
+  body += "0123456789";
+  Result<std::vector<BlockWrite>> w = DecodePutMany(Bytes(body), 16, 9);
+  EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(w.status().message().find("max_block_bytes"), std::string_view::npos);
+  std::string empty;
+  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 0}}, &empty);
+  EXPECT_FALSE(DecodePutMany(Bytes(empty), 16, 9).ok());
+}
+
+TEST(MessagesTest, DeleteScopes) {
+  DeleteRequest session{DeleteScope::kSession, {}, "s-42"};
+  std::string body;
+  EncodeDelete(session, &body);
+  Result<DeleteRequest> out = DecodeDeleteRequest(Bytes(body), 8);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->scope, DeleteScope::kSession);
+  EXPECT_EQ(out->session, "s-42");
+  std::string bad = "\x09";
+  EXPECT_FALSE(DecodeDeleteRequest(Bytes(bad), 8).ok());
+}
+
+TEST(MessagesTest, ItemStatusesAndErrorsRoundTrip) {
+  std::vector<Status> in = {Status::OK(), Status::NotFound("gone"), Status::ResourceExhausted("full")};
+  std::string body;
+  EncodeItemStatuses(in, &body);
+  Result<std::vector<Status>> out = DecodeItemStatuses(Bytes(body));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, in);
+  std::string err;
+  EncodeStatusOnly(Status::Unauthenticated("who are you"), &err);
+  EXPECT_EQ(DecodeItemStatuses(Bytes(err)).status(), Status::Unauthenticated("who are you"));
+}
+
+TEST(MessagesTest, GetManyDecodeGivesViewsOfEachValue) {
+  std::vector<std::byte> a(5, std::byte{'a'});
+  std::vector<Result<BlockHandle>> items;
+  items.emplace_back(BlockHandle(a));
+  items.emplace_back(Status::NotFound("miss"));
+  std::string body;
+  EncodeGetDirectory(items, &body);
+  body += "aaaaa";
+  auto out = DecodeGetMany(Bytes(body));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->size(), 2u);
+  ASSERT_TRUE((*out)[0].ok());
+  EXPECT_EQ((*out)[0]->size(), 5u);
+  EXPECT_EQ((*out)[1].status().code(), StatusCode::kNotFound);
+  body.pop_back();  // One value byte missing.
+  EXPECT_FALSE(DecodeGetMany(Bytes(body)).ok());
+}
+
+TEST(MessagesTest, PrefixMatchExistsAndStats) {
+  PrefixMatch m{2, {TierLevel::kG2, TierLevel::kG3}};
+  std::string body;
+  EncodePrefixMatch(m, &body);
+  Result<PrefixMatch> pm = DecodePrefixMatch(Bytes(body));
+  ASSERT_TRUE(pm.ok());
+  EXPECT_EQ(pm->tiers, m.tiers);
+
+  std::string ex;
+  std::vector<uint8_t> tiers = {2, 0, 3};
+  EncodeExists(tiers, &ex);
+  EXPECT_EQ(*DecodeExists(Bytes(ex)), tiers);
+
+  std::string st;
+  std::vector<NamedCounter> counters = {{"hits", 3}, {"misses", 4}};
+  EncodeStats("acme", counters, &st);
+  Result<StatsReply> r = DecodeStats(Bytes(st));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tenant, "acme");
+  ASSERT_EQ(r->counters.size(), 2u);
+  EXPECT_EQ(r->counters[1].value, 4u);
+}
+
+}  // namespace
+}  // namespace kvtier::protocol

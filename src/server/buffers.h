@@ -1,0 +1,76 @@
+// Per-connection byte buffers of kvtierd: what has been read and not yet handled, and what is
+// waiting to be written. Not thread-safe: a connection belongs to one event-loop thread.
+
+#ifndef KVTIER_SERVER_BUFFERS_H_
+#define KVTIER_SERVER_BUFFERS_H_
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kvtier/status.h"
+#include "kvtier/store.h"
+
+namespace kvtier::server {
+
+// Bytes read from a socket and not yet consumed. Grows to hold one whole request (the handler
+// says how big through Reserve), so a large put is received straight into the buffer it is
+// stored from, without being copied between buffers on the way.
+class InputBuffer {
+ public:
+  // Capacity kept between requests; a buffer grown past it for a large request is released
+  // once that request is consumed, so idle connections hold little memory.
+  static constexpr size_t kRetainedCapacity = 4 << 20;
+
+  std::span<std::byte> data() { return {buf_.get() + begin_, end_ - begin_}; }
+  size_t size() const { return end_ - begin_; }
+  bool empty() const { return begin_ == end_; }
+  // Makes room for at least `n` more bytes after the data.
+  void Reserve(size_t n);
+  // Where the next read goes; `writable_size()` bytes fit.
+  std::byte* write_ptr() { return buf_.get() + end_; }
+  size_t writable_size() const { return capacity_ - end_; }
+  void Commit(size_t n) { end_ += n; }
+  void Consume(size_t n);
+
+ private:
+  std::unique_ptr<std::byte[]> buf_;
+  size_t capacity_ = 0;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+// Replies waiting to be written: owned bytes and leased block extents, sent with scatter/gather
+// I/O (sendmsg with an iovec array) so that block bytes go from the arena to the socket without
+// being copied. A lease is released as soon as its bytes are written.
+class OutputQueue {
+ public:
+  void Append(std::string_view bytes);
+  // Queues the bytes of `handle` (which stays leased until they are written).
+  void AppendLease(BlockHandle handle);
+  size_t pending_bytes() const { return pending_; }
+  bool empty() const { return pending_ == 0; }
+  // Writes as much as the socket takes now. Returns the bytes written (0 when it would block);
+  // Unavailable when the peer is gone.
+  Result<size_t> WriteTo(int fd);
+  // Drops everything queued (releasing leases).
+  void Clear();
+
+ private:
+  struct Piece {
+    std::string bytes;
+    BlockHandle lease;
+    bool is_lease = false;
+    size_t size = 0;
+    size_t sent = 0;
+  };
+  std::deque<Piece> pieces_;
+  size_t pending_ = 0;
+};
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_BUFFERS_H_

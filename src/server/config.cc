@@ -1,0 +1,332 @@
+#include "src/server/config.h"
+
+#include <cctype>
+#include <set>
+
+#include <toml++/toml.h>
+
+namespace kvtier::server {
+
+const std::string_view kDefaultConfigToml = R"(# kvtierd configuration (TOML). Every key is optional; these are the defaults.
+# Sizes are integers (bytes) or strings with a unit: "64KiB", "1GiB", "500MB".
+
+# Holds the Unix socket and, when [disk] dir is relative, the disk tier.
+data_dir = "./kvtier-data"
+
+[server]
+native_listen = "127.0.0.1:7380"   # kvtier native protocol over TCP ("" = off, port 0 = any)
+unix_socket = "kvtierd.sock"       # native protocol over a Unix socket, under data_dir ("" = off)
+resp_listen = "127.0.0.1:6380"     # RESP2 (Redis protocol) subset ("" = off)
+http_listen = "127.0.0.1:7381"     # /metrics, /healthz, /admin/ ("" = off)
+threads = 0                        # event-loop threads; 0 = one per core, at most 8
+max_connections = 4096
+idle_timeout_seconds = 300         # close connections silent this long; 0 = never
+max_frame_bytes = 0                # largest request; 0 = max_block_bytes + 64KiB
+max_batch = 4096                   # most keys in one native request
+max_output_bytes = "64MiB"         # replies queued per connection before reading pauses
+shutdown_grace_seconds = 5         # on SIGTERM, time to flush replies already computed
+
+[auth]
+# Clients on loopback or the Unix socket that do not authenticate act as this tenant.
+# "" = every client must present a tenant token. Remote clients always must.
+anonymous_tenant = "default"
+admin_token = ""                   # if set, /admin/ needs "Authorization: Bearer <token>"
+
+[memory]                           # G2: host DRAM
+capacity = "1GiB"
+page_bytes = "4KiB"
+prefault = false
+
+[disk]                             # G3: local NVMe; off while dir is ""
+dir = ""                           # relative paths are under data_dir, e.g. "disk"
+capacity = "64GiB"
+segment_bytes = "256MiB"
+durability = "written"             # "written" (survives kill -9) or "synced" (power loss)
+use_io_uring = true
+
+[admission]                        # which G2 evictions are written to G3
+min_prefix_blocks = 0
+frequency_gate = true
+min_accesses = 2
+
+[store]
+max_block_bytes = "64MiB"
+promote_on_hit = true
+
+[[tenants]]
+name = "default"
+token = ""                         # secret clients present for this tenant ("" = none)
+memory_budget = 0                  # bytes of G2; 0 = no limit
+disk_budget = 0                    # bytes of G3; 0 = no limit
+ttl_seconds = 0                    # expire blocks idle this long; 0 = never
+)";
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && text[i] == ' ') ++i;
+  uint64_t value = 0;
+  size_t digits = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    if (value > (UINT64_MAX - 9) / 10) return Status::InvalidArgument("size out of range");
+    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
+    ++i;
+    ++digits;
+  }
+  if (digits == 0) return Status::InvalidArgument("size must start with a number: '" + std::string(text) + "'");
+  while (i < text.size() && text[i] == ' ') ++i;
+  std::string unit;
+  for (; i < text.size(); ++i) unit.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(text[i]))));
+  static const std::pair<const char*, uint64_t> kUnits[] = {
+      {"", 1},          {"b", 1},
+      {"k", kKiB},      {"kib", kKiB},         {"kb", 1000},
+      {"m", kMiB},      {"mib", kMiB},         {"mb", 1000 * 1000},
+      {"g", kGiB},      {"gib", kGiB},         {"gb", 1000 * 1000 * 1000},
+      {"t", kGiB * 1024}, {"tib", kGiB * 1024}, {"tb", 1000ull * 1000 * 1000 * 1000},
+  };
+  for (const auto& [name, multiplier] : kUnits) {
+    if (unit == name) {
+      if (value > UINT64_MAX / multiplier) return Status::InvalidArgument("size out of range");
+      return value * multiplier;
+    }
+  }
+  return Status::InvalidArgument("unknown size unit '" + unit + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+}
+
+namespace {
+
+// Reads typed values out of one TOML table, remembering errors and the keys it saw so that
+// unknown keys (typos) are reported instead of ignored.
+class TableReader {
+ public:
+  TableReader(const toml::table* table, std::string path, Status* error)
+      : table_(table), path_(std::move(path)), error_(error) {}
+
+  void String(const char* key, std::string* out) {
+    const toml::node* n = Find(key);
+    if (n == nullptr) return;
+    if (auto v = n->value<std::string>()) {
+      *out = *v;
+    } else {
+      Fail(key, "a string");
+    }
+  }
+  void Bool(const char* key, bool* out) {
+    const toml::node* n = Find(key);
+    if (n == nullptr) return;
+    if (auto v = n->value<bool>()) {
+      *out = *v;
+    } else {
+      Fail(key, "true or false");
+    }
+  }
+  template <typename T>
+  void Uint(const char* key, T* out) {
+    const toml::node* n = Find(key);
+    if (n == nullptr) return;
+    auto v = n->value<int64_t>();
+    if (!v || *v < 0 || static_cast<uint64_t>(*v) > std::numeric_limits<T>::max()) {
+      Fail(key, "a non-negative integer in range");
+      return;
+    }
+    *out = static_cast<T>(*v);
+  }
+  template <typename T>
+  void Size(const char* key, T* out) {
+    const toml::node* n = Find(key);
+    if (n == nullptr) return;
+    uint64_t bytes = 0;
+    if (auto i = n->value<int64_t>(); i && *i >= 0) {
+      bytes = static_cast<uint64_t>(*i);
+    } else if (auto s = n->value<std::string>()) {
+      Result<uint64_t> parsed = ParseByteSize(*s);
+      if (!parsed.ok()) {
+        SetError(std::string(parsed.status().message()));
+        return;
+      }
+      bytes = *parsed;
+    } else {
+      Fail(key, "a size (bytes, or a string such as \"1GiB\")");
+      return;
+    }
+    if (bytes > std::numeric_limits<T>::max()) {
+      Fail(key, "a smaller size");
+      return;
+    }
+    *out = static_cast<T>(bytes);
+  }
+  // Reports keys of the table that no accessor asked for.
+  void RejectUnknown() {
+    if (table_ == nullptr) return;
+    for (const auto& [key, node] : *table_) {
+      if (!seen_.count(std::string(key.str()))) {
+        SetError("unknown key '" + Qualified(std::string(key.str())) + "'");
+      }
+    }
+  }
+  void Expect(const char* key) { seen_.insert(key); }
+
+ private:
+  const toml::node* Find(const char* key) {
+    seen_.insert(key);
+    return table_ == nullptr ? nullptr : table_->get(key);
+  }
+  std::string Qualified(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  void Fail(const char* key, const char* expected) {
+    SetError("'" + Qualified(key) + "' must be " + expected);
+  }
+  void SetError(std::string message) {
+    if (error_->ok()) *error_ = Status::InvalidArgument(message);
+  }
+
+  const toml::table* table_;
+  std::string path_;
+  Status* error_;
+  std::set<std::string> seen_;
+};
+
+void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
+  TableReader top(&root, "", error);
+  top.String("data_dir", &c->data_dir);
+  for (const char* section : {"server", "auth", "memory", "disk", "admission", "store", "tenants"}) {
+    top.Expect(section);
+  }
+  top.RejectUnknown();
+
+  TableReader server(root["server"].as_table(), "server", error);
+  server.String("native_listen", &c->native_listen);
+  server.String("unix_socket", &c->unix_socket);
+  server.String("resp_listen", &c->resp_listen);
+  server.String("http_listen", &c->http_listen);
+  server.Uint("threads", &c->threads);
+  server.Uint("max_connections", &c->max_connections);
+  server.Uint("idle_timeout_seconds", &c->idle_timeout_seconds);
+  server.Size("max_frame_bytes", &c->max_frame_bytes);
+  server.Uint("max_batch", &c->max_batch);
+  server.Size("max_output_bytes", &c->max_output_bytes);
+  server.Uint("shutdown_grace_seconds", &c->shutdown_grace_seconds);
+  server.RejectUnknown();
+
+  TableReader auth(root["auth"].as_table(), "auth", error);
+  auth.String("anonymous_tenant", &c->anonymous_tenant);
+  auth.String("admin_token", &c->admin_token);
+  auth.RejectUnknown();
+
+  TableReader memory(root["memory"].as_table(), "memory", error);
+  memory.Size("capacity", &c->store.memory.capacity_bytes);
+  memory.Size("page_bytes", &c->store.memory.page_bytes);
+  memory.Bool("prefault", &c->store.memory.prefault);
+  memory.RejectUnknown();
+
+  TableReader disk(root["disk"].as_table(), "disk", error);
+  disk.String("dir", &c->store.disk.dir);
+  disk.Size("capacity", &c->store.disk.capacity_bytes);
+  disk.Size("segment_bytes", &c->store.disk.segment_bytes);
+  std::string durability;
+  disk.String("durability", &durability);
+  if (durability == "written") {
+    c->store.disk.durability = DiskTierOptions::Durability::kWritten;
+  } else if (durability == "synced") {
+    c->store.disk.durability = DiskTierOptions::Durability::kSynced;
+  } else if (!durability.empty() && error->ok()) {
+    *error = Status::InvalidArgument("'disk.durability' must be \"written\" or \"synced\"");
+  }
+  disk.Bool("use_io_uring", &c->store.disk.use_io_uring);
+  disk.RejectUnknown();
+
+  TableReader admission(root["admission"].as_table(), "admission", error);
+  admission.Uint("min_prefix_blocks", &c->store.disk_admission.min_prefix_blocks);
+  admission.Bool("frequency_gate", &c->store.disk_admission.frequency_gate);
+  admission.Uint("min_accesses", &c->store.disk_admission.min_accesses);
+  admission.RejectUnknown();
+
+  TableReader store(root["store"].as_table(), "store", error);
+  store.Size("max_block_bytes", &c->store.max_block_bytes);
+  store.Bool("promote_on_hit", &c->store.promote_on_hit);
+  store.RejectUnknown();
+
+  if (const toml::node* tenants = root.get("tenants")) {
+    const toml::array* list = tenants->as_array();
+    if (list == nullptr) {
+      if (error->ok()) *error = Status::InvalidArgument("'tenants' must be an array of tables ([[tenants]])");
+      return;
+    }
+    c->tenants.clear();
+    for (size_t i = 0; i < list->size(); ++i) {
+      const toml::table* t = (*list)[i].as_table();
+      if (t == nullptr) {
+        if (error->ok()) *error = Status::InvalidArgument("'tenants' must be an array of tables ([[tenants]])");
+        return;
+      }
+      TenantConfig tc;
+      TableReader r(t, "tenants[" + std::to_string(i) + "]", error);
+      r.String("name", &tc.options.name);
+      r.String("token", &tc.token);
+      r.Size("memory_budget", &tc.options.memory_budget_bytes);
+      r.Size("disk_budget", &tc.options.disk_budget_bytes);
+      r.Uint("ttl_seconds", &tc.options.ttl_seconds);
+      r.RejectUnknown();
+      c->tenants.push_back(std::move(tc));
+    }
+  }
+}
+
+}  // namespace
+
+Status ApplyConfigToml(std::string_view toml_text, std::string_view origin, ServerConfig* config) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    const toml::source_position& pos = e.source().begin;
+    return Status::InvalidArgument(std::string(origin) + ":" + std::to_string(pos.line) + ":" +
+                                   std::to_string(pos.column) + ": " + std::string(e.description()));
+  }
+  Status error;
+  ApplyTable(root, config, &error);
+  if (!error.ok()) {
+    return Status::InvalidArgument(std::string(origin) + ": " + std::string(error.message()));
+  }
+  return Status::OK();
+}
+
+Options ServerConfig::StoreOptions() const {
+  Options o = store;
+  o.tenants.clear();
+  for (const TenantConfig& t : tenants) o.tenants.push_back(t.options);
+  if (!o.disk.dir.empty() && o.disk.dir[0] != '/') o.disk.dir = data_dir + "/" + o.disk.dir;
+  return o;
+}
+
+uint64_t ServerConfig::EffectiveMaxFrameBytes() const {
+  return max_frame_bytes != 0 ? max_frame_bytes : store.max_block_bytes + 64 * kKiB;
+}
+
+Status ServerConfig::Validate() const {
+  if (tenants.empty()) return Status::InvalidArgument("at least one [[tenants]] entry is required");
+  std::set<std::string> names;
+  std::set<std::string> tokens;
+  for (const TenantConfig& t : tenants) {
+    if (t.options.name.empty()) return Status::InvalidArgument("a tenant has an empty name");
+    if (!names.insert(t.options.name).second) {
+      return Status::InvalidArgument("tenant '" + t.options.name + "' is defined twice");
+    }
+    if (!t.token.empty() && !tokens.insert(t.token).second) {
+      return Status::InvalidArgument("two tenants share a token; tokens must be unique");
+    }
+  }
+  if (!anonymous_tenant.empty() && !names.count(anonymous_tenant)) {
+    return Status::InvalidArgument("auth.anonymous_tenant '" + anonymous_tenant +
+                                   "' is not a configured tenant");
+  }
+  if (native_listen.empty() && unix_socket.empty() && resp_listen.empty() && http_listen.empty()) {
+    return Status::InvalidArgument("every listener is disabled; nothing to serve");
+  }
+  if (EffectiveMaxFrameBytes() > UINT32_MAX) {
+    return Status::InvalidArgument("server.max_frame_bytes must be below 4 GiB");
+  }
+  if (max_batch == 0) return Status::InvalidArgument("server.max_batch must be at least 1");
+  if (max_output_bytes == 0) return Status::InvalidArgument("server.max_output_bytes must be positive");
+  return Status::OK();
+}
+
+}  // namespace kvtier::server

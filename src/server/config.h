@@ -1,0 +1,92 @@
+// kvtierd's configuration: a TOML file, the embedded default, and the Store options it maps to.
+//
+// Precedence: the embedded default (kDefaultConfigToml), then the file given with --config
+// (keys it sets replace the default's), then command-line flags. Thread-safe once built
+// (const).
+
+#ifndef KVTIER_SERVER_CONFIG_H_
+#define KVTIER_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/options.h"
+#include "kvtier/status.h"
+
+namespace kvtier::server {
+
+// The configuration `kvtierd` runs with when given no file: localhost only, 1 GiB of DRAM, no
+// disk tier, one tenant "default" that local clients reach without a token.
+extern const std::string_view kDefaultConfigToml;
+
+struct TenantConfig {
+  TenantOptions options;
+  // The secret a client presents for this tenant. Empty: the tenant cannot be reached by
+  // token (only as the anonymous tenant).
+  std::string token;
+};
+
+struct ServerConfig {
+  // Directory for the Unix socket and (relative) disk tier paths. Created at start.
+  std::string data_dir = "./kvtier-data";
+
+  // Listen addresses, "host:port" ("[::1]:7380" for IPv6); port 0 picks a free port. Empty
+  // disables the listener.
+  std::string native_listen = "127.0.0.1:7380";
+  // Path of the native protocol's Unix socket, relative to data_dir unless absolute.
+  std::string unix_socket = "kvtierd.sock";
+  std::string resp_listen = "127.0.0.1:6380";
+  std::string http_listen = "127.0.0.1:7381";
+
+  // Event-loop threads; 0 = one per core, at most 8.
+  uint32_t threads = 0;
+  // Most connections open at once over all listeners; further ones are refused.
+  uint32_t max_connections = 4096;
+  // A connection that sends and receives nothing for this long is closed. 0 = never.
+  uint32_t idle_timeout_seconds = 300;
+  // Largest native request body and RESP command. Larger ones close the connection with an
+  // error. Bounds the input buffer of each connection. 0 = max_block_bytes + 64 KiB.
+  uint64_t max_frame_bytes = 0;
+  // Most keys in one native request.
+  uint32_t max_batch = 4096;
+  // Replies queued for a client that reads slowly; above this the server stops reading its
+  // requests until it catches up (backpressure). Leased block bytes count too.
+  uint64_t max_output_bytes = 64 * kMiB;
+  // On SIGTERM, how long to keep flushing replies already computed before closing.
+  uint32_t shutdown_grace_seconds = 5;
+
+  // Tenant that clients on loopback or the Unix socket get without authenticating. Empty:
+  // every connection must authenticate. Clients from other addresses always must.
+  std::string anonymous_tenant = "default";
+  // Required as "Authorization: Bearer <token>" for /admin/ endpoints. Empty: the admin API is
+  // open to whoever reaches the HTTP listener (keep it on localhost then).
+  std::string admin_token;
+
+  std::vector<TenantConfig> tenants;
+
+  // Store options from [memory], [disk], [admission] and [store]; tenants are filled in
+  // from `tenants` by StoreOptions().
+  Options store;
+
+  // The Store options with tenants and the disk directory resolved.
+  Options StoreOptions() const;
+  // max_frame_bytes with its default applied.
+  uint64_t EffectiveMaxFrameBytes() const;
+  // Checks cross-field rules (tenant names unique, tokens unique, anonymous tenant exists,
+  // at least one listener). InvalidArgument naming the offending key.
+  Status Validate() const;
+};
+
+// Parses TOML text into `config`, replacing the fields it sets and keeping the others.
+// `origin` names the text in error messages. InvalidArgument for a syntax error, an unknown
+// key, or a value of the wrong type or range.
+Status ApplyConfigToml(std::string_view toml, std::string_view origin, ServerConfig* config);
+
+// Parses "64", "64KiB", "1GiB", "2 MB" (decimal units too) into bytes.
+Result<uint64_t> ParseByteSize(std::string_view text);
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_CONFIG_H_

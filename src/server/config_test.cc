@@ -1,0 +1,91 @@
+#include "src/server/config.h"
+
+#include <gtest/gtest.h>
+
+namespace kvtier::server {
+namespace {
+
+ServerConfig Defaults() {
+  ServerConfig c;
+  Status s = ApplyConfigToml(kDefaultConfigToml, "default", &c);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return c;
+}
+
+TEST(ConfigTest, EmbeddedDefaultServesLocalhostWithOneAnonymousTenant) {
+  ServerConfig c = Defaults();
+  EXPECT_TRUE(c.Validate().ok());
+  EXPECT_EQ(c.native_listen, "127.0.0.1:7380");
+  EXPECT_EQ(c.resp_listen, "127.0.0.1:6380");
+  EXPECT_EQ(c.http_listen, "127.0.0.1:7381");
+  EXPECT_EQ(c.store.memory.capacity_bytes, kGiB);
+  EXPECT_TRUE(c.store.disk.dir.empty());
+  ASSERT_EQ(c.tenants.size(), 1u);
+  EXPECT_EQ(c.tenants[0].options.name, "default");
+  EXPECT_EQ(c.anonymous_tenant, "default");
+}
+
+TEST(ConfigTest, FileOverridesOnlyWhatItSets) {
+  ServerConfig c = Defaults();
+  Status s = ApplyConfigToml(R"(
+[memory]
+capacity = "256MiB"
+[disk]
+dir = "disk"
+capacity = 1073741824
+[[tenants]]
+name = "acme"
+token = "t1"
+memory_budget = "64MiB"
+ttl_seconds = 3600
+[auth]
+anonymous_tenant = ""
+)", "test.toml", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.store.memory.capacity_bytes, 256 * kMiB);
+  EXPECT_EQ(c.resp_listen, "127.0.0.1:6380");
+  ASSERT_EQ(c.tenants.size(), 1u);
+  EXPECT_EQ(c.tenants[0].options.memory_budget_bytes, 64 * kMiB);
+  EXPECT_EQ(c.tenants[0].options.ttl_seconds, 3600u);
+  Options o = c.StoreOptions();
+  EXPECT_EQ(o.disk.dir, "./kvtier-data/disk");
+  EXPECT_EQ(o.disk.capacity_bytes, kGiB);
+  ASSERT_EQ(o.tenants.size(), 1u);
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST(ConfigTest, TyposAndBadValuesAreNamed) {
+  ServerConfig c = Defaults();
+  Status s = ApplyConfigToml("[memory]\ncapasity = 5\n", "x.toml", &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("memory.capasity"), std::string_view::npos) << s.ToString();
+  s = ApplyConfigToml("[server]\nthreads = \"four\"\n", "x.toml", &c);
+  EXPECT_NE(s.message().find("server.threads"), std::string_view::npos) << s.ToString();
+  s = ApplyConfigToml("[memory\n", "x.toml", &c);
+  EXPECT_NE(s.message().find("x.toml:1"), std::string_view::npos) << s.ToString();
+  s = ApplyConfigToml("[memory]\ncapacity = \"3 parsecs\"\n", "x.toml", &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConfigTest, ValidateRejectsDuplicateTokensAndUnknownAnonymousTenant) {
+  ServerConfig c = Defaults();
+  c.tenants.push_back({{"a"}, "same"});
+  c.tenants.push_back({{"b"}, "same"});
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  c = Defaults();
+  c.anonymous_tenant = "nobody";
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConfigTest, ByteSizes) {
+  EXPECT_EQ(*ParseByteSize("64"), 64u);
+  EXPECT_EQ(*ParseByteSize("4KiB"), 4096u);
+  EXPECT_EQ(*ParseByteSize("2 MB"), 2000000u);
+  EXPECT_EQ(*ParseByteSize("1g"), kGiB);
+  EXPECT_FALSE(ParseByteSize("GiB").ok());
+  EXPECT_FALSE(ParseByteSize("99999999999999999999").ok());
+  EXPECT_FALSE(ParseByteSize("16EiB").ok());
+}
+
+}  // namespace
+}  // namespace kvtier::server

@@ -1,0 +1,405 @@
+#include "src/server/event_loop.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "kvtier/env.h"
+#include "src/server/net.h"
+
+namespace kvtier::server {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Read in steps of this much when the handler does not know the request size yet.
+constexpr size_t kReadChunk = 64 << 10;
+// Reads per readiness event before the loop turns to other connections.
+constexpr int kReadsPerEvent = 16;
+// Accepts per readiness event of a listener.
+constexpr int kAcceptsPerEvent = 256;
+// How long a connection being closed may take to flush its last reply and finish sending.
+constexpr std::chrono::seconds kMaxLinger{10};
+
+}  // namespace
+
+// One client connection. Lives on one loop thread.
+class Connection {
+ public:
+  enum class State {
+    kOpen,       // Reading and handling requests.
+    kClosing,    // No more requests; close once the queued replies are written.
+    kLingering,  // Replies written and our side shut down; discarding input until the peer
+                 // closes, so that unread input does not turn our close into a reset that
+                 // destroys the last reply before the client reads it.
+    kDead,
+  };
+
+  Connection(EventLoop* loop, int fd, std::unique_ptr<ProtocolHandler> handler)
+      : loop_(loop), fd_(fd), handler_(std::move(handler)), last_activity_(Clock::now()) {
+    loop_->ctx_->metrics->ConnectionOpened(handler_->proto());
+  }
+  ~Connection() {
+    close(fd_);
+    loop_->ctx_->metrics->ConnectionClosed(handler_->proto());
+  }
+
+  int fd() const { return fd_; }
+  State state() const { return state_; }
+  Clock::time_point last_activity() const { return last_activity_; }
+  uint32_t registered_events = 0;
+
+  uint32_t WantedEvents() const {
+    uint32_t events = 0;
+    if ((state_ == State::kOpen && out_.pending_bytes() <= MaxOutput()) ||
+        state_ == State::kLingering) {
+      events |= EPOLLIN;
+    }
+    if (!out_.empty()) events |= EPOLLOUT;
+    return events;
+  }
+
+  void OnEvents(uint32_t events) {
+    if (events & (EPOLLERR | EPOLLHUP)) {
+      // Write whatever the peer may still accept; a reset peer fails the write.
+      if ((events & EPOLLIN) == 0) {
+        state_ = State::kDead;
+        return;
+      }
+    }
+    if (events & EPOLLOUT) Pump();
+    if ((events & EPOLLIN) && state_ != State::kDead) OnReadable();
+  }
+
+  void OnIdle() {
+    loop_->ctx_->metrics->IdleClosed(handler_->proto());
+    handler_->OnIdleTimeout(&out_);
+    state_ = State::kClosing;
+    Pump();
+  }
+
+  void BeginClose() {
+    if (state_ == State::kOpen) state_ = State::kClosing;
+    Pump();
+  }
+
+  void Kill() { state_ = State::kDead; }
+
+ private:
+  uint64_t MaxOutput() const { return loop_->ctx_->config->max_output_bytes; }
+
+  void OnReadable() {
+    for (int i = 0; i < kReadsPerEvent; ++i) {
+      if (state_ != State::kOpen && state_ != State::kLingering) return;
+      if (state_ == State::kOpen && out_.pending_bytes() > MaxOutput()) return;
+      size_t want = kReadChunk;
+      if (state_ == State::kOpen && needed_ > in_.size()) want = std::max(want, needed_ - in_.size());
+      in_.Reserve(want);
+      ssize_t n = read(fd_, in_.write_ptr(), in_.writable_size());
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        state_ = State::kDead;
+        return;
+      }
+      if (n == 0) {
+        peer_done_ = true;
+        if (state_ == State::kLingering) {
+          state_ = State::kDead;
+          return;
+        }
+        state_ = State::kClosing;
+        Pump();
+        return;
+      }
+      last_activity_ = Clock::now();
+      loop_->ctx_->metrics->BytesReceived(handler_->proto(), static_cast<uint64_t>(n));
+      in_.Commit(static_cast<size_t>(n));
+      if (state_ == State::kLingering) {
+        in_.Consume(in_.size());
+        continue;
+      }
+      Pump();
+    }
+  }
+
+  // Handles the buffered requests while replies fit, then writes.
+  void Pump() {
+    while (state_ == State::kOpen && !in_.empty() && needed_ <= in_.size()) {
+      if (out_.pending_bytes() > MaxOutput()) {
+        Flush();
+        if (out_.pending_bytes() > MaxOutput()) break;
+        continue;
+      }
+      ProtocolHandler::Outcome o = handler_->HandleOne(in_.data(), &out_);
+      if (o.action == ProtocolHandler::Outcome::Action::kNeedMore) {
+        needed_ = std::max(o.bytes_needed, in_.size() + 1);
+        break;
+      }
+      needed_ = 0;
+      if (o.action == ProtocolHandler::Outcome::Action::kClose) {
+        in_.Consume(in_.size());
+        state_ = State::kClosing;
+        break;
+      }
+      in_.Consume(o.consumed);
+    }
+    Flush();
+  }
+
+  void Flush() {
+    while (!out_.empty() && state_ != State::kDead) {
+      Result<size_t> n = out_.WriteTo(fd_);
+      if (!n.ok()) {
+        state_ = State::kDead;
+        return;
+      }
+      if (*n == 0) break;
+      last_activity_ = Clock::now();
+      loop_->ctx_->metrics->BytesSent(handler_->proto(), *n);
+    }
+    if (state_ == State::kClosing && out_.empty()) {
+      if (peer_done_) {
+        state_ = State::kDead;
+      } else {
+        shutdown(fd_, SHUT_WR);
+        in_.Consume(in_.size());
+        state_ = State::kLingering;
+      }
+    }
+  }
+
+  EventLoop* loop_;
+  int fd_;
+  std::unique_ptr<ProtocolHandler> handler_;
+  State state_ = State::kOpen;
+  bool peer_done_ = false;
+  size_t needed_ = 0;  // Input bytes the handler needs before it can make progress.
+  InputBuffer in_;
+  OutputQueue out_;
+  Clock::time_point last_activity_;
+};
+
+std::string RefusalMessage(Proto proto) {
+  switch (proto) {
+    case Proto::kResp:
+      return "-ERR max number of clients reached\r\n";
+    case Proto::kHttp:
+      return "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 27\r\nConnection: close\r\n\r\n"
+             "max number of clients open\n";
+    case Proto::kNative:
+    case Proto::kCount:
+      break;
+  }
+  return "";
+}
+
+EventLoop::EventLoop(const ServerContext* ctx, std::vector<EventLoop*>* loops)
+    : ctx_(ctx), loops_(loops) {}
+
+EventLoop::~EventLoop() {
+  connections_.clear();
+  closed_.clear();
+  for (const Listener& l : listeners_) close(l.fd);
+  {
+    MutexLock lock(&mu_);
+    for (const Pending& p : adopted_) close(p.fd);
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+Status EventLoop::Init() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) {
+    return Status::Internal(std::string("epoll/eventfd: ") + std::strerror(errno));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+    return Status::Internal(std::string("epoll_ctl: ") + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
+void EventLoop::AddListener(int fd, Proto proto) {
+  listeners_.push_back({fd, proto});
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = listeners_.size();  // 1-based; 0 is the wake-up fd.
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void EventLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void EventLoop::Adopt(int fd, Proto proto, bool local_peer) {
+  {
+    MutexLock lock(&mu_);
+    adopted_.push_back({fd, proto, local_peer});
+  }
+  uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  (void)ignored;  // The eventfd only fails when its counter would overflow: already awake.
+}
+
+void EventLoop::BeginShutdown() {
+  shutting_down_.store(true);
+  uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void EventLoop::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void EventLoop::Accept(const Listener& listener) {
+  for (int i = 0; i < kAcceptsPerEvent; ++i) {
+    int fd = accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+        Env::Default()->Log(std::string("kvtierd: accept failed: ") + std::strerror(errno));
+      }
+      return;
+    }
+    if (ctx_->metrics->ActiveConnections() >= ctx_->config->max_connections) {
+      ctx_->metrics->ConnectionRefused(listener.proto);
+      std::string msg = RefusalMessage(listener.proto);
+      ssize_t ignored = send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)ignored;  // Best effort: the client is being turned away either way.
+      close(fd);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // Fails harmlessly on Unix.
+    bool local = IsLocalPeer(fd);
+    EventLoop* target = (*loops_)[next_loop_++ % loops_->size()];
+    target->Adopt(fd, listener.proto, local);
+  }
+}
+
+void EventLoop::TakeAdopted() {
+  uint64_t counter;
+  ssize_t ignored = read(wake_fd_, &counter, sizeof(counter));
+  (void)ignored;  // Nothing to read is fine: the queue below is the real state.
+  std::vector<Pending> adopted;
+  {
+    MutexLock lock(&mu_);
+    adopted.swap(adopted_);
+  }
+  for (const Pending& p : adopted) {
+    if (shutting_down_.load()) {
+      close(p.fd);
+      continue;
+    }
+    std::unique_ptr<ProtocolHandler> handler;
+    switch (p.proto) {
+      case Proto::kNative: handler = NewNativeHandler(ctx_, p.local_peer); break;
+      case Proto::kResp: handler = NewRespHandler(ctx_, p.local_peer); break;
+      case Proto::kHttp:
+      case Proto::kCount: handler = NewHttpHandler(ctx_); break;
+    }
+    auto conn = std::make_unique<Connection>(this, p.fd, std::move(handler));
+    Connection* raw = conn.get();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = raw;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, p.fd, &ev) != 0) continue;  // conn closes the fd.
+    raw->registered_events = EPOLLIN;
+    connections_.emplace(raw, std::move(conn));
+  }
+}
+
+void EventLoop::UpdateInterest(Connection* conn) {
+  if (conn->state() == Connection::State::kDead) {
+    CloseConnection(conn);
+    return;
+  }
+  uint32_t want = conn->WantedEvents();
+  if (want == conn->registered_events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.ptr = conn;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn->fd(), &ev);
+  conn->registered_events = want;
+}
+
+void EventLoop::CloseConnection(Connection* conn) {
+  auto it = connections_.find(conn);
+  if (it == connections_.end()) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->fd(), nullptr);
+  closed_.push_back(std::move(it->second));
+  connections_.erase(it);
+}
+
+void EventLoop::SweepIdle(Clock::time_point now) {
+  const auto idle = std::chrono::seconds(ctx_->config->idle_timeout_seconds);
+  const auto linger = idle.count() > 0 ? std::min<std::chrono::seconds>(idle, kMaxLinger) : kMaxLinger;
+  std::vector<Connection*> expired;
+  for (auto& [raw, conn] : connections_) {
+    auto quiet = now - raw->last_activity();
+    if (raw->state() == Connection::State::kOpen) {
+      if (idle.count() > 0 && quiet > idle) raw->OnIdle();
+    } else if (quiet > linger) {
+      raw->Kill();
+    }
+    expired.push_back(raw);
+  }
+  for (Connection* c : expired) UpdateInterest(c);
+}
+
+void EventLoop::Run() {
+  constexpr int kMaxEvents = 256;
+  epoll_event events[kMaxEvents];
+  bool draining = false;
+  Clock::time_point drain_deadline;
+  Clock::time_point next_sweep = Clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    if (!draining && shutting_down_.load()) {
+      draining = true;
+      drain_deadline = Clock::now() + std::chrono::seconds(ctx_->config->shutdown_grace_seconds);
+      for (const Listener& l : listeners_) close(l.fd);
+      listeners_.clear();
+      std::vector<Connection*> all;
+      for (auto& [raw, conn] : connections_) all.push_back(raw);
+      for (Connection* c : all) {
+        c->BeginClose();
+        UpdateInterest(c);
+      }
+    }
+    if (draining && (connections_.empty() || Clock::now() >= drain_deadline)) break;
+    closed_.clear();
+
+    int n = epoll_wait(epoll_fd_, events, kMaxEvents, 1000);
+    for (int i = 0; i < n; ++i) {
+      uint64_t tag = events[i].data.u64;
+      if (tag == 0) {
+        TakeAdopted();
+      } else if (tag <= listeners_.size()) {
+        Accept(listeners_[tag - 1]);
+      } else {
+        auto* conn = static_cast<Connection*>(events[i].data.ptr);
+        if (!connections_.count(conn)) continue;  // Closed earlier in this batch.
+        conn->OnEvents(events[i].events);
+        UpdateInterest(conn);
+      }
+    }
+    Clock::time_point now = Clock::now();
+    if (now >= next_sweep) {
+      SweepIdle(now);
+      next_sweep = now + std::chrono::seconds(1);
+    }
+  }
+  closed_.clear();
+  connections_.clear();
+}
+
+}  // namespace kvtier::server

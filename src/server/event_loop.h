@@ -1,0 +1,89 @@
+// kvtierd's event loops: one thread each, an epoll set of non-blocking sockets, level-triggered.
+//
+// Loop 0 also owns the listening sockets and deals accepted connections out to all loops
+// round-robin. A connection lives on one loop for its whole life, so its buffers and handler
+// need no locks. Backpressure: while a connection has more than max_output_bytes of replies
+// queued, its loop stops reading from it. Idle connections are closed after
+// idle_timeout_seconds. Shutdown: stop accepting, stop reading, flush the replies already
+// computed (for at most shutdown_grace_seconds), close.
+
+#ifndef KVTIER_SERVER_EVENT_LOOP_H_
+#define KVTIER_SERVER_EVENT_LOOP_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "src/common/mutex.h"
+#include "src/server/handler.h"
+
+namespace kvtier::server {
+
+class Connection;
+
+class EventLoop {
+ public:
+  // `loops` lists every loop of the server (this one included); loop 0 deals connections to
+  // them. Not owned; outlives this loop.
+  EventLoop(const ServerContext* ctx, std::vector<EventLoop*>* loops);
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Creates the epoll set and wake-up eventfd. Call once, before Start.
+  Status Init();
+  // REQUIRES: before Start. Takes ownership of listening socket `fd`.
+  void AddListener(int fd, Proto proto);
+  void Start();
+
+  // Thread-safe: gives an accepted socket to this loop (which then owns it).
+  void Adopt(int fd, Proto proto, bool local_peer);
+  // Thread-safe: closes the listeners, stops reading, flushes, closes; the thread then exits.
+  void BeginShutdown();
+  // Waits for the thread to exit. REQUIRES: BeginShutdown was called.
+  void Join();
+
+ private:
+  friend class Connection;
+  struct Listener {
+    int fd;
+    Proto proto;
+  };
+  struct Pending {
+    int fd;
+    Proto proto;
+    bool local_peer;
+  };
+
+  void Run();
+  void Accept(const Listener& listener);
+  void TakeAdopted();
+  void SweepIdle(std::chrono::steady_clock::time_point now);
+  void CloseConnection(Connection* conn);
+  void UpdateInterest(Connection* conn);
+
+  const ServerContext* ctx_;
+  std::vector<EventLoop*>* loops_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::vector<Listener> listeners_;
+  size_t next_loop_ = 0;
+  std::thread thread_;
+
+  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
+  // Closed during the current batch of events; destroyed after it (a later event of the same
+  // batch may still name them).
+  std::vector<std::unique_ptr<Connection>> closed_;
+
+  std::atomic<bool> shutting_down_{false};
+  Mutex mu_;
+  std::vector<Pending> adopted_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_EVENT_LOOP_H_

@@ -1,0 +1,289 @@
+// kvtierd's HTTP/1.1 endpoint: /metrics, /healthz and the admin API (docs/protocol.md, "HTTP").
+//
+// A small hand-written server rather than a library: the endpoints are few, the requests small,
+// and it runs on the same event loops with the same limits, idle timeouts and backpressure as
+// the other protocols. No chunked request bodies, no pipelining beyond keep-alive in order.
+
+#include <cctype>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/server/handler.h"
+
+namespace kvtier::server {
+namespace {
+
+using Action = ProtocolHandler::Outcome::Action;
+using json = nlohmann::json;
+
+constexpr size_t kMaxHeadBytes = 16 << 10;
+constexpr size_t kMaxBodyBytes = 1 << 20;
+
+struct Request {
+  std::string method;
+  std::string path;
+  std::string query;
+  bool keep_alive = true;
+  std::string authorization;
+  std::string body;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+std::string_view Reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 411: return "Length Required";
+    case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    default: return "Error";
+  }
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The value of `name` in a query string "a=1&b=2" (no percent-decoding: values are plain names).
+std::string QueryParam(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? "" : std::string(pair.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return "";
+}
+
+Response Json(int status, const json& j) {
+  return {status, "application/json", j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"};
+}
+
+Response JsonError(int status, std::string_view message) {
+  return Json(status, json{{"error", message}});
+}
+
+json StatsJson(const TenantStats& t) {
+  return json{{"name", t.name},
+              {"memory_budget_bytes", t.memory_budget_bytes},
+              {"blocks", t.blocks},
+              {"bytes", t.bytes},
+              {"pinned_blocks", t.pinned_blocks},
+              {"hits", t.hits},
+              {"misses", t.misses},
+              {"puts", t.puts},
+              {"duplicate_puts", t.duplicate_puts},
+              {"put_bytes", t.put_bytes},
+              {"get_bytes", t.get_bytes},
+              {"evictions", t.evictions},
+              {"expirations", t.expirations},
+              {"deletes", t.deletes},
+              {"rejected_puts", t.rejected_puts}};
+}
+
+class HttpHandler final : public ProtocolHandler {
+ public:
+  explicit HttpHandler(const ServerContext* ctx) : ctx_(ctx) {}
+
+  Proto proto() const override { return Proto::kHttp; }
+
+  Outcome HandleOne(std::span<std::byte> input, OutputQueue* out) override {
+    std::string_view data(reinterpret_cast<const char*>(input.data()), input.size());
+    size_t head_end = data.find("\r\n\r\n");
+    if (head_end == std::string_view::npos) {
+      if (data.size() > kMaxHeadBytes) return Fail(431, "request head too large", out);
+      return {Action::kNeedMore, 0, 0};
+    }
+    if (head_end > kMaxHeadBytes) return Fail(431, "request head too large", out);
+    Request req;
+    size_t content_length = 0;
+    std::string error = ParseHead(data.substr(0, head_end), &req, &content_length);
+    if (!error.empty()) return Fail(error == "chunked" ? 501 : 400, error, out);
+    if (content_length > kMaxBodyBytes) return Fail(413, "request body too large", out);
+    size_t total = head_end + 4 + content_length;
+    if (data.size() < total) return {Action::kNeedMore, 0, total};
+    req.body = std::string(data.substr(head_end + 4, content_length));
+    RequestTimer timer(ctx_->metrics, Proto::kHttp, Op::kOther);
+    if (req.path.starts_with("/admin/")) timer.set_op(Op::kAdmin);
+    if (req.path == "/metrics") timer.set_op(Op::kStats);
+    Send(Route(req), req.keep_alive, out);
+    return {req.keep_alive ? Action::kHandled : Action::kClose, total, 0};
+  }
+
+  void OnIdleTimeout(OutputQueue*) override {}
+
+ private:
+  Outcome Fail(int status, std::string_view message, OutputQueue* out) {
+    ctx_->metrics->ProtocolError(Proto::kHttp);
+    Send({status, "text/plain; charset=utf-8", std::string(message) + "\n"}, false, out);
+    return {Action::kClose, 0, 0};
+  }
+
+  // Returns "" or what is wrong with the head.
+  static std::string ParseHead(std::string_view head, Request* req, size_t* content_length) {
+    size_t eol = head.find("\r\n");
+    std::string_view line = head.substr(0, eol);
+    size_t sp1 = line.find(' ');
+    size_t sp2 = line.rfind(' ');
+    if (sp1 == std::string_view::npos || sp2 == sp1) return "malformed request line";
+    req->method = std::string(line.substr(0, sp1));
+    std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    std::string_view version = line.substr(sp2 + 1);
+    if (version != "HTTP/1.1" && version != "HTTP/1.0") return "unsupported HTTP version";
+    req->keep_alive = version == "HTTP/1.1";
+    size_t q = target.find('?');
+    req->path = std::string(target.substr(0, q));
+    if (q != std::string_view::npos) req->query = std::string(target.substr(q + 1));
+    while (eol != std::string_view::npos) {
+      head.remove_prefix(eol + 2);
+      eol = head.find("\r\n");
+      std::string_view h = head.substr(0, eol);
+      size_t colon = h.find(':');
+      if (colon == std::string_view::npos) return "malformed header line";
+      std::string name = Lower(h.substr(0, colon));
+      std::string value = Trim(h.substr(colon + 1));
+      if (name == "content-length") {
+        if (value.empty() || value.size() > 12 ||
+            value.find_first_not_of("0123456789") != std::string::npos) {
+          return "bad Content-Length";
+        }
+        *content_length = std::stoull(value);
+      } else if (name == "transfer-encoding") {
+        return "chunked";
+      } else if (name == "connection") {
+        std::string v = Lower(value);
+        if (v == "close") req->keep_alive = false;
+        if (v == "keep-alive") req->keep_alive = true;
+      } else if (name == "authorization") {
+        req->authorization = value;
+      }
+    }
+    return "";
+  }
+
+  void Send(const Response& r, bool keep_alive, OutputQueue* out) {
+    std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " + std::string(Reason(r.status)) +
+                       "\r\nContent-Type: " + r.content_type +
+                       "\r\nContent-Length: " + std::to_string(r.body.size()) +
+                       (keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+    out->Append(head);
+    out->Append(r.body);
+  }
+
+  Response Route(const Request& req) {
+    if (req.path == "/healthz") {
+      if (req.method != "GET" && req.method != "HEAD") return {405, "text/plain", "use GET\n"};
+      return {200, "text/plain; charset=utf-8", "ok\n"};
+    }
+    if (req.path == "/metrics") {
+      if (req.method != "GET") return {405, "text/plain", "use GET\n"};
+      return {200, "text/plain; version=0.0.4; charset=utf-8",
+              ctx_->metrics->RenderPrometheus(ctx_->store->Stats())};
+    }
+    if (req.path == "/") {
+      return {200, "text/plain; charset=utf-8",
+              "kvtierd\n  GET /metrics          Prometheus metrics\n  GET /healthz          "
+              "liveness\n  GET /admin/tenants    tenant statistics (JSON)\n  POST /admin/pin       "
+              "{\"tenant\":..,\"keys\":[hex..]}\n  POST /admin/unpin     same\n  DELETE "
+              "/admin/blocks/<hex key>?tenant=<name>\n"};
+    }
+    if (!req.path.starts_with("/admin/")) return {404, "text/plain", "not found\n"};
+    if (!ctx_->config->admin_token.empty() &&
+        req.authorization != "Bearer " + ctx_->config->admin_token) {
+      ctx_->metrics->AuthFailure(Proto::kHttp);
+      return JsonError(401, "admin API needs 'Authorization: Bearer <admin_token>'");
+    }
+    if (req.path == "/admin/tenants") {
+      if (req.method != "GET") return JsonError(405, "use GET");
+      StoreStats stats = ctx_->store->Stats();
+      json tenants = json::array();
+      for (const TenantStats& t : stats.tenants) tenants.push_back(StatsJson(t));
+      return Json(200, json{{"tenants", tenants}});
+    }
+    if (req.path == "/admin/pin" || req.path == "/admin/unpin") {
+      if (req.method != "POST") return JsonError(405, "use POST");
+      return Pin(req, req.path == "/admin/pin");
+    }
+    if (req.path.starts_with("/admin/blocks/")) {
+      if (req.method != "DELETE") return JsonError(405, "use DELETE");
+      return DeleteBlock(req);
+    }
+    return JsonError(404, "no such admin endpoint");
+  }
+
+  Result<TenantId> Tenant(const std::string& name) {
+    if (name.empty()) return Status::InvalidArgument("name the tenant");
+    return ctx_->store->FindTenant(name);
+  }
+
+  Response Pin(const Request& req, bool pin) {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() || !body.contains("tenant") ||
+        !body["tenant"].is_string() || !body.contains("keys") || !body["keys"].is_array()) {
+      return JsonError(400, "expected {\"tenant\": \"<name>\", \"keys\": [\"<64 hex digits>\", ...]}");
+    }
+    Result<TenantId> tenant = Tenant(body["tenant"].get<std::string>());
+    if (!tenant.ok()) return JsonError(404, tenant.status().ToString());
+    std::vector<BlockKey> keys;
+    for (const json& k : body["keys"]) {
+      Result<BlockKey> key = k.is_string() ? BlockKey::FromHex(k.get<std::string>())
+                                           : Result<BlockKey>(Status::InvalidArgument("key must be a string"));
+      if (!key.ok()) return JsonError(400, key.status().ToString());
+      keys.push_back(*key);
+    }
+    if (keys.size() > ctx_->config->max_batch) return JsonError(400, "too many keys");
+    std::vector<Status> statuses =
+        pin ? ctx_->store->PinMany(*tenant, keys) : ctx_->store->UnpinMany(*tenant, keys);
+    json results = json::array();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      results.push_back({{"key", keys[i].ToHex()},
+                         {"status", std::string(StatusCodeName(statuses[i].code()))},
+                         {"message", std::string(statuses[i].message())}});
+    }
+    return Json(200, json{{"results", results}});
+  }
+
+  Response DeleteBlock(const Request& req) {
+    Result<BlockKey> key = BlockKey::FromHex(std::string_view(req.path).substr(strlen("/admin/blocks/")));
+    if (!key.ok()) return JsonError(400, key.status().ToString());
+    Result<TenantId> tenant = Tenant(QueryParam(req.query, "tenant"));
+    if (!tenant.ok()) return JsonError(404, "?tenant=: " + tenant.status().ToString());
+    Status s = ctx_->store->Delete(*tenant, *key);
+    if (s.code() == StatusCode::kNotFound) return Json(404, json{{"deleted", false}});
+    if (!s.ok()) return JsonError(500, s.ToString());
+    return Json(200, json{{"deleted", true}});
+  }
+
+  const ServerContext* ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProtocolHandler> NewHttpHandler(const ServerContext* ctx) {
+  return std::make_unique<HttpHandler>(ctx);
+}
+
+}  // namespace kvtier::server

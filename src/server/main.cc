@@ -1,0 +1,168 @@
+// kvtierd: the kvtier node daemon.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "src/server/config.h"
+#include "src/server/server.h"
+
+namespace {
+
+using kvtier::Status;
+using kvtier::server::ServerConfig;
+
+constexpr const char* kDescription =
+    "kvtierd - the kvtier node daemon: a tiered KV-cache store for LLM inference engines.\n"
+    "\n"
+    "With no arguments it serves on localhost only, with 1 GiB of DRAM and files under\n"
+    "./kvtier-data:\n"
+    "  native protocol  tcp 127.0.0.1:7380 and unix socket ./kvtier-data/kvtierd.sock\n"
+    "  Redis (RESP2)    127.0.0.1:6380   try: redis-cli -p 6380 set k v\n"
+    "  HTTP             127.0.0.1:7381   /metrics (Prometheus), /healthz, /admin/\n"
+    "Local clients that do not authenticate act as tenant \"default\".\n"
+    "\n"
+    "Settings come from the built-in defaults (see --print-default-config), then the --config\n"
+    "file, then the flags below. SIGTERM or Ctrl-C shuts down cleanly.";
+
+Status ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return Status::OK();
+}
+
+Status WritePortFile(const std::string& path, const kvtier::server::Server& server) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "native_port=" << server.native_port() << "\n"
+        << "resp_port=" << server.resp_port() << "\n"
+        << "http_port=" << server.http_port() << "\n"
+        << "unix_socket=" << server.unix_socket_path() << "\n";
+    if (!out) return Status::Unavailable("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::Unavailable("cannot write " + path);
+  return Status::OK();
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "kvtierd: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(kDescription, "kvtierd");
+  std::string config_file, port_file;
+  std::string data_dir, native_listen, unix_socket, resp_listen, http_listen;
+  std::string memory, disk_dir, disk_capacity, max_block;
+  uint32_t threads = 0, idle_timeout = 0;
+  bool print_default = false, check_only = false;
+  app.add_option("-c,--config", config_file, "TOML config file (keys it sets replace the defaults)");
+  app.add_flag("--print-default-config", print_default, "Print the built-in config, commented, and exit");
+  app.add_flag("--check-config", check_only, "Validate the configuration and exit");
+  app.add_option("--data-dir", data_dir, "Directory for the Unix socket and the disk tier");
+  app.add_option("--listen", native_listen, "Native protocol TCP address host:port (\"\" = off)");
+  app.add_option("--unix-socket", unix_socket, "Native protocol Unix socket path (\"\" = off)");
+  app.add_option("--resp-listen", resp_listen, "Redis protocol address host:port (\"\" = off)");
+  app.add_option("--http-listen", http_listen, "HTTP address host:port (\"\" = off)");
+  app.add_option("--memory", memory, "DRAM tier (G2) size, e.g. 8GiB");
+  app.add_option("--disk-dir", disk_dir, "Directory of the SSD tier (G3); enables it");
+  app.add_option("--disk-capacity", disk_capacity, "SSD tier size, e.g. 500GiB");
+  app.add_option("--max-block", max_block, "Largest block (value) accepted, e.g. 64MiB");
+  app.add_option("--threads", threads, "Event-loop threads (0 = one per core, at most 8)");
+  app.add_option("--idle-timeout", idle_timeout, "Close connections idle this many seconds (0 = never)");
+  app.add_option("--port-file", port_file,
+                 "After listening, write the bound ports here (for scripts using port 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (print_default) {
+    std::fwrite(kvtier::server::kDefaultConfigToml.data(), 1,
+                kvtier::server::kDefaultConfigToml.size(), stdout);
+    return 0;
+  }
+
+  ServerConfig config;
+  Status s = kvtier::server::ApplyConfigToml(kvtier::server::kDefaultConfigToml, "default config", &config);
+  if (!s.ok()) return Fail(s);
+  if (!config_file.empty()) {
+    std::string text;
+    s = ReadFile(config_file, &text);
+    if (s.ok()) s = kvtier::server::ApplyConfigToml(text, config_file, &config);
+    if (!s.ok()) return Fail(s);
+  }
+  auto size_flag = [&](const char* flag, const std::string& text, uint64_t* out) -> Status {
+    if (app.count(flag) == 0) return Status::OK();
+    kvtier::Result<uint64_t> v = kvtier::server::ParseByteSize(text);
+    if (!v.ok()) return Status::InvalidArgument(std::string(flag) + ": " + std::string(v.status().message()));
+    *out = *v;
+    return Status::OK();
+  };
+  if (app.count("--data-dir")) config.data_dir = data_dir;
+  if (app.count("--listen")) config.native_listen = native_listen;
+  if (app.count("--unix-socket")) config.unix_socket = unix_socket;
+  if (app.count("--resp-listen")) config.resp_listen = resp_listen;
+  if (app.count("--http-listen")) config.http_listen = http_listen;
+  if (app.count("--disk-dir")) config.store.disk.dir = disk_dir;
+  if (app.count("--threads")) config.threads = threads;
+  if (app.count("--idle-timeout")) config.idle_timeout_seconds = idle_timeout;
+  for (Status fs : {size_flag("--memory", memory, &config.store.memory.capacity_bytes),
+                    size_flag("--disk-capacity", disk_capacity, &config.store.disk.capacity_bytes),
+                    size_flag("--max-block", max_block, &config.store.max_block_bytes)}) {
+    if (!fs.ok()) return Fail(fs);
+  }
+  s = config.Validate();
+  if (!s.ok()) return Fail(s);
+  if (check_only) {
+    std::printf("kvtierd: configuration OK\n");
+    return 0;
+  }
+
+  // Signals are taken synchronously by this thread (sigwait), never by the event loops: block
+  // them before any thread starts so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  kvtier::Result<std::unique_ptr<kvtier::server::Server>> server = kvtier::server::Server::Start(config);
+  if (!server.ok()) return Fail(server.status());
+  std::fprintf(stderr,
+               "kvtierd: serving native tcp port %u, unix %s, resp port %u, http port %u; "
+               "G2 %llu MiB, G3 %s; %zu event loops; anonymous local tenant: %s\n",
+               (*server)->native_port(),
+               (*server)->unix_socket_path().empty() ? "off" : (*server)->unix_socket_path().c_str(),
+               (*server)->resp_port(), (*server)->http_port(),
+               static_cast<unsigned long long>(config.store.memory.capacity_bytes >> 20),
+               config.store.disk.dir.empty() ? "off" : config.StoreOptions().disk.dir.c_str(),
+               (*server)->num_loops(),
+               config.anonymous_tenant.empty() ? "(none)" : config.anonymous_tenant.c_str());
+  if (!port_file.empty()) {
+    s = WritePortFile(port_file, **server);
+    if (!s.ok()) return Fail(s);
+  }
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "kvtierd: %s received, shutting down\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown();
+  std::fprintf(stderr, "kvtierd: stopped\n");
+  return 0;
+}

@@ -1,0 +1,253 @@
+#include "src/server/metrics.h"
+
+#include <cstdio>
+
+namespace kvtier::server {
+
+std::string_view ProtoName(Proto p) {
+  switch (p) {
+    case Proto::kNative: return "native";
+    case Proto::kResp: return "resp";
+    case Proto::kHttp: return "http";
+    case Proto::kCount: break;
+  }
+  return "unknown";
+}
+
+std::string_view OpName(Op op) {
+  switch (op) {
+    case Op::kHello: return "hello";
+    case Op::kAuth: return "auth";
+    case Op::kPing: return "ping";
+    case Op::kLookupPrefix: return "lookup_prefix";
+    case Op::kGet: return "get";
+    case Op::kPut: return "put";
+    case Op::kExists: return "exists";
+    case Op::kDelete: return "delete";
+    case Op::kPin: return "pin";
+    case Op::kUnpin: return "unpin";
+    case Op::kPrefetch: return "prefetch";
+    case Op::kStats: return "stats";
+    case Op::kAdmin: return "admin";
+    case Op::kOther: return "other";
+    case Op::kCount: break;
+  }
+  return "unknown";
+}
+
+void Metrics::RecordRequest(Proto proto, Op op, uint64_t nanos) {
+  Histogram& h = latency_[Index(proto)][static_cast<size_t>(op)];
+  double seconds = static_cast<double>(nanos) * 1e-9;
+  size_t b = 0;
+  while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
+  Add(&h.buckets[b], 1);
+  Add(&h.sum_nanos, nanos);
+}
+
+uint64_t Metrics::ActiveConnections() const {
+  uint64_t n = 0;
+  for (const ProtoCounters& c : per_proto_) n += c.active.load(std::memory_order_relaxed);
+  return n;
+}
+
+namespace {
+
+// Label values are tenant names and fixed words; escape what the format requires.
+std::string Escape(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+class Page {
+ public:
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void Sample(std::string_view name, std::string_view labels, uint64_t value) {
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      out_ += labels;
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += std::to_string(value);
+    out_ += '\n';
+  }
+  void SampleDouble(std::string_view name, std::string_view labels, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.9g", value);
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      out_ += labels;
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += buf;
+    out_ += '\n';
+  }
+  // One sample per tenant of a TenantStats field.
+  void PerTenant(const StoreStats& stats, std::string_view name, std::string_view type,
+                 std::string_view help, uint64_t TenantStats::*field,
+                 std::string_view extra_labels = "") {
+    Family(name, type, help);
+    for (const TenantStats& t : stats.tenants) {
+      std::string labels = "tenant=\"" + Escape(t.name) + "\"";
+      if (!extra_labels.empty()) {
+        labels += ',';
+        labels += extra_labels;
+      }
+      Sample(name, labels, t.*field);
+    }
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string Metrics::RenderPrometheus(const StoreStats& s) const {
+  Page p;
+  auto proto_label = [](size_t i) {
+    return "protocol=\"" + std::string(ProtoName(static_cast<Proto>(i))) + "\"";
+  };
+  auto per_proto = [&](std::string_view name, std::string_view type, std::string_view help,
+                       std::atomic<uint64_t> ProtoCounters::*field) {
+    p.Family(name, type, help);
+    for (size_t i = 0; i < per_proto_.size(); ++i) {
+      p.Sample(name, proto_label(i), (per_proto_[i].*field).load(std::memory_order_relaxed));
+    }
+  };
+  per_proto("kvtier_connections", "gauge", "Connections open now.", &ProtoCounters::active);
+  per_proto("kvtier_connections_opened_total", "counter", "Connections accepted.",
+            &ProtoCounters::opened);
+  per_proto("kvtier_connections_refused_total", "counter",
+            "Connections refused because max_connections were open.", &ProtoCounters::refused);
+  per_proto("kvtier_protocol_errors_total", "counter",
+            "Requests rejected as malformed, oversized or unknown.", &ProtoCounters::protocol_errors);
+  per_proto("kvtier_auth_failures_total", "counter", "Failed authentication attempts.",
+            &ProtoCounters::auth_failures);
+  per_proto("kvtier_idle_closed_total", "counter", "Connections closed by the idle timeout.",
+            &ProtoCounters::idle_closed);
+  per_proto("kvtier_network_received_bytes_total", "counter", "Bytes read from clients.",
+            &ProtoCounters::bytes_in);
+  per_proto("kvtier_network_sent_bytes_total", "counter", "Bytes written to clients.",
+            &ProtoCounters::bytes_out);
+
+  p.Family("kvtier_request_duration_seconds", "histogram",
+           "Time to serve one request, from parsing to queueing the reply.");
+  for (size_t pi = 0; pi < latency_.size(); ++pi) {
+    for (size_t oi = 0; oi < latency_[pi].size(); ++oi) {
+      const Histogram& h = latency_[pi][oi];
+      std::array<uint64_t, kBuckets.size() + 1> counts;
+      uint64_t total = 0;
+      for (size_t b = 0; b < counts.size(); ++b) {
+        counts[b] = h.buckets[b].load(std::memory_order_relaxed);
+        total += counts[b];
+      }
+      if (total == 0) continue;
+      std::string labels = proto_label(pi) + ",op=\"" + std::string(OpName(static_cast<Op>(oi))) + "\"";
+      uint64_t cumulative = 0;
+      for (size_t b = 0; b < kBuckets.size(); ++b) {
+        cumulative += counts[b];
+        char le[32];
+        std::snprintf(le, sizeof(le), "%g", kBuckets[b]);
+        p.Sample("kvtier_request_duration_seconds_bucket", labels + ",le=\"" + le + "\"", cumulative);
+      }
+      p.Sample("kvtier_request_duration_seconds_bucket", labels + ",le=\"+Inf\"", total);
+      p.SampleDouble("kvtier_request_duration_seconds_sum", labels,
+                     static_cast<double>(h.sum_nanos.load(std::memory_order_relaxed)) * 1e-9);
+      p.Sample("kvtier_request_duration_seconds_count", labels, total);
+    }
+  }
+
+  p.PerTenant(s, "kvtier_tenant_hits_total", "counter",
+              "Blocks found by gets and prefix lookups, in any tier.", &TenantStats::hits);
+  p.PerTenant(s, "kvtier_tenant_misses_total", "counter",
+              "Gets not found and prefix lookups that stopped at a miss.", &TenantStats::misses);
+  p.PerTenant(s, "kvtier_tenant_blocks", "gauge", "Blocks resident in G2.", &TenantStats::blocks);
+  p.PerTenant(s, "kvtier_tenant_bytes", "gauge", "Bytes of G2 held, in whole pages.",
+              &TenantStats::bytes);
+  p.PerTenant(s, "kvtier_tenant_memory_budget_bytes", "gauge", "G2 budget; 0 means unlimited.",
+              &TenantStats::memory_budget_bytes);
+  p.PerTenant(s, "kvtier_tenant_pinned_blocks", "gauge", "Pinned blocks.",
+              &TenantStats::pinned_blocks);
+  p.PerTenant(s, "kvtier_tenant_puts_total", "counter", "Blocks stored.", &TenantStats::puts);
+  p.PerTenant(s, "kvtier_tenant_duplicate_puts_total", "counter",
+              "Puts of a key already present.", &TenantStats::duplicate_puts);
+  p.PerTenant(s, "kvtier_tenant_rejected_puts_total", "counter",
+              "Puts that failed for lack of evictable space.", &TenantStats::rejected_puts);
+  p.PerTenant(s, "kvtier_tenant_put_bytes_total", "counter", "Bytes stored by puts.",
+              &TenantStats::put_bytes);
+  p.PerTenant(s, "kvtier_tenant_get_bytes_total", "counter", "Bytes handed to readers.",
+              &TenantStats::get_bytes);
+  p.PerTenant(s, "kvtier_tenant_evictions_total", "counter", "G2 blocks evicted for space.",
+              &TenantStats::evictions, "tier=\"g2\"");
+  p.PerTenant(s, "kvtier_tenant_expirations_total", "counter", "Blocks removed by TTL.",
+              &TenantStats::expirations);
+  p.PerTenant(s, "kvtier_tenant_deletes_total", "counter", "Blocks deleted on request.",
+              &TenantStats::deletes);
+
+  p.Family("kvtier_tier_hits_total", "counter", "Reads served by a tier below G2.");
+  p.Sample("kvtier_tier_hits_total", "tier=\"g3\"", s.disk_hits);
+  p.Family("kvtier_tier_misses_total", "counter", "Reads that a tier below G2 did not have.");
+  p.Sample("kvtier_tier_misses_total", "tier=\"g3\"", s.disk_misses);
+  p.Family("kvtier_tier_evictions_total", "counter", "Blocks evicted from a tier below G2.");
+  p.Sample("kvtier_tier_evictions_total", "tier=\"g3\"", s.disk_evictions);
+
+  p.Family("kvtier_tier_capacity_bytes", "gauge", "Capacity of each tier.");
+  p.Sample("kvtier_tier_capacity_bytes", "tier=\"g2\"", s.memory_capacity_bytes);
+  p.Sample("kvtier_tier_capacity_bytes", "tier=\"g3\"", s.disk_capacity_bytes);
+  p.Family("kvtier_tier_used_bytes", "gauge", "Bytes in use in each tier.");
+  p.Sample("kvtier_tier_used_bytes", "tier=\"g2\"", s.memory_used_bytes);
+  p.Sample("kvtier_tier_used_bytes", "tier=\"g3\"", s.disk_used_bytes);
+  p.Family("kvtier_tier_blocks", "gauge", "Blocks held by each tier.");
+  p.Sample("kvtier_tier_blocks", "tier=\"g2\"", s.blocks);
+  p.Sample("kvtier_tier_blocks", "tier=\"g3\"", s.disk_blocks);
+
+  p.Family("kvtier_memory_free_bytes", "gauge", "Free bytes in the G2 arena.");
+  p.Sample("kvtier_memory_free_bytes", "", s.memory_free_bytes);
+  p.Family("kvtier_memory_largest_free_extent_bytes", "gauge", "Largest free run in the arena.");
+  p.Sample("kvtier_memory_largest_free_extent_bytes", "", s.memory_largest_free_extent_bytes);
+  p.Family("kvtier_index_bytes", "gauge", "Memory of the block index and eviction metadata.");
+  p.Sample("kvtier_index_bytes", "", s.index_bytes);
+  p.Family("kvtier_disk_corrupt_records_total", "counter",
+           "G3 records that failed their checksum: dropped, never served.");
+  p.Sample("kvtier_disk_corrupt_records_total", "", s.disk_corrupt_records);
+
+  p.Family("kvtier_demoted_blocks_total", "counter", "G2 evictions written to G3.");
+  p.Sample("kvtier_demoted_blocks_total", "", s.demoted_blocks);
+  p.Family("kvtier_demotion_failures_total", "counter", "Admitted to G3 but not written.");
+  p.Sample("kvtier_demotion_failures_total", "", s.demotion_failures);
+  p.Family("kvtier_promoted_blocks_total", "counter", "G3 hits copied back into G2.");
+  p.Sample("kvtier_promoted_blocks_total", "", s.promoted_blocks);
+  p.Family("kvtier_admitted_blocks_total", "counter", "G2 evictions admitted to G3.");
+  p.Sample("kvtier_admitted_blocks_total", "", s.admitted_blocks);
+  p.Family("kvtier_admissions_skipped_total", "counter", "G2 evictions not admitted to G3.");
+  p.Sample("kvtier_admissions_skipped_total", "reason=\"short_prefix\"", s.skipped_short_prefix);
+  p.Sample("kvtier_admissions_skipped_total", "reason=\"infrequent\"", s.skipped_infrequent);
+  return p.Take();
+}
+
+}  // namespace kvtier::server

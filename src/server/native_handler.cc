@@ -1,0 +1,333 @@
+// The native protocol on the server side (docs/protocol.md).
+
+#include <string>
+#include <vector>
+
+#include "src/protocol/messages.h"
+#include "src/protocol/wire.h"
+#include "src/server/handler.h"
+
+namespace kvtier::server {
+namespace {
+
+using protocol::DecodedFrame;
+using protocol::FrameHeader;
+using protocol::Opcode;
+using Action = ProtocolHandler::Outcome::Action;
+
+constexpr std::string_view kServerName = "kvtierd 0.1.0";
+
+Op OpFor(uint8_t opcode) {
+  switch (static_cast<Opcode>(opcode)) {
+    case Opcode::kHello: return Op::kHello;
+    case Opcode::kAuth: return Op::kAuth;
+    case Opcode::kPing: return Op::kPing;
+    case Opcode::kLookupPrefix: return Op::kLookupPrefix;
+    case Opcode::kGetMany: return Op::kGet;
+    case Opcode::kPutMany: return Op::kPut;
+    case Opcode::kExists: return Op::kExists;
+    case Opcode::kDelete: return Op::kDelete;
+    case Opcode::kPin: return Op::kPin;
+    case Opcode::kUnpin: return Op::kUnpin;
+    case Opcode::kPrefetch: return Op::kPrefetch;
+    case Opcode::kStats: return Op::kStats;
+    case Opcode::kError: break;
+  }
+  return Op::kOther;
+}
+
+class NativeHandler final : public ProtocolHandler {
+ public:
+  NativeHandler(const ServerContext* ctx, bool local_peer) : ctx_(ctx), local_peer_(local_peer) {}
+
+  Proto proto() const override { return Proto::kNative; }
+
+  Outcome HandleOne(std::span<std::byte> input, OutputQueue* out) override {
+    DecodedFrame f = protocol::DecodeFrame(input, ctx_->max_frame_bytes);
+    switch (f.state) {
+      case DecodedFrame::State::kNeedMore:
+        return {Action::kNeedMore, 0, f.frame_size};
+      case DecodedFrame::State::kError:
+        ctx_->metrics->ProtocolError(Proto::kNative);
+        Reply(out, static_cast<uint8_t>(Opcode::kError), f.header.request_id, f.error);
+        return {Action::kClose, 0, 0};
+      case DecodedFrame::State::kFrame:
+        break;
+    }
+    bool keep_open = Handle(f.header, f.body, out);
+    return {keep_open ? Action::kHandled : Action::kClose, f.frame_size, 0};
+  }
+
+  void OnIdleTimeout(OutputQueue* out) override {
+    Reply(out, static_cast<uint8_t>(Opcode::kError), 0,
+          Status::DeadlineExceeded("connection idle for longer than idle_timeout_seconds"));
+  }
+
+ private:
+  // Returns false when the connection must close after the reply.
+  bool Handle(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    RequestTimer timer(ctx_->metrics, Proto::kNative, OpFor(h.opcode));
+    if (h.flags & protocol::kFlagResponse) {
+      ctx_->metrics->ProtocolError(Proto::kNative);
+      Reply(out, h.opcode, h.request_id,
+            Status::InvalidArgument("clients must not send response frames"));
+      return true;
+    }
+    if (!protocol::IsRequestOpcode(h.opcode)) {
+      ctx_->metrics->ProtocolError(Proto::kNative);
+      Reply(out, h.opcode, h.request_id,
+            Status::Unimplemented("unknown opcode " + std::to_string(h.opcode)));
+      return true;
+    }
+    auto op = static_cast<Opcode>(h.opcode);
+    if (!principal_ && op != Opcode::kHello) {
+      ctx_->metrics->ProtocolError(Proto::kNative);
+      Reply(out, h.opcode, h.request_id,
+            Status::FailedPrecondition("the first request on a connection must be HELLO"));
+      return false;
+    }
+    switch (op) {
+      case Opcode::kHello: return Hello(h, body, out);
+      case Opcode::kAuth: return Auth(h, body, out);
+      case Opcode::kPing:
+        Reply(out, h.opcode, h.request_id, Status::OK());
+        return true;
+      case Opcode::kGetMany: GetMany(h, body, out); return true;
+      case Opcode::kPutMany: PutMany(h, body, out); return true;
+      case Opcode::kDelete: Delete(h, body, out); return true;
+      case Opcode::kStats: Stats(h, out); return true;
+      case Opcode::kLookupPrefix:
+      case Opcode::kExists:
+      case Opcode::kPin:
+      case Opcode::kUnpin:
+      case Opcode::kPrefetch:
+        KeyListOp(h, body, out);
+        return true;
+      case Opcode::kError: break;
+    }
+    return true;
+  }
+
+  void SendFrame(OutputQueue* out, uint8_t opcode, uint64_t id, const std::string& body,
+                 uint64_t extra_body_bytes = 0) {
+    FrameHeader h;
+    h.opcode = opcode;
+    h.flags = protocol::kFlagResponse;
+    h.request_id = id;
+    h.body_length = static_cast<uint32_t>(body.size() + extra_body_bytes);
+    std::byte header[protocol::kHeaderSize];
+    protocol::EncodeHeader(h, header);
+    out->Append({reinterpret_cast<const char*>(header), sizeof(header)});
+    out->Append(body);
+  }
+
+  void Reply(OutputQueue* out, uint8_t opcode, uint64_t id, const Status& status) {
+    scratch_.clear();
+    protocol::EncodeStatusOnly(status, &scratch_);
+    SendFrame(out, opcode, id, scratch_);
+  }
+
+  // Resolves HELLO/AUTH credentials. Unauthenticated when they do not match.
+  Result<Authenticator::Principal> Resolve(const std::string& tenant, const std::string& token) {
+    if (!token.empty()) return ctx_->auth->Authenticate(tenant, token);
+    std::optional<Authenticator::Principal> anon = ctx_->auth->Anonymous(local_peer_);
+    if (anon && (tenant.empty() || tenant == anon->name)) return *anon;
+    return Status::Unauthenticated(
+        tenant.empty() ? "authentication required: send a tenant and its token in HELLO"
+                       : "tenant '" + tenant + "' needs its token");
+  }
+
+  bool Hello(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    if (principal_) {
+      Reply(out, h.opcode, h.request_id, Status::FailedPrecondition("HELLO was already sent"));
+      return true;
+    }
+    Result<protocol::HelloRequest> req = protocol::DecodeHelloRequest(body);
+    if (!req.ok()) {
+      ctx_->metrics->ProtocolError(Proto::kNative);
+      Reply(out, h.opcode, h.request_id, req.status());
+      return false;
+    }
+    if (req->max_version < protocol::kVersion) {
+      Reply(out, h.opcode, h.request_id,
+            Status::FailedPrecondition("client speaks no protocol version the server knows"));
+      return false;
+    }
+    Result<Authenticator::Principal> who = Resolve(req->tenant, req->token);
+    if (!who.ok()) {
+      ctx_->metrics->AuthFailure(Proto::kNative);
+      Reply(out, h.opcode, h.request_id, who.status());
+      return false;
+    }
+    principal_ = *who;
+    protocol::HelloResponse resp;
+    resp.features = req->features & protocol::kServerFeatures;
+    resp.max_frame_bytes = ctx_->max_frame_bytes;
+    resp.max_block_bytes = ctx_->config->store.max_block_bytes;
+    resp.max_batch = ctx_->config->max_batch;
+    resp.tenant = principal_->name;
+    resp.server = std::string(kServerName);
+    scratch_.clear();
+    protocol::EncodeHelloResponse(resp, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+    return true;
+  }
+
+  bool Auth(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<protocol::AuthRequest> req = protocol::DecodeAuthRequest(body);
+    if (!req.ok()) {
+      Reply(out, h.opcode, h.request_id, req.status());
+      return false;
+    }
+    Result<Authenticator::Principal> who = Resolve(req->tenant, req->token);
+    if (!who.ok()) {
+      ctx_->metrics->AuthFailure(Proto::kNative);
+      Reply(out, h.opcode, h.request_id, who.status());
+      return false;
+    }
+    principal_ = *who;
+    scratch_.clear();
+    protocol::EncodeAuthResponse(principal_->name, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+    return true;
+  }
+
+  void GetMany(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<std::vector<BlockKey>> keys = protocol::DecodeKeyList(body, ctx_->config->max_batch);
+    if (!keys.ok()) {
+      Reply(out, h.opcode, h.request_id, keys.status());
+      return;
+    }
+    std::vector<Result<BlockHandle>> items = ctx_->store->GetMany(principal_->tenant, *keys);
+    // A reply never exceeds max_frame_bytes: blocks past that budget come back as
+    // ResourceExhausted, for the client to ask again in another request.
+    uint64_t budget = ctx_->max_frame_bytes - std::min<uint64_t>(ctx_->max_frame_bytes,
+                                                                 16 + 12 * items.size());
+    uint64_t values = 0;
+    for (Result<BlockHandle>& item : items) {
+      if (!item.ok()) continue;
+      if (values + item->size() > budget) {
+        item = Status::ResourceExhausted("reply would exceed max_frame_bytes; request this key again");
+        continue;
+      }
+      values += item->size();
+    }
+    scratch_.clear();
+    protocol::EncodeGetDirectory(items, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_, values);
+    for (Result<BlockHandle>& item : items) {
+      if (item.ok()) out->AppendLease(std::move(item).value());
+    }
+  }
+
+  void PutMany(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<std::vector<BlockWrite>> writes = protocol::DecodePutMany(
+        body, ctx_->config->max_batch, ctx_->config->store.max_block_bytes);
+    if (!writes.ok()) {
+      Reply(out, h.opcode, h.request_id, writes.status());
+      return;
+    }
+    std::vector<Status> statuses = ctx_->store->PutMany(principal_->tenant, *writes);
+    scratch_.clear();
+    protocol::EncodeItemStatuses(statuses, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  void Delete(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<protocol::DeleteRequest> req = protocol::DecodeDeleteRequest(body, ctx_->config->max_batch);
+    if (!req.ok()) {
+      Reply(out, h.opcode, h.request_id, req.status());
+      return;
+    }
+    if (req->scope != protocol::DeleteScope::kKeys) {
+      Reply(out, h.opcode, h.request_id,
+            Status::Unimplemented("delete by session or by tenant is not available yet; it "
+                                  "arrives with the data-services issue (delete by key works)"));
+      return;
+    }
+    std::vector<Status> statuses = ctx_->store->DeleteMany(principal_->tenant, req->keys);
+    scratch_.clear();
+    protocol::EncodeItemStatuses(statuses, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  void KeyListOp(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<std::vector<BlockKey>> keys = protocol::DecodeKeyList(body, ctx_->config->max_batch);
+    if (!keys.ok()) {
+      Reply(out, h.opcode, h.request_id, keys.status());
+      return;
+    }
+    TenantId tenant = principal_->tenant;
+    Store* store = ctx_->store;
+    scratch_.clear();
+    switch (static_cast<Opcode>(h.opcode)) {
+      case Opcode::kLookupPrefix: {
+        Result<PrefixMatch> match = store->LookupPrefix(tenant, *keys);
+        if (!match.ok()) {
+          Reply(out, h.opcode, h.request_id, match.status());
+          return;
+        }
+        protocol::EncodePrefixMatch(*match, &scratch_);
+        break;
+      }
+      case Opcode::kExists: {
+        // The Store has no side-effect-free membership test; a one-key prefix lookup per key
+        // answers it (and counts as an access, like a Redis EXISTS touching the key).
+        std::vector<std::span<const BlockKey>> prompts;
+        prompts.reserve(keys->size());
+        for (const BlockKey& k : *keys) prompts.emplace_back(&k, 1);
+        std::vector<Result<PrefixMatch>> found = store->LookupPrefixMany(tenant, prompts);
+        std::vector<uint8_t> tiers;
+        tiers.reserve(found.size());
+        for (const Result<PrefixMatch>& m : found) {
+          tiers.push_back(m.ok() && m->num_blocks == 1 ? static_cast<uint8_t>(m->tiers[0]) : 0);
+        }
+        protocol::EncodeExists(tiers, &scratch_);
+        break;
+      }
+      case Opcode::kPin:
+        protocol::EncodeItemStatuses(store->PinMany(tenant, *keys), &scratch_);
+        break;
+      case Opcode::kUnpin:
+        protocol::EncodeItemStatuses(store->UnpinMany(tenant, *keys), &scratch_);
+        break;
+      default:
+        // PREFETCH: accepted and validated; a no-op until tiers below G2 promote on hints.
+        protocol::EncodeStatusOnly(Status::OK(), &scratch_);
+        break;
+    }
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  void Stats(const FrameHeader& h, OutputQueue* out) {
+    Result<TenantStats> s = ctx_->store->StatsForTenant(principal_->tenant);
+    if (!s.ok()) {
+      Reply(out, h.opcode, h.request_id, s.status());
+      return;
+    }
+    std::vector<protocol::NamedCounter> c = {
+        {"memory_budget_bytes", s->memory_budget_bytes}, {"blocks", s->blocks},
+        {"bytes", s->bytes}, {"pinned_blocks", s->pinned_blocks}, {"hits", s->hits},
+        {"misses", s->misses}, {"puts", s->puts}, {"duplicate_puts", s->duplicate_puts},
+        {"put_bytes", s->put_bytes}, {"get_bytes", s->get_bytes}, {"evictions", s->evictions},
+        {"expirations", s->expirations}, {"deletes", s->deletes},
+        {"rejected_puts", s->rejected_puts},
+    };
+    scratch_.clear();
+    protocol::EncodeStats(principal_->name, c, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  const ServerContext* ctx_;
+  bool local_peer_;
+  std::optional<Authenticator::Principal> principal_;
+  std::string scratch_;  // Reused for reply bodies.
+};
+
+}  // namespace
+
+std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, bool local_peer) {
+  return std::make_unique<NativeHandler>(ctx, local_peer);
+}
+
+}  // namespace kvtier::server

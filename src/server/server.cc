@@ -1,0 +1,89 @@
+#include "src/server/server.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "src/server/net.h"
+
+namespace kvtier::server {
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+  KVTIER_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<Server> s(new Server());
+  s->config_ = config;
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) {
+    return Status::Unavailable("cannot create data_dir " + config.data_dir + ": " + ec.message());
+  }
+  Result<std::unique_ptr<Store>> store = Store::Open(s->config_.StoreOptions());
+  if (!store.ok()) return store.status();
+  s->store_ = std::move(store).value();
+  Result<Authenticator> auth = Authenticator::Create(s->config_, *s->store_);
+  if (!auth.ok()) return auth.status();
+  s->auth_ = std::make_unique<Authenticator>(std::move(auth).value());
+
+  s->ctx_.config = &s->config_;
+  s->ctx_.store = s->store_.get();
+  s->ctx_.metrics = &s->metrics_;
+  s->ctx_.auth = s->auth_.get();
+  s->ctx_.max_frame_bytes = static_cast<uint32_t>(s->config_.EffectiveMaxFrameBytes());
+  s->ctx_.started = std::chrono::steady_clock::now();
+
+  uint32_t threads = config.threads;
+  if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  for (uint32_t i = 0; i < threads; ++i) {
+    s->loops_.push_back(std::make_unique<EventLoop>(&s->ctx_, &s->loop_ptrs_));
+    s->loop_ptrs_.push_back(s->loops_.back().get());
+    KVTIER_RETURN_IF_ERROR(s->loops_.back()->Init());
+  }
+
+  // Listeners go to loop 0, which owns them from here on (and closes them on failure).
+  EventLoop* acceptor = s->loops_[0].get();
+  struct Tcp {
+    const std::string& address;
+    Proto proto;
+    uint16_t* port;
+  };
+  for (const Tcp& t : {Tcp{config.native_listen, Proto::kNative, &s->native_port_},
+                       Tcp{config.resp_listen, Proto::kResp, &s->resp_port_},
+                       Tcp{config.http_listen, Proto::kHttp, &s->http_port_}}) {
+    if (t.address.empty()) continue;
+    Result<int> fd = ListenTcp(t.address, t.port);
+    if (!fd.ok()) return fd.status();
+    acceptor->AddListener(*fd, t.proto);
+  }
+  if (!config.unix_socket.empty()) {
+    std::string path = config.unix_socket[0] == '/' ? config.unix_socket
+                                                     : config.data_dir + "/" + config.unix_socket;
+    Result<int> fd = ListenUnix(path);
+    if (!fd.ok()) return fd.status();
+    s->unix_path_ = path;
+    acceptor->AddListener(*fd, Proto::kNative);
+  }
+  for (auto& loop : s->loops_) loop->Start();
+  s->running_ = true;
+  return s;
+}
+
+Server::~Server() { Shutdown(); }
+
+void Server::Shutdown() {
+  if (running_) {
+    for (auto& loop : loops_) loop->BeginShutdown();
+    for (auto& loop : loops_) loop->Join();
+    running_ = false;
+  }
+  loops_.clear();
+  loop_ptrs_.clear();
+  if (!unix_path_.empty()) {
+    unlink(unix_path_.c_str());
+    unix_path_.clear();
+  }
+  store_.reset();
+}
+
+}  // namespace kvtier::server

@@ -1,0 +1,65 @@
+// Server: kvtierd without its command line. Opens the Store, listens on the configured
+// endpoints and serves them from a pool of event loops until Shutdown.
+//
+// Thread safety: Start and Shutdown from one thread; the port accessors from any.
+
+#ifndef KVTIER_SERVER_SERVER_H_
+#define KVTIER_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvtier/status.h"
+#include "kvtier/store.h"
+#include "src/server/config.h"
+#include "src/server/event_loop.h"
+#include "src/server/handler.h"
+#include "src/server/metrics.h"
+
+namespace kvtier::server {
+
+class Server {
+ public:
+  // Validates `config`, creates the data directory, opens the Store and starts serving.
+  // InvalidArgument for a bad config; Unavailable when a port cannot be bound;
+  // FailedPrecondition when another kvtierd serves the Unix socket.
+  static Result<std::unique_ptr<Server>> Start(const ServerConfig& config);
+
+  // Shuts down if still running.
+  ~Server();
+
+  // Stops accepting, finishes writing the replies already computed (at most
+  // shutdown_grace_seconds), closes every connection, removes the Unix socket and closes the
+  // Store. Idempotent.
+  void Shutdown();
+
+  // Ports actually bound (0 when that listener is off); useful with port 0 in the config.
+  uint16_t native_port() const { return native_port_; }
+  uint16_t resp_port() const { return resp_port_; }
+  uint16_t http_port() const { return http_port_; }
+  // Path of the Unix socket, or "" when off.
+  const std::string& unix_socket_path() const { return unix_path_; }
+  size_t num_loops() const { return loops_.size(); }
+
+ private:
+  Server() = default;
+
+  ServerConfig config_;
+  std::unique_ptr<Store> store_;
+  Metrics metrics_;
+  std::unique_ptr<Authenticator> auth_;
+  ServerContext ctx_;
+  std::vector<std::unique_ptr<EventLoop>> loops_;
+  std::vector<EventLoop*> loop_ptrs_;
+  uint16_t native_port_ = 0;
+  uint16_t resp_port_ = 0;
+  uint16_t http_port_ = 0;
+  std::string unix_path_;
+  bool running_ = false;
+};
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_SERVER_H_

@@ -1,0 +1,122 @@
+// Lossless compression of KV-cache blocks, specialised by element type.
+//
+// A block of bf16/fp16 is split into byte planes: the high bytes (sign and most of the
+// exponent; a few bits of entropy) and the low bytes (mantissa; near-random). fp32 gives four
+// planes, fp8 one (splitting an fp8 byte into nibbles does not pay: the byte's order-0
+// entropy is already below the sum of its nibbles'). Each plane is entropy-coded with zstd
+// and kept only where that pays; otherwise it is stored raw. When nothing pays the whole
+// block is stored raw. Bytes past the last whole element are stored raw.
+//
+// Payload format (little-endian), written down so that any reader can check it:
+//   u8[2] magic "KZ"
+//   u8    codec      0 = stored, 1 = byte planes + zstd
+//   u8    dtype      KvDtype value
+//   u32   raw_size   bytes of the uncompressed block, at most kMaxKvPayloadBytes
+//   u8    planes     P: 0 for codec 0; KvDtypeBytes(dtype) for codec 1
+//   u8[3] reserved   zero
+//   P x u32          plane descriptors: bit 31 set = plane stored raw, bits 0-30 = its bytes
+//   plane bytes, in order (plane b holds byte b of every element, b = 0 least significant),
+//   each a single zstd frame recording its content size, or raw
+//   tail bytes (raw_size mod P), raw
+// Codec 0 is the header followed by exactly raw_size bytes.
+//
+// Decoding never trusts the header: an unknown codec or dtype is InvalidArgument (a newer
+// writer, or a corrupt header), any size inconsistency, a truncated or padded payload or a
+// failing zstd frame is DataLoss. Nothing is allocated for the output before the sizes add
+// up, so a lying header cannot make the decoder allocate more than kMaxKvPayloadBytes.
+
+#ifndef KVTIER_SRC_SERVICES_COMPRESSION_KV_CODEC_H_
+#define KVTIER_SRC_SERVICES_COMPRESSION_KV_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/status.h"
+
+struct ZSTD_CCtx_s;
+struct ZSTD_DCtx_s;
+
+namespace kvtier::compression {
+
+enum class KvCodecId : uint8_t {
+  kStored = 0,
+  kBytePlanesZstd = 1,
+};
+
+inline constexpr size_t kKvPayloadHeaderBytes = 12;
+inline constexpr size_t kMaxKvPayloadBytes = size_t{1} << 30;
+
+struct KvCodecOptions {
+  // zstd level for the planes. 1 is the fastest level that still entropy-codes literals
+  // (negative levels skip that, and the exponent plane then barely shrinks); higher levels
+  // search harder for matches, which KV rarely has, at a large cost in speed.
+  int zstd_level = 1;
+  // The entropy coder's tables are rebuilt every `block_bytes` of a plane, so they follow
+  // local statistics (one layer's exponents). Smaller blocks adapt better but pay for more
+  // table headers. Rounded into [1 KiB, 128 KiB] (zstd's block size limit).
+  size_t block_bytes = 32 * 1024;
+  // A plane is kept zstd-coded only when that saves at least this fraction of its size;
+  // otherwise it is stored raw, which decodes at memcpy speed.
+  double min_saving = 0.02;
+};
+
+// Description of a payload, from its header alone.
+struct KvPayloadInfo {
+  KvCodecId codec = KvCodecId::kStored;
+  KvDtype dtype = KvDtype::kBf16;
+  size_t raw_size = 0;
+  // Per plane: stored bytes and whether the plane is stored raw (empty for kStored).
+  std::vector<uint32_t> plane_bytes;
+  std::vector<bool> plane_raw;
+};
+
+// Compresses and decompresses KV blocks, reusing its zstd contexts and scratch planes from
+// call to call: after warm-up the span overloads allocate nothing.
+// Not thread-safe: use one per thread (CompressKv/DecompressKv keep one per thread).
+class KvCodec {
+ public:
+  explicit KvCodec(const KvCodecOptions& options = {});
+  ~KvCodec();
+  KvCodec(const KvCodec&) = delete;
+  KvCodec& operator=(const KvCodec&) = delete;
+
+  // Largest payload Compress() writes for `raw_size` input bytes.
+  static size_t MaxCompressedSize(size_t raw_size);
+
+  // Compresses `in`, a block of `dtype` elements, into `out` and returns the payload size.
+  // REQUIRES: out.size() >= MaxCompressedSize(in.size()), else InvalidArgument.
+  // InvalidArgument for an unknown dtype or in.size() > kMaxKvPayloadBytes.
+  Result<size_t> Compress(KvDtype dtype, std::span<const std::byte> in, std::span<std::byte> out);
+  // As above into *out, resized to the payload.
+  Result<size_t> Compress(KvDtype dtype, std::span<const std::byte> in, std::vector<std::byte>* out);
+
+  // Parses and checks the header (not the plane contents).
+  static Result<KvPayloadInfo> Inspect(std::span<const std::byte> payload);
+
+  // Decompresses `payload` into `out`, which must be exactly Inspect(payload)->raw_size
+  // bytes (else InvalidArgument). On error `out` holds unspecified bytes.
+  Status Decompress(std::span<const std::byte> payload, std::span<std::byte> out);
+  // As above into *out, resized to the raw size.
+  Status Decompress(std::span<const std::byte> payload, std::vector<std::byte>* out);
+
+ private:
+  Status CompressPlane(std::span<const std::byte> plane, std::span<std::byte> out,
+                       size_t* written, bool* raw);
+
+  KvCodecOptions options_;
+  ZSTD_CCtx_s* cctx_ = nullptr;
+  ZSTD_DCtx_s* dctx_ = nullptr;
+  std::vector<std::byte> scratch_;  // Planes of the block being (de)compressed.
+};
+
+// KvCodec::Compress / Decompress with a default-configured codec kept per thread.
+Result<size_t> CompressKv(KvDtype dtype, std::span<const std::byte> in,
+                          std::vector<std::byte>* out);
+Status DecompressKv(std::span<const std::byte> in, std::vector<std::byte>* out);
+
+}  // namespace kvtier::compression
+
+#endif  // KVTIER_SRC_SERVICES_COMPRESSION_KV_CODEC_H_

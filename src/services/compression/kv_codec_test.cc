@@ -1,0 +1,255 @@
+#include "src/services/compression/kv_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "src/model/kv_capture.h"
+#include "src/model/model_test_util.h"
+#include "src/services/compression/dtype_convert.h"
+
+namespace kvtier::compression {
+namespace {
+
+constexpr KvDtype kAllDtypes[] = {KvDtype::kBf16, KvDtype::kFp16, KvDtype::kFp32,
+                                  KvDtype::kFp8E4M3, KvDtype::kFp8E5M2};
+
+// KV-like values (Gaussian, a per-channel scale) with NaN, infinities, signed zeros and
+// subnormals sprinkled in, encoded as `dtype` (e5m2 as the high byte of fp16).
+std::vector<std::byte> KvLikeBlock(KvDtype dtype, size_t elements, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::nanf(""), -std::nanf(""), inf, -inf, 0.0f, -0.0f,
+                            1e-40f,        -1e-42f,        6e-8f, -3e-5f, 0x1p-9f};
+  std::vector<float> values(elements);
+  for (size_t i = 0; i < elements; ++i) {
+    values[i] = normal(rng) * static_cast<float>(1 + (i % 32)) * 0.1f;
+    if (i % 97 == 0) values[i] = specials[(i / 97) % std::size(specials)];
+  }
+  std::vector<std::byte> block(elements * KvDtypeBytes(dtype));
+  if (dtype == KvDtype::kFp8E5M2) {
+    for (size_t i = 0; i < elements; ++i) {
+      block[i] = static_cast<std::byte>(FloatToFp16(values[i]) >> 8);
+    }
+    return block;
+  }
+  const float scale = dtype == KvDtype::kFp8E4M3 ? Fp8E4M3Scale(values) : 1.0f;
+  EXPECT_TRUE(EncodeFromFloat32(dtype, values, scale, block).ok());
+  return block;
+}
+
+std::vector<std::byte> RoundTrip(KvCodec& codec, KvDtype dtype, std::span<const std::byte> in,
+                                 KvPayloadInfo* info) {
+  std::vector<std::byte> payload;
+  Result<size_t> size = codec.Compress(dtype, in, &payload);
+  EXPECT_TRUE(size.ok()) << size.status().ToString();
+  EXPECT_EQ(payload.size(), size.ok() ? *size : 0);
+  EXPECT_LE(payload.size(), KvCodec::MaxCompressedSize(in.size()));
+  Result<KvPayloadInfo> inspected = KvCodec::Inspect(payload);
+  EXPECT_TRUE(inspected.ok()) << inspected.status().ToString();
+  if (inspected.ok() && info != nullptr) *info = *inspected;
+  std::vector<std::byte> back;
+  const Status status = codec.Decompress(payload, &back);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return back;
+}
+
+TEST(KvCodecTest, RoundTripsEveryDtypeIncludingNanInfAndSubnormals) {
+  KvCodec codec;
+  for (KvDtype dtype : kAllDtypes) {
+    for (size_t elements : {size_t{1}, size_t{3}, size_t{1000}, size_t{70001}}) {
+      const std::vector<std::byte> block = KvLikeBlock(dtype, elements, 11);
+      KvPayloadInfo info;
+      EXPECT_EQ(RoundTrip(codec, dtype, block, &info), block)
+          << static_cast<int>(dtype) << " x " << elements;
+      EXPECT_EQ(info.dtype, dtype);
+      EXPECT_EQ(info.raw_size, block.size());
+      if (elements >= 1000) {
+        // Enough data for the planes to pay: the exponent-carrying plane is zstd-coded.
+        ASSERT_EQ(info.codec, KvCodecId::kBytePlanesZstd) << static_cast<int>(dtype);
+        ASSERT_EQ(info.plane_raw.size(), KvDtypeBytes(dtype));
+        EXPECT_FALSE(info.plane_raw.back());
+      }
+    }
+  }
+}
+
+TEST(KvCodecTest, OddSizesKeepTheirTailBytes) {
+  KvCodec codec;
+  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kFp32}) {
+    const std::vector<std::byte> whole = KvLikeBlock(dtype, 5000, 3);
+    for (size_t cut = 1; cut < KvDtypeBytes(dtype); ++cut) {
+      std::span<const std::byte> odd = std::span(whole).first(whole.size() - cut);
+      std::vector<std::byte> expect(odd.begin(), odd.end());
+      KvPayloadInfo info;
+      EXPECT_EQ(RoundTrip(codec, dtype, odd, &info), expect);
+      EXPECT_EQ(info.codec, KvCodecId::kBytePlanesZstd);
+    }
+  }
+}
+
+TEST(KvCodecTest, EmptyAndTinyInputsAreStored) {
+  KvCodec codec;
+  KvPayloadInfo info;
+  EXPECT_TRUE(RoundTrip(codec, KvDtype::kBf16, {}, &info).empty());
+  EXPECT_EQ(info.codec, KvCodecId::kStored);
+  const std::vector<std::byte> one = {std::byte{0x42}};
+  EXPECT_EQ(RoundTrip(codec, KvDtype::kFp32, one, &info), one);
+  EXPECT_EQ(info.codec, KvCodecId::kStored);
+}
+
+TEST(KvCodecTest, RandomBytesAreStoredRaw) {
+  KvCodec codec;
+  std::mt19937 rng(5);
+  std::vector<std::byte> noise(1 << 18);
+  for (std::byte& b : noise) b = static_cast<std::byte>(rng());
+  for (KvDtype dtype : kAllDtypes) {
+    KvPayloadInfo info;
+    EXPECT_EQ(RoundTrip(codec, dtype, noise, &info), noise);
+    EXPECT_EQ(info.codec, KvCodecId::kStored) << static_cast<int>(dtype);
+  }
+}
+
+TEST(KvCodecTest, IncompressiblePlanesAreStoredRawNextToCodedOnes) {
+  KvCodec codec;
+  const std::vector<std::byte> block = KvLikeBlock(KvDtype::kBf16, 1 << 16, 9);
+  KvPayloadInfo info;
+  EXPECT_EQ(RoundTrip(codec, KvDtype::kBf16, block, &info), block);
+  ASSERT_EQ(info.codec, KvCodecId::kBytePlanesZstd);
+  EXPECT_EQ(info.plane_raw, (std::vector<bool>{true, false}));  // Mantissa raw, exponent coded.
+  EXPECT_EQ(info.plane_bytes[0], 1u << 16);
+  EXPECT_LT(info.plane_bytes[1], 1u << 15);
+}
+
+TEST(KvCodecTest, OneCodecHandlesGrowingAndShrinkingBlocks) {
+  KvCodec codec;
+  for (size_t elements : {size_t{100000}, size_t{10}, size_t{300000}, size_t{4000}}) {
+    const std::vector<std::byte> block = KvLikeBlock(KvDtype::kFp16, elements, 21);
+    EXPECT_EQ(RoundTrip(codec, KvDtype::kFp16, block, nullptr), block);
+  }
+  // The per-thread convenience functions.
+  const std::vector<std::byte> block = KvLikeBlock(KvDtype::kFp8E4M3, 50000, 22);
+  std::vector<std::byte> payload, back;
+  ASSERT_TRUE(CompressKv(KvDtype::kFp8E4M3, block, &payload).ok());
+  ASSERT_TRUE(DecompressKv(payload, &back).ok());
+  EXPECT_EQ(back, block);
+}
+
+TEST(KvCodecTest, CompressRejectsBadArguments) {
+  KvCodec codec;
+  std::vector<std::byte> in(100), out(KvCodec::MaxCompressedSize(100));
+  EXPECT_EQ(codec.Compress(static_cast<KvDtype>(0), in, std::span(out)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec.Compress(KvDtype::kBf16, in, std::span(out).first(out.size() - 1))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
+std::vector<std::byte> SamplePayload() {
+  KvCodec codec;
+  std::vector<std::byte> payload;
+  const std::vector<std::byte> block = KvLikeBlock(KvDtype::kBf16, 20001, 4);
+  EXPECT_TRUE(codec.Compress(KvDtype::kBf16, std::span(block).first(block.size() - 1), &payload)
+                  .ok());
+  return payload;
+}
+
+TEST(KvCodecTest, EveryTruncationOrExtensionIsDataLoss) {
+  const std::vector<std::byte> payload = SamplePayload();
+  ASSERT_EQ(KvCodec::Inspect(payload)->codec, KvCodecId::kBytePlanesZstd);
+  KvCodec codec;
+  std::vector<std::byte> out;
+  for (size_t size = 0; size < payload.size(); ++size) {
+    const Status status = codec.Decompress(std::span(payload).first(size), &out);
+    ASSERT_EQ(status.code(), StatusCode::kDataLoss) << size << ": " << status.ToString();
+  }
+  std::vector<std::byte> longer = payload;
+  longer.push_back(std::byte{0});
+  EXPECT_EQ(codec.Decompress(longer, &out).code(), StatusCode::kDataLoss);
+  // A stored payload too.
+  std::vector<std::byte> stored;
+  ASSERT_TRUE(codec.Compress(KvDtype::kFp32, std::vector<std::byte>(7), &stored).ok());
+  EXPECT_EQ(codec.Decompress(std::span(stored).first(stored.size() - 1), &out).code(),
+            StatusCode::kDataLoss);
+}
+
+TEST(KvCodecTest, UnknownCodecOrDtypeIsInvalidArgument) {
+  std::vector<std::byte> payload = SamplePayload();
+  KvCodec codec;
+  std::vector<std::byte> out;
+  payload[2] = std::byte{7};
+  EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(codec.Decompress(payload, &out).message().find("unknown codec id 7"),
+            std::string_view::npos);
+  payload = SamplePayload();
+  payload[3] = std::byte{42};
+  EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(KvCodecTest, InconsistentHeadersAreDataLoss) {
+  KvCodec codec;
+  std::vector<std::byte> out;
+  auto expect_data_loss = [&](size_t offset, std::byte value) {
+    std::vector<std::byte> payload = SamplePayload();
+    payload[offset] = value;
+    EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss) << offset;
+  };
+  expect_data_loss(0, std::byte{'X'});   // Magic.
+  expect_data_loss(3, std::byte{4});     // fp8 dtype: plane count no longer matches.
+  expect_data_loss(4, std::byte{0x00});  // Raw size.
+  expect_data_loss(7, std::byte{0x40});  // Raw size beyond the limit.
+  expect_data_loss(8, std::byte{4});     // Plane count.
+  expect_data_loss(10, std::byte{1});    // Reserved.
+  expect_data_loss(12, std::byte{0x01}); // First plane's size.
+  expect_data_loss(15, std::byte{0x00}); // First plane's raw flag.
+  // Output span of the wrong size.
+  const std::vector<std::byte> payload = SamplePayload();
+  std::vector<std::byte> small(10);
+  EXPECT_EQ(codec.Decompress(payload, std::span(small)).code(), StatusCode::kInvalidArgument);
+}
+
+// Corrupting coded bytes is the checksum service's to detect; the codec must only not crash
+// and not overrun: each flip yields DataLoss or a block of the right size.
+TEST(KvCodecTest, CorruptPlaneBytesNeverCrash) {
+  const std::vector<std::byte> clean = SamplePayload();
+  KvCodec codec;
+  std::vector<std::byte> out;
+  for (size_t i = 20; i < clean.size(); i += 7) {
+    std::vector<std::byte> payload = clean;
+    payload[i] ^= std::byte{0x5A};
+    const Status status = codec.Decompress(payload, &out);
+    if (status.ok()) {
+      EXPECT_EQ(out.size(), 40001u);
+    } else {
+      EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status.ToString();
+    }
+  }
+}
+
+TEST(KvCodecTest, RealModelKvCompressesInEveryDtype) {
+  const std::string dir = model::testing::TestModelDir();
+  if (dir.empty()) GTEST_SKIP() << model::testing::kNoModelMessage;
+  Result<model::CapturedKv> kv = model::CaptureKv(dir, "Once upon a time", 256);
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  std::vector<float> values = kv->k;
+  values.insert(values.end(), kv->v.begin(), kv->v.end());
+  KvCodec codec;
+  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kFp16, KvDtype::kFp32, KvDtype::kFp8E4M3}) {
+    std::vector<std::byte> block(values.size() * KvDtypeBytes(dtype));
+    const float scale = dtype == KvDtype::kFp8E4M3 ? Fp8E4M3Scale(values) : 1.0f;
+    ASSERT_TRUE(EncodeFromFloat32(dtype, values, scale, block).ok());
+    KvPayloadInfo info;
+    EXPECT_EQ(RoundTrip(codec, dtype, block, &info), block);
+    EXPECT_EQ(info.codec, KvCodecId::kBytePlanesZstd) << static_cast<int>(dtype);
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::compression

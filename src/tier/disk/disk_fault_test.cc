@@ -1,0 +1,239 @@
+// The DiskTier under faults: torn and corrupt records, garbage segments, full disk, EIO on
+// write, read and fsync, and power loss. Each must be a clear error or a counted miss, never a
+// crash and never wrong bytes.
+
+#include <gtest/gtest.h>
+
+#include "src/tier/disk/disk_format.h"
+#include "src/tier/disk/disk_test_util.h"
+
+namespace kvtier::disk_test {
+namespace {
+
+class DiskFaultTest : public DiskTierTestBase {
+ protected:
+  // Overwrites `n` bytes at `offset` of a segment file with a pattern.
+  void Scribble(const std::string& path, uint64_t offset, size_t n) {
+    Result<std::unique_ptr<File>> f = mem_->OpenFile(path, FileOptions{});
+    ASSERT_TRUE(f.ok());
+    std::vector<std::byte> junk(n, std::byte{0x5a});
+    ASSERT_TRUE((*f)->Write(offset, junk).ok());
+  }
+  void Truncate(const std::string& path, uint64_t size) {
+    Result<std::unique_ptr<File>> f = mem_->OpenFile(path, FileOptions{});
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Truncate(size).ok());
+  }
+  uint64_t FileSize(const std::string& path) {
+    return *(*mem_->OpenFile(path, FileOptions{}))->Size();
+  }
+  // Every key in [0, n) either reads back exactly or misses; returns how many read back.
+  size_t CountIntact(uint64_t n) {
+    size_t intact = 0;
+    for (uint64_t k = 0; k < n; ++k) {
+      Status s = Check(k);
+      EXPECT_TRUE(s.ok() || s.code() == StatusCode::kNotFound) << s.ToString();
+      intact += s.ok() ? 1 : 0;
+    }
+    return intact;
+  }
+};
+
+TEST_F(DiskFaultTest, TornTailRecordIsDroppedAndCounted) {
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 5; ++k) ASSERT_TRUE(Put(k).ok());
+  Crash();
+  const uint64_t record = disk::RecordBytes(5, kBlock);
+  // The last record loses its end (the file was preallocated: cut at the records' end).
+  Truncate(SegmentFiles().back(), disk::kSegmentHeaderBytes + 5 * record - 3 * disk::kPageBytes);
+  ASSERT_TRUE(Open().ok());
+  EXPECT_EQ(CountIntact(5), 4u);
+  EXPECT_EQ(Check(4).code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier_->Stats().corrupt_records, 1u);
+}
+
+TEST_F(DiskFaultTest, CorruptPayloadFoundAtOpenIsDroppedAndCounted) {
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 5; ++k) ASSERT_TRUE(Put(k).ok());
+  Crash();
+  const uint64_t record = disk::RecordBytes(5, kBlock);
+  Scribble(SegmentFiles().back(), disk::kSegmentHeaderBytes + 2 * record + 1000, 100);
+  ASSERT_TRUE(Open().ok());
+  EXPECT_EQ(Check(2).code(), StatusCode::kNotFound);
+  EXPECT_EQ(CountIntact(5), 4u);  // A bad payload does not hide the records after it.
+  EXPECT_EQ(tier_->Stats().corrupt_records, 1u);
+}
+
+TEST_F(DiskFaultTest, CorruptionFoundOnReadIsAMissAndTheBlockIsRemoved) {
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 5; ++k) ASSERT_TRUE(Put(k).ok());
+  const uint64_t record = disk::RecordBytes(5, kBlock);
+  Scribble(SegmentFiles().back(), disk::kSegmentHeaderBytes + record + 500, 8);
+  EXPECT_EQ(Check(1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier_->BlockSize(0, Key(1)).status().code(), StatusCode::kNotFound);
+  DiskTierStats s = tier_->Stats();
+  EXPECT_EQ(s.corrupt_records, 1u);
+  EXPECT_EQ(s.blocks, 4u);
+  EXPECT_EQ(CountIntact(5), 4u);
+}
+
+TEST_F(DiskFaultTest, SegmentOverwrittenWithGarbageServesNothingWrong) {
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 40; ++k) ASSERT_TRUE(Put(k).ok());
+  tier_.reset();
+  std::vector<std::string> segs = SegmentFiles();
+  ASSERT_GE(segs.size(), 3u);
+  // A sealed segment: garbage over its records and its footer.
+  Scribble(segs[0], disk::kSegmentHeaderBytes, FileSize(segs[0]) - disk::kSegmentHeaderBytes);
+  // Another: the header itself.
+  Scribble(segs[1], 0, 64);
+  // Another: cut in the middle of its footer.
+  Truncate(segs[2], FileSize(segs[2]) - disk::kPageBytes - 10);
+  ASSERT_TRUE(Open().ok());
+  const size_t intact = CountIntact(40);
+  EXPECT_LT(intact, 40u);
+  EXPECT_GT(intact, 0u);
+  EXPECT_GT(tier_->Stats().corrupt_records, 0u);
+}
+
+TEST_F(DiskFaultTest, GarbageFilesNeverCrashRecovery) {
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 20; ++k) ASSERT_TRUE(Put(k).ok());
+  tier_.reset();
+  // Deterministic pseudo-random garbage at many places in every segment.
+  uint64_t x = 88172645463325252ULL;
+  for (int round = 0; round < 20; ++round) {
+    for (const std::string& seg : SegmentFiles()) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      const uint64_t size = FileSize(seg);
+      Scribble(seg, x % size, 1 + x % 300);
+    }
+    ASSERT_TRUE(Open().ok());
+    CountIntact(20);
+    tier_.reset();
+  }
+}
+
+TEST_F(DiskFaultTest, FullDiskFailsThePutClearlyAndLeavesNothingBehind) {
+  ASSERT_TRUE(Open().ok());
+  ASSERT_TRUE(Put(1).ok());
+  env_.SetFilesystemFull(true);
+  Status s = Put(2);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(Check(2).code(), StatusCode::kNotFound);
+  env_.SetFilesystemFull(false);
+  ASSERT_TRUE(Put(3).ok());
+  EXPECT_TRUE(Check(1).ok());
+  EXPECT_TRUE(Check(3).ok());
+  tier_.reset();
+  ASSERT_TRUE(Open().ok());
+  EXPECT_EQ(Check(2).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Check(1).ok());
+  EXPECT_TRUE(Check(3).ok());
+}
+
+TEST_F(DiskFaultTest, WriteErrorInABatchFailsOnlyThoseRecordsAndReopenAgrees) {
+  ASSERT_TRUE(Open().ok());
+  ASSERT_TRUE(Put(100).ok());
+  FaultInjectionEnv::Fault f;
+  f.op = FaultInjectionEnv::Op::kWrite;
+  f.skip = 2;
+  f.count = 1;
+  env_.AddFault(f);
+  std::vector<std::vector<std::byte>> values;
+  std::vector<DiskTier::PutRequest> reqs;
+  for (uint64_t k = 0; k < 6; ++k) values.push_back(Value(k, kBlock));
+  for (uint64_t k = 0; k < 6; ++k) reqs.push_back({Key(k), values[k]});
+  std::vector<Status> st = tier_->PutMany(0, reqs);
+  EXPECT_EQ(st[2].code(), StatusCode::kUnavailable) << st[2].ToString();
+  for (uint64_t k = 0; k < 6; ++k) {
+    if (k != 2) {
+      EXPECT_TRUE(st[k].ok()) << k << " " << st[k].ToString();
+    }
+    EXPECT_EQ(Check(k).ok(), st[k].ok()) << k;
+  }
+  EXPECT_EQ(tier_->Stats().write_errors, 1u);
+  Crash();
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 6; ++k) EXPECT_EQ(Check(k).ok(), st[k].ok()) << k;
+  EXPECT_TRUE(Check(100).ok());
+}
+
+TEST_F(DiskFaultTest, ReadErrorIsAMiss) {
+  ASSERT_TRUE(Open().ok());
+  ASSERT_TRUE(Put(1).ok());
+  ASSERT_TRUE(Put(2).ok());
+  FaultInjectionEnv::Fault f;
+  f.op = FaultInjectionEnv::Op::kRead;
+  f.count = 1;
+  env_.AddFault(f);
+  EXPECT_EQ(Check(1).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Check(2).ok());
+  DiskTierStats s = tier_->Stats();
+  EXPECT_EQ(s.read_errors, 1u);
+  EXPECT_EQ(s.misses, 1u);
+}
+
+TEST_F(DiskFaultTest, FsyncFailureMeansNotAcknowledgedAsSynced) {
+  options_.durability = DiskTierOptions::Durability::kSynced;
+  ASSERT_TRUE(Open().ok());
+  ASSERT_TRUE(Put(1).ok());
+  FaultInjectionEnv::Fault f;
+  f.op = FaultInjectionEnv::Op::kSync;
+  f.count = 1;
+  env_.AddFault(f);
+  Status s = Put(2);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not acknowledged as synced"), std::string_view::npos)
+      << s.ToString();
+  EXPECT_EQ(Check(2).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(Put(3).ok());  // A new segment takes the writes.
+  PowerLoss();
+  ASSERT_TRUE(Open().ok());
+  EXPECT_TRUE(Check(1).ok());
+  EXPECT_TRUE(Check(3).ok());
+  Status two = Check(2);
+  EXPECT_TRUE(two.ok() || two.code() == StatusCode::kNotFound) << two.ToString();
+}
+
+TEST_F(DiskFaultTest, PowerLossWithSyncedDurabilityLosesNothingAcknowledged) {
+  options_.durability = DiskTierOptions::Durability::kSynced;
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 30; ++k) ASSERT_TRUE(Put(k).ok());
+  ASSERT_TRUE(tier_->Erase(0, Key(7)).ok());
+  PowerLoss();
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 30; ++k) {
+    if (k == 7) {
+      EXPECT_EQ(Check(k).code(), StatusCode::kNotFound);
+    } else {
+      EXPECT_TRUE(Check(k).ok()) << k;
+    }
+  }
+}
+
+TEST_F(DiskFaultTest, PowerLossWithWrittenDurabilityKeepsWhatSyncCovered) {
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 10; ++k) ASSERT_TRUE(Put(k).ok());
+  ASSERT_TRUE(tier_->Sync().ok());
+  for (uint64_t k = 10; k < 20; ++k) ASSERT_TRUE(Put(k).ok());
+  PowerLoss();
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 10; ++k) EXPECT_TRUE(Check(k).ok()) << k;
+  CountIntact(20);  // The rest may be gone, but nothing is wrong.
+}
+
+TEST_F(DiskFaultTest, FailedTombstoneIsReported) {
+  ASSERT_TRUE(Open().ok());
+  ASSERT_TRUE(Put(1).ok());
+  env_.SetFilesystemFull(true);
+  Status s = tier_->Erase(0, Key(1));
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("may return after a restart"), std::string_view::npos);
+  EXPECT_EQ(Check(1).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kvtier::disk_test

@@ -1,0 +1,342 @@
+#include "src/tier/disk/disk_format.h"
+
+#include <cstring>
+#include <string>
+
+#include "src/common/checksum.h"
+
+namespace kvtier::disk {
+namespace {
+
+// Fixed part of a record header, before the tenant name.
+constexpr size_t kRecordFixedBytes = 120;
+constexpr size_t kFooterFixedBytes = 16;
+constexpr size_t kFooterEntryBytes = 72;
+constexpr size_t kTrailerUsedBytes = 48;
+
+class Writer {
+ public:
+  explicit Writer(std::span<std::byte> out) : out_(out) {}
+  void U8(uint8_t v) { out_[pos_++] = std::byte(v); }
+  void U16(uint16_t v) { Raw(&v, 2); }
+  void U32(uint32_t v) { Raw(&v, 4); }
+  void U64(uint64_t v) { Raw(&v, 8); }
+  void Raw(const void* p, size_t n) {
+    std::memcpy(out_.data() + pos_, p, n);
+    pos_ += n;
+  }
+  void PadTo(size_t pos) {
+    std::memset(out_.data() + pos_, 0, pos - pos_);
+    pos_ = pos;
+  }
+  size_t pos() const { return pos_; }
+
+ private:
+  std::span<std::byte> out_;
+  size_t pos_ = 0;
+};
+
+// Bounds-checked little-endian reader: reading past the end sets ok() false, never crashes.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  uint8_t U8() {
+    uint8_t v = 0;
+    Raw(&v, 1);
+    return v;
+  }
+  uint16_t U16() {
+    uint16_t v = 0;
+    Raw(&v, 2);
+    return v;
+  }
+  uint32_t U32() {
+    uint32_t v = 0;
+    Raw(&v, 4);
+    return v;
+  }
+  uint64_t U64() {
+    uint64_t v = 0;
+    Raw(&v, 8);
+    return v;
+  }
+  void Raw(void* p, size_t n) {
+    if (!ok_ || in_.size() - pos_ < n) {
+      ok_ = false;
+      std::memset(p, 0, n);
+      return;
+    }
+    std::memcpy(p, in_.data() + pos_, n);
+    pos_ += n;
+  }
+  void Skip(size_t n) {
+    if (!ok_ || in_.size() - pos_ < n) {
+      ok_ = false;
+      return;
+    }
+    pos_ += n;
+  }
+  bool ok() const { return ok_; }
+  size_t pos() const { return pos_; }
+
+ private:
+  std::span<const std::byte> in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+constexpr size_t Align8(size_t n) { return (n + 7) / 8 * 8; }
+
+uint64_t Hash(std::span<const std::byte> in, size_t n) { return Checksum64(in.first(n)); }
+
+}  // namespace
+
+size_t RecordHeaderBytes(size_t tenant_bytes) {
+  return Align8(kRecordFixedBytes + tenant_bytes) + 8;
+}
+
+uint64_t RecordBytes(size_t tenant_bytes, uint64_t stored_bytes) {
+  return AlignUp(RecordHeaderBytes(tenant_bytes) + stored_bytes);
+}
+
+void EncodeRecordHeader(const RecordHeader& h, std::span<std::byte> out) {
+  const size_t header_bytes = RecordHeaderBytes(h.tenant.size());
+  Writer w(out);
+  w.U32(kRecordMagic);
+  w.U16(kFormatVersion);
+  w.U8(static_cast<uint8_t>(h.kind));
+  w.U8(h.flags);
+  w.U8(h.codec);
+  w.U8(static_cast<uint8_t>(h.tenant.size()));
+  w.U16(static_cast<uint16_t>(header_bytes));
+  w.U32(0);
+  w.Raw(h.key.data(), kBlockKeySize);
+  w.U64(h.sequence);
+  w.U64(h.timestamp_us);
+  w.U64(h.value_bytes);
+  w.U64(h.stored_bytes);
+  w.U64(h.payload_checksum);
+  w.Raw(h.nonce.data(), h.nonce.size());
+  w.Raw(h.tag.data(), h.tag.size());
+  w.U32(0);
+  w.Raw(h.tenant.data(), h.tenant.size());
+  w.PadTo(header_bytes - 8);
+  w.U64(Hash(out, header_bytes - 8));
+}
+
+Result<RecordHeader> DecodeRecordHeader(std::span<const std::byte> in, size_t* header_bytes) {
+  Reader r(in);
+  if (r.U32() != kRecordMagic || !r.ok()) return Status::DataLoss("no record header");
+  const uint16_t version = r.U16();
+  RecordHeader h;
+  const uint8_t kind = r.U8();
+  h.flags = r.U8();
+  h.codec = r.U8();
+  const uint8_t tenant_bytes = r.U8();
+  const uint16_t length = r.U16();
+  r.Skip(4);
+  if (!r.ok() || length != RecordHeaderBytes(tenant_bytes) || tenant_bytes == 0 ||
+      length > in.size()) {
+    return Status::DataLoss("record header has a bad length");
+  }
+  uint64_t stored_checksum = 0;
+  std::memcpy(&stored_checksum, in.data() + length - 8, 8);
+  if (Hash(in, length - 8) != stored_checksum) {
+    return Status::DataLoss("record header checksum mismatch");
+  }
+  // A valid checksum over a newer version's header: this build cannot interpret it.
+  if (version != kFormatVersion) return Status::DataLoss("record of an unknown format version");
+  if (kind > static_cast<uint8_t>(RecordKind::kEraseTenant)) {
+    return Status::DataLoss("record of an unknown kind");
+  }
+  h.kind = static_cast<RecordKind>(kind);
+  if (h.flags != 0 || h.codec != kCodecNone) {
+    return Status::DataLoss("record uses a codec or encryption this build does not support");
+  }
+  std::array<uint8_t, kBlockKeySize> key;
+  r.Raw(key.data(), key.size());
+  h.key = BlockKey(key);
+  h.sequence = r.U64();
+  h.timestamp_us = r.U64();
+  h.value_bytes = r.U64();
+  h.stored_bytes = r.U64();
+  h.payload_checksum = r.U64();
+  r.Raw(h.nonce.data(), h.nonce.size());
+  r.Raw(h.tag.data(), h.tag.size());
+  r.Skip(4);
+  h.tenant.resize(tenant_bytes);
+  r.Raw(h.tenant.data(), tenant_bytes);
+  if (!r.ok()) return Status::DataLoss("truncated record header");
+  if (h.stored_bytes != h.value_bytes) {
+    return Status::DataLoss("record lengths disagree for an uncompressed payload");
+  }
+  if (h.kind != RecordKind::kBlock && h.stored_bytes != 0) {
+    return Status::DataLoss("tombstone with a payload");
+  }
+  *header_bytes = length;
+  return h;
+}
+
+void EncodeSegmentHeader(const SegmentHeader& h, std::span<std::byte> out) {
+  Writer w(out);
+  w.U32(kSegmentMagic);
+  w.U16(kFormatVersion);
+  w.U16(0);
+  w.U64(h.segment_id);
+  w.U64(h.created_us);
+  w.U64(Hash(out, 24));
+  w.PadTo(kSegmentHeaderBytes);
+}
+
+Result<SegmentHeader> DecodeSegmentHeader(std::span<const std::byte> in) {
+  Reader r(in);
+  const uint32_t magic = r.U32();
+  const uint16_t version = r.U16();
+  r.Skip(2);
+  SegmentHeader h;
+  h.segment_id = r.U64();
+  h.created_us = r.U64();
+  const uint64_t checksum = r.U64();
+  if (!r.ok() || magic != kSegmentMagic) return Status::DataLoss("not a kvtier segment");
+  // The magic and version fields are fixed in every format version, so this check is
+  // meaningful even when the rest of the header changed.
+  if (version > kFormatVersion) {
+    return Status::FailedPrecondition(
+        "segment written by disk format version " + std::to_string(version) +
+        "; this build reads up to version " + std::to_string(kFormatVersion) +
+        ": upgrade kvtier or use another directory");
+  }
+  if (version == 0 || Hash(in, 24) != checksum) {
+    return Status::DataLoss("segment header is corrupt");
+  }
+  return h;
+}
+
+size_t TenantTableBytes(const std::vector<std::string>& names) {
+  size_t n = 0;
+  for (const std::string& name : names) n += 1 + name.size();
+  return n;
+}
+
+size_t FooterBodyBytes(size_t tenant_table_bytes, size_t entries) {
+  return Align8(kFooterFixedBytes + tenant_table_bytes) + kFooterEntryBytes * entries;
+}
+
+AlignedBuffer EncodeFooter(const Footer& footer, uint64_t segment_id, uint64_t footer_offset) {
+  const size_t body_bytes = FooterBodyBytes(TenantTableBytes(footer.tenants),
+                                            footer.entries.size());
+  const size_t padded = static_cast<size_t>(AlignUp(body_bytes));
+  AlignedBuffer buf(padded + kTrailerBytes);
+  if (buf.size() == 0) return buf;
+  Writer w(buf.span());
+  w.U32(kFooterMagic);
+  w.U16(kFormatVersion);
+  w.U16(0);
+  w.U32(static_cast<uint32_t>(footer.tenants.size()));
+  w.U32(static_cast<uint32_t>(footer.entries.size()));
+  for (const std::string& name : footer.tenants) {
+    w.U8(static_cast<uint8_t>(name.size()));
+    w.Raw(name.data(), name.size());
+  }
+  w.PadTo(Align8(w.pos()));
+  for (const FooterEntry& e : footer.entries) {
+    w.U8(static_cast<uint8_t>(e.kind));
+    w.U8(0);
+    w.U16(e.tenant);
+    w.U32(e.offset_pages);
+    w.U32(e.record_pages);
+    w.U32(0);
+    w.U64(e.value_bytes);
+    w.U64(e.sequence);
+    w.U64(e.timestamp_us);
+    w.Raw(e.key.data(), kBlockKeySize);
+  }
+  const uint64_t body_checksum = Hash(buf.span(), body_bytes);
+  std::span<std::byte> trailer = buf.span().subspan(padded);
+  Writer t(trailer);
+  t.U32(kTrailerMagic);
+  t.U16(kFormatVersion);
+  t.U16(0);
+  t.U64(segment_id);
+  t.U64(footer_offset);
+  t.U64(body_bytes);
+  t.U64(body_checksum);
+  t.U64(Hash(trailer, kTrailerUsedBytes - 8));
+  return buf;
+}
+
+Result<Trailer> DecodeTrailer(std::span<const std::byte> in) {
+  Reader r(in);
+  const uint32_t magic = r.U32();
+  const uint16_t version = r.U16();
+  r.Skip(2);
+  Trailer t;
+  t.segment_id = r.U64();
+  t.footer_offset = r.U64();
+  t.footer_bytes = r.U64();
+  t.footer_checksum = r.U64();
+  const uint64_t checksum = r.U64();
+  if (!r.ok() || magic != kTrailerMagic || version != kFormatVersion ||
+      Hash(in, kTrailerUsedBytes - 8) != checksum) {
+    return Status::DataLoss("no valid segment trailer");
+  }
+  if (t.footer_offset % kPageBytes != 0 || t.footer_offset < kSegmentHeaderBytes) {
+    return Status::DataLoss("segment trailer points outside the segment");
+  }
+  return t;
+}
+
+Result<Footer> DecodeFooter(std::span<const std::byte> body, const Trailer& trailer) {
+  if (body.size() < trailer.footer_bytes || Hash(body, trailer.footer_bytes) != trailer.footer_checksum) {
+    return Status::DataLoss("segment footer checksum mismatch");
+  }
+  Reader r(body.first(trailer.footer_bytes));
+  const uint32_t magic = r.U32();
+  const uint16_t version = r.U16();
+  r.Skip(2);
+  const uint32_t tenants = r.U32();
+  const uint32_t entries = r.U32();
+  if (!r.ok() || magic != kFooterMagic || version != kFormatVersion) {
+    return Status::DataLoss("segment footer is corrupt");
+  }
+  Footer f;
+  for (uint32_t i = 0; i < tenants && r.ok(); ++i) {
+    std::string name(r.U8(), '\0');
+    r.Raw(name.data(), name.size());
+    if (name.empty()) return Status::DataLoss("segment footer names an empty tenant");
+    f.tenants.push_back(std::move(name));
+  }
+  r.Skip(Align8(r.pos()) - r.pos());
+  if (!r.ok() || (trailer.footer_bytes - r.pos()) / kFooterEntryBytes < entries) {
+    return Status::DataLoss("segment footer is truncated");
+  }
+  const uint64_t limit_pages = trailer.footer_offset / kPageBytes;
+  f.entries.reserve(entries);
+  for (uint32_t i = 0; i < entries; ++i) {
+    FooterEntry e;
+    const uint8_t kind = r.U8();
+    r.Skip(1);
+    e.tenant = r.U16();
+    e.offset_pages = r.U32();
+    e.record_pages = r.U32();
+    r.Skip(4);
+    e.value_bytes = r.U64();
+    e.sequence = r.U64();
+    e.timestamp_us = r.U64();
+    std::array<uint8_t, kBlockKeySize> key;
+    r.Raw(key.data(), key.size());
+    e.key = BlockKey(key);
+    if (kind > static_cast<uint8_t>(RecordKind::kEraseTenant) || e.tenant >= f.tenants.size() ||
+        e.offset_pages < kSegmentHeaderBytes / kPageBytes || e.record_pages == 0 ||
+        uint64_t{e.offset_pages} + e.record_pages > limit_pages ||
+        e.value_bytes > uint64_t{e.record_pages} * kPageBytes) {
+      return Status::DataLoss("segment footer entry out of range");
+    }
+    e.kind = static_cast<RecordKind>(kind);
+    f.entries.push_back(e);
+  }
+  if (!r.ok()) return Status::DataLoss("segment footer is truncated");
+  return f;
+}
+
+}  // namespace kvtier::disk

@@ -1,0 +1,109 @@
+// DiskTier: G3, the node's local NVMe. Log-structured segment files under one directory,
+// 4 KiB-aligned records written and read with O_DIRECT (io_uring with several I/Os in flight,
+// or pread/pwrite where io_uring is unavailable), every record checksummed. The index lives in
+// memory and is rebuilt from the segments on open; torn or corrupt records are dropped and
+// counted. The on-disk format is specified in docs/disk_format.md.
+//
+// Thread safety: all methods are thread-safe.
+
+#ifndef KVTIER_TIER_DISK_DISK_TIER_H_
+#define KVTIER_TIER_DISK_DISK_TIER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/env.h"
+#include "kvtier/options.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+// DiskTierOptions is public: include/kvtier/options.h.
+
+struct DiskTenantConfig {
+  std::string name;           // Stored in every record: tenants are matched by name on reopen.
+  uint64_t budget_bytes = 0;  // 0 = no per-tenant limit. Over budget, a tenant's own blocks go.
+  uint64_t ttl_us = 0;        // Since last access; 0 = never expires.
+};
+
+struct DiskTierStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;         // Bytes of segment files on disk.
+  uint64_t live_bytes = 0;         // Bytes of records still indexed.
+  uint64_t blocks = 0;
+  uint64_t puts = 0;
+  uint64_t put_bytes = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t read_bytes = 0;
+  uint64_t corrupt_records = 0;    // Found at open or on read; dropped, never served.
+  uint64_t evictions = 0;
+  uint64_t expirations = 0;
+  uint64_t relocated_blocks = 0;   // Live blocks moved by segment reclamation.
+  uint64_t reclaimed_segments = 0;
+  uint64_t recovered_blocks = 0;   // Indexed by the last open.
+  uint64_t read_errors = 0;        // Reads the device failed (EIO): misses, the block dropped.
+  uint64_t write_errors = 0;       // Records not written because of an I/O error.
+  uint64_t index_memory_bytes = 0; // Heap bytes of the in-memory index.
+  uint64_t segments = 0;           // Segment files in the directory.
+  bool io_uring = false;           // Whether I/O goes through io_uring.
+};
+
+class DiskTier {
+ public:
+  // InvalidArgument for bad options; FailedPrecondition when another process holds the
+  // directory or it was written by a newer format version; IOError-class statuses (Internal /
+  // Unavailable) for I/O failures.
+  static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
+                                                std::vector<DiskTenantConfig> tenants, Env* env);
+  virtual ~DiskTier() = default;
+
+  struct PutRequest {
+    BlockKey key;
+    std::span<const std::byte> value;  // Read during the call only.
+  };
+  // Writes the blocks (batched, several in flight) and returns when each is acknowledged per
+  // options.durability. One status per request: OK (also when the key was already present),
+  // InvalidArgument for an unknown tenant, an empty block or one larger than a segment holds,
+  // ResourceExhausted when nothing evictable frees room (a tenant's budget is smaller than the
+  // block, or the file system is full), or an I/O error. A failed put leaves nothing behind
+  // that could be served. Budgets: a tenant over its budget_bytes evicts its own blocks only.
+  // Space: when the directory reaches capacity the emptiest segment is reclaimed; its blocks
+  // read since they were written move along, the others are dropped (docs/disk_format.md).
+  virtual std::vector<Status> PutMany(uint32_t tenant, std::span<const PutRequest> requests) = 0;
+
+  // Size of the block; NotFound when absent or expired.
+  virtual Result<size_t> BlockSize(uint32_t tenant, const BlockKey& key) = 0;
+
+  // Reads blocks into `outs` (each at least BlockSize bytes) and returns their sizes. A block
+  // whose checksum fails is removed, counted in corrupt_records and reported as NotFound.
+  virtual std::vector<Result<size_t>> ReadMany(uint32_t tenant, std::span<const BlockKey> keys,
+                                               std::span<const std::span<std::byte>> outs) = 0;
+
+  // Number of leading keys present (not expired). Counts as an access of each.
+  virtual size_t LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) = 0;
+
+  // Deletes the block. The deletion is recorded on disk (a tombstone, acknowledged per
+  // options.durability), so no older copy comes back after a restart. NotFound when the tier
+  // held no such block (the tombstone is written anyway: an evicted copy may remain on disk);
+  // an I/O error when the tombstone could not be written (the block is no longer served by this
+  // process, but may return after a restart).
+  virtual Status Erase(uint32_t tenant, const BlockKey& key) = 0;
+  // Removes every block of the tenant, recorded on disk like Erase; returns how many.
+  virtual Result<uint64_t> EraseTenant(uint32_t tenant) = 0;
+  virtual size_t PurgeExpired() = 0;
+
+  // Makes every acknowledged write durable against power loss.
+  virtual Status Sync() = 0;
+
+  virtual DiskTierStats Stats() const = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_TIER_DISK_DISK_TIER_H_

@@ -1,0 +1,208 @@
+// DiskTierImpl: the DiskTier (see disk_tier.h for the contract, docs/disk_format.md for the
+// format). Split by concern:
+//   disk_tier_impl.cc  open, reads, lookups, erases, stats;
+//   disk_writer.cc     appending records: segments, write rounds, sealing, puts;
+//   disk_reclaim.cc    space: segment reclamation, tenant budgets, expiry;
+//   disk_recovery.cc   rebuilding the index from the segments at open.
+//
+// Locking: write_mu_ serialises everything that appends to or deletes segments (puts, erases,
+// reclamation, sync); mu_ guards the index and the segment table and is never held across
+// I/O. Order: write_mu_, then mu_, then pool_mu_. Readers take only mu_ (and pool_mu_), so a
+// get never waits for a write in flight. A segment's File is shared: a reader keeps a deleted
+// segment's file open until its read completes.
+
+#ifndef KVTIER_TIER_DISK_DISK_TIER_IMPL_H_
+#define KVTIER_TIER_DISK_DISK_TIER_IMPL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "src/common/mutex.h"
+#include "src/env/aligned_buffer.h"
+#include "src/tier/disk/disk_format.h"
+#include "src/tier/disk/disk_index.h"
+#include "src/tier/disk/disk_tier.h"
+
+namespace kvtier::disk {
+
+class DiskTierImpl final : public DiskTier {
+ public:
+  static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
+                                                std::vector<DiskTenantConfig> tenants, Env* env);
+  ~DiskTierImpl() override;
+
+  std::vector<Status> PutMany(uint32_t tenant, std::span<const PutRequest> requests) override
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  Result<size_t> BlockSize(uint32_t tenant, const BlockKey& key) override ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<Result<size_t>> ReadMany(uint32_t tenant, std::span<const BlockKey> keys,
+                                       std::span<const std::span<std::byte>> outs) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  size_t LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  Status Erase(uint32_t tenant, const BlockKey& key) override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  Result<uint64_t> EraseTenant(uint32_t tenant) override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  size_t PurgeExpired() override ABSL_LOCKS_EXCLUDED(mu_);
+  Status Sync() override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  DiskTierStats Stats() const override ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Segment {
+    std::shared_ptr<File> file;
+    uint64_t file_bytes = 0;      // Bytes of the file: header, records and footer.
+    uint64_t live_bytes = 0;      // Bytes of records the index points at.
+    uint64_t min_sequence = UINT64_MAX;
+    bool sealed = false;          // No more appends: footer written, or abandoned after a fault.
+  };
+  // The segment being appended to. Guarded by write_mu_.
+  struct OpenSegment {
+    uint32_t id = 0;
+    std::shared_ptr<File> file;
+    uint64_t end = 0;                    // Next record offset.
+    std::vector<FooterEntry> entries;    // Records written so far; tenant = our tenant index.
+    bool dir_synced = false;             // Its creation survives power loss.
+    bool data_synced = true;             // Every acknowledged record survives power loss.
+  };
+  // A record to append. For a put, `payload` is copied in at submission; for a relocation or a
+  // tombstone, `prebuilt` already holds the whole encoded record.
+  struct PendingRecord {
+    RecordHeader header;
+    uint16_t tenant = 0;
+    std::span<const std::byte> payload;
+    AlignedBuffer prebuilt;
+    uint64_t record_bytes = 0;
+    // For a relocation: where the block was, and its last access.
+    bool relocation = false;
+    uint32_t from_segment = 0;
+    uint32_t from_offset_pages = 0;
+    uint64_t last_access_us = 0;
+    // Results.
+    Status status;
+    uint32_t segment = 0;
+    uint32_t offset_pages = 0;
+  };
+  struct TenantState {
+    DiskTenantConfig config;
+    uint64_t used_bytes = 0;  // Record bytes of the tenant's indexed blocks.
+  };
+  // What a reader needs after dropping mu_.
+  struct Location {
+    std::shared_ptr<File> file;
+    uint32_t segment = 0;
+    uint32_t offset_pages = 0;
+    uint32_t record_pages = 0;
+    uint32_t value_bytes = 0;
+  };
+  enum class DropReason { kEvicted, kExpired, kDeleted, kCorrupt, kReadError };
+
+  DiskTierImpl(const DiskTierOptions& options, std::vector<DiskTenantConfig> tenants, Env* env);
+
+  std::string SegmentPath(uint32_t id) const;
+  static Status CheckOptions(const DiskTierOptions& o, const std::vector<DiskTenantConfig>& t);
+  bool ValidTenant(uint32_t tenant) const { return tenant < tenant_names_.size(); }
+
+  // --- Index (disk_tier_impl.cc / disk_reclaim.cc) ---
+  bool Expired(const DiskEntry& e, uint64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The live entry for (tenant, key), dropping it first if its TTL passed; kNoEntry if none.
+  uint32_t FindLive(uint32_t tenant, const BlockKey& key, uint64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t AddEntry(const DiskEntry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Drop(uint32_t index, DropReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the entry if it still points at (segment, offset_pages).
+  void DropIfAt(uint32_t tenant, const BlockKey& key, uint32_t segment, uint32_t offset_pages,
+                DropReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the tenant's own blocks (CLOCK order) until `incoming` more bytes fit its budget.
+  Status MakeTenantRoom(uint32_t tenant, uint64_t incoming) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Checks a block record read from disk against its index entry and its checksum, then copies
+  // the payload to `out`. DataLoss when anything disagrees.
+  Result<size_t> VerifyBlock(std::span<const std::byte> record, uint32_t tenant,
+                             const BlockKey& key, uint32_t value_bytes,
+                             std::span<std::byte> out) const;
+
+  // --- Appending (disk_writer.cc) ---
+  // Appends the records, opening segments as needed; sets each one's status and location.
+  void AppendRecords(std::vector<PendingRecord>& records) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Writes records[begin, end) into the open segment, which must have room for all of them.
+  void WriteRound(std::vector<PendingRecord>& records, size_t begin, size_t end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Whether a record of `record_bytes` (and its footer entry) fits in a segment whose next
+  // record would go at `end` and which already lists `entries` records.
+  bool FitsAfter(uint64_t end, size_t entries, uint64_t record_bytes) const;
+  // After a round: indexes what was written (puts, relocations) and counts failures.
+  void IndexRound(std::vector<PendingRecord>& records, size_t begin, size_t end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Gives up on the open segment after a fault: no more appends, recovery scans it.
+  void AbandonOpenSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Makes an open segment with room for `record_bytes`: seals the current one, reclaims a
+  // segment when the directory is at capacity, creates the next one.
+  Status PrepareSegment(uint64_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  Status CreateSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Writes the footer and retires the open segment; after a failure the segment is abandoned
+  // (recovery scans it). Returns the footer write's status.
+  Status SealOpenSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Makes the open segment's acknowledged records survive power loss.
+  Status SyncOpenSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Encodes a put's record into `buf`. REQUIRES: buf.size() >= record_bytes.
+  static void EncodeRecord(PendingRecord& r, std::span<std::byte> buf);
+  PendingRecord Tombstone(RecordKind kind, uint32_t tenant, const BlockKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+
+  // --- Space (disk_reclaim.cc) ---
+  // Frees one sealed segment: relocates its hot live blocks into the open segment (at most
+  // `relocate_budget` bytes), drops the rest, deletes the file.
+  Status ReclaimOneSegment(uint64_t relocate_budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Every valid record a segment holds (tenant = our tenant index; records of tenants no
+  // longer configured are left out): from its footer, else by scanning the records. Records
+  // found torn or corrupt while scanning are added to *corrupt.
+  Result<std::vector<FooterEntry>> ReadSegmentEntries(uint32_t id, File* file, uint64_t* corrupt)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  Result<std::vector<FooterEntry>> ScanSegment(File* file, uint64_t file_bytes, uint64_t* corrupt)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Our index of a tenant name; -1 when not configured.
+  int TenantIndex(const std::string& name) const;
+  // Removes a segment file and its table entry; drops whatever index entries still point in.
+  Status DeleteSegment(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+
+  // --- Recovery (disk_recovery.cc) ---
+  Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+
+  // --- Pools ---
+  std::unique_ptr<IoQueue> TakeQueue() ABSL_LOCKS_EXCLUDED(pool_mu_);
+  void ReturnQueue(std::unique_ptr<IoQueue> q) ABSL_LOCKS_EXCLUDED(pool_mu_);
+  AlignedBuffer TakeBuffer(size_t bytes) ABSL_LOCKS_EXCLUDED(pool_mu_);
+  void ReturnBuffer(AlignedBuffer buf) ABSL_LOCKS_EXCLUDED(pool_mu_);
+
+  const DiskTierOptions options_;
+  Env* const env_;
+  const uint64_t max_segments_;
+  const size_t tenant_table_bytes_;  // Of every configured tenant name, for footer sizing.
+  const std::vector<std::string> tenant_names_;
+  std::unique_ptr<FileLock> lock_;
+
+  Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  OpenSegment open_ ABSL_GUARDED_BY(write_mu_);
+  bool has_open_ ABSL_GUARDED_BY(write_mu_) = false;
+  uint32_t next_segment_id_ ABSL_GUARDED_BY(write_mu_) = 1;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(write_mu_) = 1;
+  bool dir_synced_ ABSL_GUARDED_BY(write_mu_) = true;  // Removals are durable.
+
+  mutable Mutex mu_ ABSL_ACQUIRED_BEFORE(pool_mu_);
+  DiskIndex index_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, Segment> segments_ ABSL_GUARDED_BY(mu_);
+  std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);
+  DiskTierStats stats_ ABSL_GUARDED_BY(mu_);
+
+  Mutex pool_mu_;
+  std::vector<std::unique_ptr<IoQueue>> queues_ ABSL_GUARDED_BY(pool_mu_);
+  std::vector<AlignedBuffer> buffers_ ABSL_GUARDED_BY(pool_mu_);
+  size_t pooled_bytes_ ABSL_GUARDED_BY(pool_mu_) = 0;
+  bool io_uring_ = false;
+};
+
+}  // namespace kvtier::disk
+
+#endif  // KVTIER_TIER_DISK_DISK_TIER_IMPL_H_

@@ -1,0 +1,387 @@
+// Appending records to segments: puts, tombstones and relocations all go through
+// AppendRecords, which writes them in rounds (one round per segment, several I/Os in flight)
+// and decides per round what is acknowledged (docs/disk_format.md, "Durability").
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "src/common/checksum.h"
+#include "src/tier/disk/disk_tier_impl.h"
+
+namespace kvtier::disk {
+
+bool DiskTierImpl::FitsAfter(uint64_t end, size_t entries, uint64_t record_bytes) const {
+  const uint64_t footer = AlignUp(FooterBodyBytes(tenant_table_bytes_, entries + 1));
+  return end + record_bytes + footer + kTrailerBytes <= options_.segment_bytes;
+}
+
+void DiskTierImpl::EncodeRecord(PendingRecord& r, std::span<std::byte> buf) {
+  const size_t header_bytes = RecordHeaderBytes(r.header.tenant.size());
+  std::byte* payload = buf.data() + header_bytes;
+  std::memcpy(payload, r.payload.data(), r.payload.size());
+  // Padding is zeroed so that a reused buffer never carries old bytes to disk.
+  std::memset(payload + r.payload.size(), 0, r.record_bytes - header_bytes - r.payload.size());
+  r.header.payload_checksum = Checksum64({payload, r.payload.size()});
+  EncodeRecordHeader(r.header, buf);
+}
+
+DiskTierImpl::PendingRecord DiskTierImpl::Tombstone(RecordKind kind, uint32_t tenant,
+                                                    const BlockKey& key) {
+  PendingRecord r;
+  r.header.kind = kind;
+  r.header.key = key;
+  r.header.tenant = tenant_names_[tenant];
+  r.header.sequence = next_sequence_++;
+  r.header.timestamp_us = env_->NowMicros();
+  r.tenant = static_cast<uint16_t>(tenant);
+  r.header.payload_checksum = Checksum64({});
+  r.record_bytes = RecordBytes(r.header.tenant.size(), 0);
+  return r;
+}
+
+std::vector<Status> DiskTierImpl::PutMany(uint32_t tenant, std::span<const PutRequest> requests) {
+  std::vector<Status> statuses(requests.size());
+  if (!ValidTenant(tenant)) {
+    std::fill(statuses.begin(), statuses.end(),
+              Status::InvalidArgument("disk tier: unknown tenant"));
+    return statuses;
+  }
+  const std::string& name = tenant_names_[tenant];
+  MutexLock w(&write_mu_);
+  std::vector<PendingRecord> records;
+  std::vector<size_t> owner;  // Request index of each record.
+  {
+    MutexLock l(&mu_);
+    const uint64_t now = env_->NowMicros();
+    absl::flat_hash_set<BlockKey, BlockKeyHasher> batch;
+    uint64_t pending = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const PutRequest& req = requests[i];
+      const uint64_t record_bytes = RecordBytes(name.size(), req.value.size());
+      if (req.value.empty() || req.value.size() > UINT32_MAX ||
+          !FitsAfter(kSegmentHeaderBytes, 0, record_bytes)) {
+        statuses[i] = Status::InvalidArgument(
+            "disk tier: a block of " + std::to_string(req.value.size()) +
+            " bytes cannot be stored in segments of " + std::to_string(options_.segment_bytes));
+        continue;
+      }
+      uint32_t idx = FindLive(tenant, req.key, now);
+      if (idx != kNoEntry) {
+        DiskEntry& e = index_.at(idx);
+        e.accessed = true;
+        e.last_access_us = std::max(e.last_access_us, now);
+        continue;
+      }
+      if (!batch.insert(req.key).second) continue;
+      Status room = MakeTenantRoom(tenant, pending + record_bytes);
+      if (!room.ok()) {
+        statuses[i] = std::move(room);
+        continue;
+      }
+      pending += record_bytes;
+      PendingRecord r;
+      r.header.kind = RecordKind::kBlock;
+      r.header.key = req.key;
+      r.header.tenant = name;
+      r.header.timestamp_us = now;
+      r.header.value_bytes = r.header.stored_bytes = req.value.size();
+      r.tenant = static_cast<uint16_t>(tenant);
+      r.payload = req.value;
+      r.record_bytes = record_bytes;
+      records.push_back(std::move(r));
+      owner.push_back(i);
+    }
+  }
+  for (PendingRecord& r : records) r.header.sequence = next_sequence_++;
+  AppendRecords(records);
+  for (size_t k = 0; k < records.size(); ++k) statuses[owner[k]] = std::move(records[k].status);
+  return statuses;
+}
+
+void DiskTierImpl::AppendRecords(std::vector<PendingRecord>& records) {
+  size_t i = 0;
+  while (i < records.size()) {
+    if (!has_open_ || !FitsAfter(open_.end, open_.entries.size(), records[i].record_bytes)) {
+      Status s = PrepareSegment(records[i].record_bytes);
+      if (!s.ok()) {
+        records[i].status = std::move(s);
+        MutexLock l(&mu_);
+        ++stats_.write_errors;
+        ++i;
+        continue;
+      }
+    }
+    size_t j = i;
+    uint64_t end = open_.end;
+    size_t entries = open_.entries.size();
+    while (j < records.size() && FitsAfter(end, entries, records[j].record_bytes)) {
+      end += records[j].record_bytes;
+      ++entries;
+      ++j;
+    }
+    WriteRound(records, i, j);
+    i = j;
+  }
+}
+
+void DiskTierImpl::WriteRound(std::vector<PendingRecord>& records, size_t begin, size_t end) {
+  std::unique_ptr<IoQueue> queue = TakeQueue();
+  std::vector<AlignedBuffer> bufs(end - begin);
+  std::vector<IoCompletion> done;
+  size_t handled = 0;
+  // Completions free their buffers at once, so at most depth buffers are held.
+  auto handle_completions = [&] {
+    for (; handled < done.size(); ++handled) {
+      IoCompletion& c = done[handled];
+      records[c.tag].status = std::move(c.status);
+      AlignedBuffer& b = bufs[c.tag - begin];
+      if (b.size() != 0) ReturnBuffer(std::move(b));
+    }
+  };
+  uint64_t offset = open_.end;
+  for (size_t k = begin; k < end; ++k) {
+    PendingRecord& r = records[k];
+    r.segment = open_.id;
+    r.offset_pages = static_cast<uint32_t>(offset / kPageBytes);
+    std::span<std::byte> data;
+    if (r.prebuilt.size() != 0) {
+      data = r.prebuilt.prefix(r.record_bytes);
+    } else {
+      bufs[k - begin] = TakeBuffer(r.record_bytes);
+      if (bufs[k - begin].size() == 0) {
+        r.status = Status::ResourceExhausted("disk tier: no memory for a write buffer");
+        offset += r.record_bytes;
+        continue;
+      }
+      data = bufs[k - begin].prefix(r.record_bytes);
+      if (r.header.kind == RecordKind::kBlock) {
+        EncodeRecord(r, data);
+      } else {
+        std::memset(data.data(), 0, data.size());
+        EncodeRecordHeader(r.header, data);
+      }
+    }
+    Status s = queue->Submit(IoOp{open_.file.get(), true, offset, data, k}, &done);
+    if (!s.ok()) done.push_back(IoCompletion{k, std::move(s), 0});
+    offset += r.record_bytes;
+    handle_completions();
+  }
+  while (queue->WaitSome(&done)) handle_completions();
+  handle_completions();
+  ReturnQueue(std::move(queue));
+
+  // The space is used whether or not each write succeeded.
+  open_.end = offset;
+  size_t first_failure = end;
+  for (size_t k = begin; k < end; ++k) {
+    if (!records[k].status.ok()) {
+      first_failure = k;
+      break;
+    }
+  }
+  for (size_t k = begin; k < end; ++k) {
+    const PendingRecord& r = records[k];
+    if (!r.status.ok()) continue;
+    open_.entries.push_back(FooterEntry{r.header.kind, r.tenant, r.header.key, r.offset_pages,
+                                        static_cast<uint32_t>(r.record_bytes / kPageBytes),
+                                        r.header.value_bytes, r.header.sequence,
+                                        r.header.timestamp_us});
+  }
+  {
+    MutexLock l(&mu_);
+    Segment& seg = segments_[open_.id];
+    seg.file_bytes = std::max(seg.file_bytes, open_.end);
+  }
+  open_.data_synced = false;
+
+  if (options_.durability == DiskTierOptions::Durability::kSynced) {
+    Status s = SyncOpenSegment();
+    if (!s.ok()) {
+      // After a failed fdatasync nothing written since the last good one is known to be on
+      // disk: none of the round is acknowledged, and the segment takes no more writes.
+      for (size_t k = begin; k < end; ++k) {
+        if (records[k].status.ok()) {
+          records[k].status = Status(s.code(), "not acknowledged as synced: " +
+                                                   std::string(s.message()));
+        }
+      }
+      AbandonOpenSegment();
+      IndexRound(records, begin, end);
+      return;
+    }
+  }
+  if (first_failure != end) {
+    // A failed write leaves a hole that stops a recovery scan, so the records after it survive
+    // a restart only through the footer: seal now, and acknowledge them only if that worked.
+    Status s = SealOpenSegment();
+    if (!s.ok()) {
+      for (size_t k = first_failure + 1; k < end; ++k) {
+        if (records[k].status.ok()) {
+          records[k].status = Status(s.code(), "written after a failed write in the same "
+                                               "segment, whose footer failed: " +
+                                                   std::string(s.message()));
+        }
+      }
+    }
+  }
+  IndexRound(records, begin, end);
+}
+
+void DiskTierImpl::IndexRound(std::vector<PendingRecord>& records, size_t begin, size_t end) {
+  MutexLock l(&mu_);
+  for (size_t k = begin; k < end; ++k) {
+    PendingRecord& r = records[k];
+    const auto record_pages = static_cast<uint32_t>(r.record_bytes / kPageBytes);
+    if (!r.status.ok()) {
+      ++stats_.write_errors;
+      if (r.relocation) {
+        DropIfAt(r.tenant, r.header.key, r.from_segment, r.from_offset_pages,
+                 DropReason::kEvicted);
+      }
+      continue;
+    }
+    Segment& seg = segments_[r.segment];
+    seg.min_sequence = std::min(seg.min_sequence, r.header.sequence);
+    if (r.header.kind != RecordKind::kBlock) continue;
+    uint32_t idx = index_.Find(r.tenant, r.header.key);
+    if (r.relocation) {
+      if (idx == kNoEntry) continue;
+      DiskEntry& e = index_.at(idx);
+      if (e.segment != r.from_segment || e.offset_pages != r.from_offset_pages) continue;
+      auto from = segments_.find(e.segment);
+      if (from != segments_.end()) from->second.live_bytes -= uint64_t{record_pages} * kPageBytes;
+      seg.live_bytes += uint64_t{record_pages} * kPageBytes;
+      e.segment = r.segment;
+      e.offset_pages = r.offset_pages;
+      e.accessed = false;
+      ++stats_.relocated_blocks;
+      continue;
+    }
+    if (idx != kNoEntry) Drop(idx, DropReason::kDeleted);
+    DiskEntry e;
+    e.key = r.header.key;
+    e.last_access_us = r.header.timestamp_us;
+    e.segment = r.segment;
+    e.offset_pages = r.offset_pages;
+    e.record_pages = record_pages;
+    e.value_bytes = static_cast<uint32_t>(r.header.value_bytes);
+    e.tenant = r.tenant;
+    AddEntry(e);
+    ++stats_.puts;
+    stats_.put_bytes += r.header.value_bytes;
+  }
+}
+
+Status DiskTierImpl::PrepareSegment(uint64_t record_bytes) {
+  if (has_open_) {
+    // A failed seal abandons the segment; its records are still found by a scan.
+    static_cast<void>(SealOpenSegment());
+  }
+  size_t segments;
+  {
+    MutexLock l(&mu_);
+    segments = segments_.size();
+  }
+  // Only after a restart with a smaller capacity can the directory be over it.
+  while (segments >= max_segments_) {
+    KVTIER_RETURN_IF_ERROR(ReclaimOneSegment(0));
+    MutexLock l(&mu_);
+    segments = segments_.size();
+  }
+  KVTIER_RETURN_IF_ERROR(CreateSegment());
+  if (segments + 1 == max_segments_) {
+    // The directory is now full: free the emptiest sealed segment, moving its hot blocks into
+    // the new one but leaving room for the record that asked for space.
+    Status s = ReclaimOneSegment(record_bytes);
+    if (!s.ok()) {
+      env_->Log("disk tier: reclaiming a segment failed: " + s.ToString());
+    }
+  }
+  if (!has_open_ || !FitsAfter(open_.end, open_.entries.size(), record_bytes)) {
+    return Status::ResourceExhausted("disk tier: no room for a record of " +
+                                     std::to_string(record_bytes) + " bytes");
+  }
+  return Status::OK();
+}
+
+Status DiskTierImpl::CreateSegment() {
+  const uint32_t id = next_segment_id_++;
+  const std::string path = SegmentPath(id);
+  FileOptions fo;
+  fo.create = true;
+  fo.truncate = true;
+  fo.direct_io = true;
+  Result<std::unique_ptr<File>> file = env_->OpenFile(path, fo);
+  if (!file.ok()) return file.status();
+  std::shared_ptr<File> shared = std::move(file).value();
+  AlignedBuffer header(kSegmentHeaderBytes);
+  if (header.size() == 0) return Status::ResourceExhausted("disk tier: out of memory");
+  EncodeSegmentHeader(SegmentHeader{id, env_->NowMicros()}, header.span());
+  Status s = shared->Write(0, header.span());
+  // Preallocated, appends do not change the file size: on ext4, direct writes that do are
+  // serialised, and the allocation fails early (ENOSPC) rather than in the middle of a round.
+  Status allocated = s.ok() ? shared->Allocate(options_.segment_bytes) : Status::OK();
+  if (!allocated.ok() && allocated.code() != StatusCode::kUnimplemented) s = allocated;
+  if (!s.ok()) {
+    static_cast<void>(env_->RemoveFile(path));  // Best effort: an empty segment holds nothing.
+    return s;
+  }
+  open_ = OpenSegment{};
+  open_.id = id;
+  open_.file = shared;
+  open_.end = kSegmentHeaderBytes;
+  has_open_ = true;
+  dir_synced_ = false;
+  MutexLock l(&mu_);
+  Segment& seg = segments_[id];
+  seg.file = std::move(shared);
+  seg.file_bytes = allocated.ok() ? options_.segment_bytes : kSegmentHeaderBytes;
+  return Status::OK();
+}
+
+Status DiskTierImpl::SyncOpenSegment() {
+  if (!open_.data_synced) {
+    KVTIER_RETURN_IF_ERROR(open_.file->Sync());
+    open_.data_synced = true;
+  }
+  if (!open_.dir_synced) {
+    KVTIER_RETURN_IF_ERROR(env_->SyncDir(options_.dir));
+    open_.dir_synced = true;
+  }
+  return Status::OK();
+}
+
+Status DiskTierImpl::SealOpenSegment() {
+  Footer footer;
+  footer.tenants = tenant_names_;
+  footer.entries = std::move(open_.entries);
+  const uint64_t footer_offset = open_.end;
+  AlignedBuffer buf = EncodeFooter(footer, open_.id, footer_offset);
+  Status s = buf.size() == 0 ? Status::ResourceExhausted("disk tier: out of memory")
+                             : open_.file->Write(footer_offset, buf.span());
+  // The trailer must be the file's last page; this also returns the unused preallocation.
+  if (s.ok()) s = open_.file->Truncate(footer_offset + buf.size());
+  if (s.ok()) {
+    open_.data_synced = false;
+    if (options_.durability == DiskTierOptions::Durability::kSynced) s = SyncOpenSegment();
+  }
+  if (s.ok()) {
+    MutexLock l(&mu_);
+    segments_[open_.id].file_bytes = footer_offset + buf.size();
+  }
+  AbandonOpenSegment();
+  return s;
+}
+
+void DiskTierImpl::AbandonOpenSegment() {
+  {
+    MutexLock l(&mu_);
+    segments_[open_.id].sealed = true;
+  }
+  open_ = OpenSegment{};
+  has_open_ = false;
+}
+
+}  // namespace kvtier::disk

@@ -1,0 +1,260 @@
+// MemoryTier: making room. Eviction (S3-FIFO, tail-first chains, budgets), G3 admission and
+// demotion, and the reclamation of detached entries.
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "src/tier/memory/memory_tier.h"
+
+namespace kvtier {
+namespace {
+constexpr uint8_t kMaxFreq = 3;
+// The sketch tracks about one item per 64 KiB of G2, the smallest block engines use.
+constexpr uint64_t kSketchBytesPerItem = 64 * 1024;
+}  // namespace
+
+Status MemoryTier::MakeRoom(uint32_t tenant, uint32_t pages, uint32_t now) {
+  TenantState& t = tenants_[tenant];
+  if (pages > allocator_.total_pages()) {
+    return Status::InvalidArgument("block of " + std::to_string(uint64_t{pages} * page_bytes_) +
+                                   " bytes exceeds the G2 capacity of " +
+                                   std::to_string(capacity_bytes_) + " bytes");
+  }
+  if (t.budget_pages != 0 && pages > t.budget_pages) {
+    return Status::InvalidArgument("block of " + std::to_string(uint64_t{pages} * page_bytes_) +
+                                   " bytes exceeds tenant '" + t.config.name +
+                                   "' G2 budget of " + std::to_string(t.config.budget_bytes) +
+                                   " bytes");
+  }
+  for (;;) {
+    Result<bool> ready = TryMakeRoom(tenant, pages, now);
+    if (!ready.ok()) return ready.status();
+    if (*ready) return Status::OK();
+    space_freed_.Wait(&mu_);
+  }
+}
+
+Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t now) {
+  TenantState& t = tenants_[tenant];
+  // Pages of demotions in flight count as free-soon, so eviction stops once enough are
+  // on their way out; the put then waits for them.
+  while (t.budget_pages != 0 && t.used_pages - t.demoting_pages + pages > t.budget_pages) {
+    if (!EvictOne(tenant, now)) {
+      return Status::ResourceExhausted("tenant '" + t.config.name +
+                                       "' is at its G2 budget and every block it holds is "
+                                       "pinned, leased or a prefix of one");
+    }
+  }
+  if (t.budget_pages != 0 && t.used_pages + pages > t.budget_pages) return false;
+  while (uint64_t{allocator_.free_pages()} + demoting_pages_ < pages) {
+    if (!EvictFromFullestTenant(now)) {
+      return Status::ResourceExhausted(
+          "G2 is full and every block in it is pinned, leased or a prefix of one");
+    }
+  }
+  return allocator_.free_pages() >= pages;
+}
+
+bool MemoryTier::EvictFromFullestTenant(uint32_t now) {
+  // The tenant using the largest share of its budget (of the tier when unlimited) gives up
+  // a block; if it cannot, the next one.
+  std::vector<std::pair<double, uint32_t>> order;
+  for (uint32_t i = 0; i < tenants_.size(); ++i) {
+    const TenantState& v = tenants_[i];
+    if (v.small.count + v.main.count == 0) continue;
+    double limit = v.budget_pages ? double(v.budget_pages) : double(allocator_.total_pages());
+    order.emplace_back(double(v.used_pages - v.demoting_pages) / limit, i);
+  }
+  std::sort(order.begin(), order.end(), std::greater<>());
+  for (const auto& [share, victim] : order) {
+    if (EvictOne(victim, now)) return true;
+  }
+  return false;
+}
+
+bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
+  TenantState& t = tenants_[tenant];
+  uint64_t small_target = static_cast<uint64_t>(double(t.used_pages) * small_fraction_);
+  bool small_first = t.small.count > 0 && (t.small.pages > small_target || t.main.count == 0);
+  // S3-FIFO takes from the queue over its share; when that queue holds nothing evictable
+  // (say main holds only heads whose tails are on probation) the other queue gives. A small
+  // scan that finds nothing has promoted its re-read blocks to main, so main is tried again.
+  if (small_first) return EvictFromSmall(tenant, now) || EvictFromMain(tenant, now);
+  return EvictFromMain(tenant, now) || EvictFromSmall(tenant, now) ||
+         EvictFromMain(tenant, now);
+}
+
+bool MemoryTier::EvictFromSmall(uint32_t tenant, uint32_t now) {
+  TenantState& t = tenants_[tenant];
+  for (uint32_t scanned = t.small.count; scanned > 0 && t.small.count > 0; --scanned) {
+    uint32_t idx = t.small.head;
+    Entry& e = table_.at(idx);
+    if (!Expired(e, now) && (e.freq > 0 || e.readers > 0 || e.children > 0)) {
+      // Read again while on probation (or still needed): promote to main.
+      Dequeue(idx);
+      e.freq = 0;
+      Enqueue(idx, QueueId::kMain);
+      continue;
+    }
+    if (!Expired(e, now)) t.ghost.Insert(e.key.Hash64(), t.main.count);
+    Evict(idx, now);
+    return true;
+  }
+  return false;
+}
+
+bool MemoryTier::EvictFromMain(uint32_t tenant, uint32_t now) {
+  TenantState& t = tenants_[tenant];
+  // Each entry is re-queued at most kMaxFreq + 1 times before it is evicted or known to be
+  // unevictable (leased, or the parent of a resident block).
+  for (uint64_t scanned = uint64_t{t.main.count} * (kMaxFreq + 1); scanned > 0 && t.main.count > 0;
+       --scanned) {
+    uint32_t idx = t.main.head;
+    Entry& e = table_.at(idx);
+    if (!Expired(e, now) && (e.freq > 0 || e.readers > 0 || e.children > 0)) {
+      if (e.freq > 0) --e.freq;
+      Dequeue(idx);
+      Enqueue(idx, QueueId::kMain);
+      continue;
+    }
+    Evict(idx, now);
+    return true;
+  }
+  return false;
+}
+
+void MemoryTier::Evict(uint32_t index, uint32_t now) {
+  Entry& e = table_.at(index);
+  if (Expired(e, now)) {
+    Detach(index, DetachReason::kExpired);
+  } else if (demotion_enabled_ && Admit(e)) {
+    StartDemotion(index);
+  } else {
+    Detach(index, DetachReason::kEvicted);
+  }
+}
+
+bool MemoryTier::Admit(const Entry& e) {
+  if (admission_.min_prefix_blocks > 1 && (e.flags & kEntryLongChain) == 0) {
+    ++admission_stats_.skipped_short_prefix;
+    return false;
+  }
+  if (admission_.frequency_gate &&
+      sketch_->Estimate(SketchHash(e.tenant, e.key)) < admission_.min_accesses) {
+    ++admission_stats_.skipped_infrequent;
+    return false;
+  }
+  ++admission_stats_.admitted;
+  return true;
+}
+
+void MemoryTier::StartDemotion(uint32_t index) {
+  Entry& e = table_.at(index);
+  Dequeue(index);
+  e.flags |= kEntryDemoting;
+  ++e.readers;  // The demoter's lease keeps the bytes in place.
+  const uint32_t pages = PagesFor(e.size);
+  tenants_[e.tenant].demoting_pages += pages;
+  demoting_pages_ += pages;
+  pending_demotions_.push_back(index);
+  demotion_queued_.SignalAll();
+}
+
+void MemoryTier::EnableDemotion(const AdmissionOptions& admission) {
+  MutexLock l(&mu_);
+  admission_ = admission;
+  sketch_.emplace(static_cast<size_t>(capacity_bytes_ / kSketchBytesPerItem));
+  demotion_enabled_ = true;
+}
+
+std::vector<MemoryTier::Demotion> MemoryTier::TakeDemotions(size_t max) {
+  MutexLock l(&mu_);
+  while (pending_demotions_.empty() && !demotion_stopped_) demotion_queued_.Wait(&mu_);
+  std::vector<Demotion> out;
+  while (!pending_demotions_.empty() && out.size() < max) {
+    uint32_t idx = pending_demotions_.front();
+    pending_demotions_.pop_front();
+    const Entry& e = table_.at(idx);
+    out.push_back({idx, e.tenant, e.key, Spans(idx)});
+  }
+  return out;
+}
+
+void MemoryTier::FinishDemotion(uint32_t entry) {
+  MutexLock l(&mu_);
+  Entry& e = table_.at(entry);
+  const uint32_t pages = PagesFor(e.size);
+  e.flags &= static_cast<uint8_t>(~kEntryDemoting);
+  tenants_[e.tenant].demoting_pages -= pages;
+  demoting_pages_ -= pages;
+  --e.readers;
+  if (e.state != EntryState::kResident) {
+    Reclaim(entry);
+  } else if (e.pins == 0) {
+    Detach(entry, DetachReason::kEvicted);
+  }
+  // Pinned while demoting: it stays in G2, outside the queues until unpinned.
+  space_freed_.SignalAll();
+}
+
+void MemoryTier::StopDemotion() {
+  MutexLock l(&mu_);
+  demotion_enabled_ = false;
+  demotion_stopped_ = true;
+  demotion_queued_.SignalAll();
+}
+
+MemoryTier::AdmissionStats MemoryTier::admission_stats() const {
+  MutexLock l(&mu_);
+  return admission_stats_;
+}
+
+void MemoryTier::Detach(uint32_t index, DetachReason reason) {
+  Entry& e = table_.at(index);
+  TenantState& t = tenants_[e.tenant];
+  Dequeue(index);
+  table_.Unindex(index);
+  e.state = EntryState::kDetached;
+  --t.stats.blocks;
+  if (e.pins > 0) --t.stats.pinned_blocks;
+  e.pins = 0;
+  switch (reason) {
+    case DetachReason::kEvicted: ++t.stats.evictions; break;
+    case DetachReason::kExpired: ++t.stats.expirations; break;
+    case DetachReason::kDeleted: ++t.stats.deletes; break;
+  }
+  Reclaim(index);
+}
+
+void MemoryTier::Reclaim(uint32_t index) {
+  while (index != kNil) {
+    Entry& e = table_.at(index);
+    if (e.state != EntryState::kDetached || e.readers > 0) return;
+    if ((e.flags & kEntryDataFreed) == 0) {
+      std::vector<Extent> extents{e.extent};
+      if (e.flags & kEntryMultiExtent) {
+        auto it = more_extents_.find(index);
+        extents.insert(extents.end(), it->second.begin(), it->second.end());
+        more_extents_.erase(it);
+      }
+      FreeExtents(e.tenant, extents);
+      e.flags = kEntryDataFreed;
+    }
+    if (e.children > 0) return;
+    uint32_t parent = e.parent;
+    table_.FreeEntry(index);
+    if (parent == kNil) return;
+    --table_.at(parent).children;
+    index = parent;
+  }
+}
+
+void MemoryTier::FreeExtents(uint32_t tenant, const std::vector<Extent>& extents) {
+  for (const Extent& x : extents) {
+    allocator_.Free(x);
+    tenants_[tenant].used_pages -= x.num_pages;
+  }
+}
+
+}  // namespace kvtier

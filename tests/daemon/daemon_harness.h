@@ -1,0 +1,221 @@
+// Test harness for kvtierd end-to-end tests: starts a real kvtierd on ephemeral ports (port 0,
+// reported through --port-file), and speaks raw bytes to it for the bad-input tests.
+//
+// Readiness is awaited by polling for the port file with a bounded deadline; reads use socket
+// timeouts as an upper bound only (a test that hits one fails, it never passes by waiting).
+
+#ifndef KVTIER_TESTS_DAEMON_DAEMON_HARNESS_H_
+#define KVTIER_TESTS_DAEMON_DAEMON_HARNESS_H_
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "src/protocol/messages.h"
+#include "src/protocol/wire.h"
+
+namespace kvtier::daemon_test {
+
+// Upper bound on any wait in these tests; reaching it is a failure, not a pass.
+inline constexpr std::chrono::seconds kDeadline{60};
+
+class Daemon {
+ public:
+  // Starts kvtierd with `extra_toml` appended to a test config (ports 0, a temp data dir,
+  // 256 MiB of DRAM, 4 MiB max block, tenants "default" (anonymous) and "acme" (token
+  // "acme-token")).
+  explicit Daemon(const std::string& extra_toml = "") {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kvtierd_test_" + std::to_string(getpid()) + "_" + std::to_string(counter_++));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::string config = "data_dir = \"" + dir_.string() + "\"\n" + R"(
+[server]
+native_listen = "127.0.0.1:0"
+resp_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+unix_socket = "kvtierd.sock"
+threads = 2
+)" + extra_toml + R"(
+[memory]
+capacity = "256MiB"
+[store]
+max_block_bytes = "4MiB"
+[[tenants]]
+name = "default"
+[[tenants]]
+name = "acme"
+token = "acme-token"
+)";
+    std::ofstream(dir_ / "kvtierd.toml") << config;
+    std::string port_file = (dir_ / "ports").string();
+    std::string config_file = (dir_ / "kvtierd.toml").string();
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl(KVTIERD_PATH, "kvtierd", "--config", config_file.c_str(), "--port-file",
+            port_file.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (!std::filesystem::exists(port_file)) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        ADD_FAILURE() << "kvtierd exited during start-up";
+        return;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "kvtierd did not start";
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // Polling for readiness.
+    }
+    std::ifstream in(port_file);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t eq = line.find('=');
+      values_[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kvtierd did not shut down cleanly";
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Sends SIGTERM and returns kvtierd's exit code (-1 if it died of a signal).
+  int Stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  uint16_t native_port() const { return static_cast<uint16_t>(std::stoi(values_.at("native_port"))); }
+  uint16_t resp_port() const { return static_cast<uint16_t>(std::stoi(values_.at("resp_port"))); }
+  uint16_t http_port() const { return static_cast<uint16_t>(std::stoi(values_.at("http_port"))); }
+  std::string unix_socket() const { return values_.at("unix_socket"); }
+  std::string tcp_endpoint() const { return "127.0.0.1:" + std::to_string(native_port()); }
+  std::string unix_endpoint() const { return "unix:" + unix_socket(); }
+  bool running() const { return pid_ > 0; }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path dir_;
+  pid_t pid_ = -1;
+  std::map<std::string, std::string> values_;
+};
+
+// A blocking TCP socket to 127.0.0.1:port with a receive timeout of kDeadline.
+inline int ConnectTcp(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval tv{static_cast<time_t>(kDeadline.count()), 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+inline void SendAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n <= 0) return;  // The server may have closed on us; the reads will tell.
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// Reads exactly n bytes; fewer when the peer closes first.
+inline std::string RecvN(int fd, size_t n) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = recv(fd, out.data() + got, n - got, 0);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+// True once the peer has closed (read returns 0 or a reset), after discarding what is left.
+inline bool ClosedByPeer(int fd) {
+  char buf[4096];
+  for (;;) {
+    ssize_t r = recv(fd, buf, sizeof(buf), 0);
+    if (r == 0) return true;
+    if (r < 0) return errno == ECONNRESET;
+  }
+}
+
+inline std::string NativeFrame(uint8_t opcode, uint64_t id, std::string_view body) {
+  protocol::FrameHeader h;
+  h.opcode = opcode;
+  h.request_id = id;
+  h.body_length = static_cast<uint32_t>(body.size());
+  std::byte head[protocol::kHeaderSize];
+  protocol::EncodeHeader(h, head);
+  return std::string(reinterpret_cast<const char*>(head), sizeof(head)) + std::string(body);
+}
+
+inline std::string HelloFrame(uint64_t id, const std::string& tenant = "", const std::string& token = "") {
+  protocol::HelloRequest hello;
+  hello.tenant = tenant;
+  hello.token = token;
+  std::string body;
+  protocol::EncodeHello(hello, &body);
+  return NativeFrame(static_cast<uint8_t>(protocol::Opcode::kHello), id, body);
+}
+
+struct RawReply {
+  protocol::FrameHeader header;
+  std::string body;
+  Status status;  // The status at the front of the body.
+  bool ok = false;  // A whole frame arrived.
+};
+
+inline RawReply ReadReply(int fd) {
+  RawReply r;
+  std::string head = RecvN(fd, protocol::kHeaderSize);
+  if (head.size() != protocol::kHeaderSize) return r;
+  protocol::DecodedFrame f = protocol::DecodeFrame(
+      {reinterpret_cast<const std::byte*>(head.data()), head.size()}, 1u << 30);
+  if (f.state == protocol::DecodedFrame::State::kError) return r;
+  r.header = f.header;
+  r.body = RecvN(fd, f.header.body_length);
+  if (r.body.size() != f.header.body_length) return r;
+  r.status = protocol::DecodeResponseStatus({reinterpret_cast<const std::byte*>(r.body.data()), r.body.size()});
+  r.ok = true;
+  return r;
+}
+
+}  // namespace kvtier::daemon_test
+
+#endif  // KVTIER_TESTS_DAEMON_DAEMON_HARNESS_H_

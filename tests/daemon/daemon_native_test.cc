@@ -1,0 +1,362 @@
+// kvtierd's native protocol end to end, through the C++ client and through raw bytes.
+
+#include <future>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kvtier/client.h"
+#include "tests/daemon/daemon_harness.h"
+
+namespace kvtier::daemon_test {
+namespace {
+
+using protocol::Opcode;
+
+BlockKey Key(uint32_t a, uint32_t b = 0) {
+  std::array<uint8_t, kBlockKeySize> bytes{};
+  std::memcpy(bytes.data(), &a, 4);
+  std::memcpy(bytes.data() + 4, &b, 4);
+  bytes[31] = 0x5a;
+  return BlockKey(bytes);
+}
+
+std::vector<std::byte> Value(uint32_t seed, size_t size) {
+  std::vector<std::byte> v(size);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<std::byte>(x);
+  }
+  return v;
+}
+
+std::unique_ptr<Client> Connect(const std::string& endpoint, const std::string& tenant = "",
+                                const std::string& token = "") {
+  ClientOptions o;
+  o.endpoint = endpoint;
+  o.tenant = tenant;
+  o.token = token;
+  Result<std::unique_ptr<Client>> c = Client::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+bool Same(std::span<const std::byte> a, const std::vector<std::byte>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), b.size()) == 0;
+}
+
+TEST(DaemonNativeTest, RoundTripsOverTcpAndUnixSocket) {
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  auto tcp = Connect(d.tcp_endpoint());
+  ASSERT_NE(tcp, nullptr);
+  EXPECT_EQ(tcp->server_info().tenant, "default");
+  EXPECT_EQ(tcp->server_info().max_block_bytes, 4 * kMiB);
+  EXPECT_TRUE(tcp->Ping().ok());
+
+  std::vector<std::vector<std::byte>> values = {Value(1, 100), Value(2, 3 * kMiB), Value(3, 4096)};
+  std::vector<BlockWrite> writes;
+  for (uint32_t i = 0; i < values.size(); ++i) {
+    writes.push_back({Key(i), values[i], i > 0 ? std::optional<BlockKey>(Key(i - 1)) : std::nullopt});
+  }
+  for (const Status& s : tcp->PutMany(writes)) EXPECT_TRUE(s.ok()) << s.ToString();
+
+  auto unix_client = Connect(d.unix_endpoint());
+  ASSERT_NE(unix_client, nullptr);
+  std::vector<BlockKey> keys = {Key(0), Key(1), Key(2), Key(99)};
+  BlockValues got = unix_client->GetMany(keys);
+  ASSERT_EQ(got.values.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(got.values[i].ok()) << got.values[i].status().ToString();
+    EXPECT_TRUE(Same(*got.values[i], values[i])) << i;
+  }
+  EXPECT_EQ(got.values[3].status().code(), StatusCode::kNotFound);
+
+  Result<PrefixMatch> m = unix_client->LookupPrefix(keys);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->num_blocks, 3u);
+  EXPECT_EQ(m->tiers, std::vector<TierLevel>(3, TierLevel::kG2));
+  auto exists = unix_client->Exists(std::vector<BlockKey>{Key(1), Key(99)});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ((*exists)[0], TierLevel::kG2);
+  EXPECT_FALSE((*exists)[1].has_value());
+
+  EXPECT_TRUE(tcp->PinMany(std::vector<BlockKey>{Key(0)})[0].ok());
+  EXPECT_EQ(tcp->UnpinMany(std::vector<BlockKey>{Key(1)})[0].code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(tcp->UnpinMany(std::vector<BlockKey>{Key(0)})[0].ok());
+  EXPECT_TRUE(tcp->Prefetch(keys).ok());
+
+  EXPECT_TRUE(tcp->Delete(Key(2)).ok());
+  EXPECT_EQ(tcp->Get(Key(2)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tcp->Delete(Key(2)).code(), StatusCode::kNotFound);
+  Result<std::vector<std::byte>> one = tcp->Get(Key(0));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, values[0]);
+
+  Result<TenantStats> stats = tcp->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->name, "default");
+  EXPECT_EQ(stats->puts, 3u);
+  EXPECT_EQ(stats->blocks, 2u);
+}
+
+TEST(DaemonNativeTest, TenantsAuthenticateAndAreIsolated) {
+  Daemon d;
+  auto anon = Connect(d.tcp_endpoint());
+  auto acme = Connect(d.tcp_endpoint(), "acme", "acme-token");
+  ASSERT_NE(acme, nullptr);
+  EXPECT_EQ(acme->server_info().tenant, "acme");
+  std::vector<std::byte> v = Value(7, 1000);
+  ASSERT_TRUE(acme->Put(Key(7), v).ok());
+  EXPECT_EQ(anon->Get(Key(7)).status().code(), StatusCode::kNotFound);
+
+  ClientOptions wrong;
+  wrong.endpoint = d.tcp_endpoint();
+  wrong.tenant = "acme";
+  wrong.token = "guess";
+  EXPECT_EQ(Client::Connect(wrong).status().code(), StatusCode::kUnauthenticated);
+  wrong.tenant = "acme";
+  wrong.token = "";
+  EXPECT_EQ(Client::Connect(wrong).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(acme->Ping().ok());  // The failed logins did not disturb anyone.
+}
+
+TEST(DaemonNativeTest, PipelinedAsyncCallsAllComplete) {
+  Daemon d;
+  auto c = Connect(d.tcp_endpoint());
+  constexpr uint32_t kRequests = 64;
+  std::vector<std::vector<std::byte>> values;
+  for (uint32_t i = 0; i < kRequests; ++i) values.push_back(Value(100 + i, 10000 + i));
+  std::vector<std::future<std::vector<Status>>> puts;
+  for (uint32_t i = 0; i < kRequests; ++i) {
+    BlockWrite w{Key(100 + i), values[i], std::nullopt};
+    puts.push_back(c->PutManyAsync(std::span(&w, 1)));
+  }
+  for (auto& f : puts) EXPECT_TRUE(f.get()[0].ok());
+  std::vector<std::future<BlockValues>> gets;
+  std::vector<BlockKey> keys;
+  for (uint32_t i = 0; i < kRequests; ++i) keys.push_back(Key(100 + i));
+  for (uint32_t i = 0; i < kRequests; ++i) gets.push_back(c->GetManyAsync(std::span(&keys[i], 1)));
+  for (uint32_t i = 0; i < kRequests; ++i) {
+    BlockValues v = gets[i].get();
+    ASSERT_TRUE(v.values[0].ok());
+    EXPECT_TRUE(Same(*v.values[0], values[i])) << i;
+  }
+}
+
+TEST(DaemonNativeTest, RawPipelinedFramesAreAnsweredWithTheirIds) {
+  Daemon d;
+  int fd = ConnectTcp(d.native_port());
+  std::string batch = HelloFrame(10);
+  for (uint64_t id = 11; id <= 13; ++id) batch += NativeFrame(static_cast<uint8_t>(Opcode::kPing), id, "");
+  SendAll(fd, batch);
+  for (uint64_t id = 10; id <= 13; ++id) {
+    RawReply r = ReadReply(fd);
+    ASSERT_TRUE(r.ok);
+    EXPECT_EQ(r.header.request_id, id);
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  }
+  close(fd);
+}
+
+// Each kind of bad input gets a clear error (or a close); a bystander keeps working throughout.
+class BadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bystander_ = Connect(daemon_.tcp_endpoint());
+    ASSERT_NE(bystander_, nullptr);
+    value_ = Value(42, 2 * kMiB);
+    ASSERT_TRUE(bystander_->Put(Key(42), value_).ok());
+  }
+  void TearDown() override {
+    Result<std::vector<std::byte>> v = bystander_->Get(Key(42));
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_EQ(*v, value_);
+  }
+  // A connection that has said HELLO.
+  int Hello() {
+    int fd = ConnectTcp(daemon_.native_port());
+    SendAll(fd, HelloFrame(1));
+    EXPECT_TRUE(ReadReply(fd).status.ok());
+    return fd;
+  }
+
+  Daemon daemon_;
+  std::unique_ptr<Client> bystander_;
+  std::vector<std::byte> value_;
+};
+
+TEST_F(BadInputTest, TruncatedFrameThenHangUp) {
+  int fd = Hello();
+  std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kGetMany), 2, std::string(36, 'k'));
+  SendAll(fd, frame.substr(0, 27));
+  close(fd);
+}
+
+TEST_F(BadInputTest, LyingLengthOverTheLimitGetsAnErrorAndAClose) {
+  int fd = Hello();
+  std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2, "");
+  uint32_t huge = 0x7fffffff;
+  std::memcpy(frame.data() + 16, &huge, 4);
+  SendAll(fd, frame);
+  RawReply r = ReadReply(fd);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.header.opcode, static_cast<uint8_t>(Opcode::kError));
+  EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST_F(BadInputTest, LengthShorterThanTheBodyIsAMalformedRequest) {
+  int fd = Hello();
+  std::string keys;
+  protocol::EncodeKeyList(std::vector<BlockKey>{Key(42)}, &keys);
+  // The frame claims 10 bytes: the key list inside is cut short, so the request is rejected.
+  std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kGetMany), 3, keys.substr(0, 10));
+  SendAll(fd, frame);
+  RawReply r = ReadReply(fd);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.header.request_id, 3u);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  // The rest of the key, now out of step with the framing, fails the magic check: closed.
+  SendAll(fd, keys.substr(10));
+  RawReply bad = ReadReply(fd);
+  EXPECT_EQ(bad.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST_F(BadInputTest, OversizedValueIsRejectedAndTheConnectionCarriesOn) {
+  int fd = Hello();
+  std::vector<protocol::PutEntry> entries = {{Key(1), std::nullopt, 4 * kMiB + 1}};
+  std::string body;
+  protocol::EncodePutDirectory(entries, &body);
+  body.append(4 * kMiB + 1, 'x');
+  SendAll(fd, NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 4, body));
+  RawReply r = ReadReply(fd);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("max_block_bytes"), std::string_view::npos);
+  SendAll(fd, NativeFrame(static_cast<uint8_t>(Opcode::kPing), 5, ""));
+  EXPECT_TRUE(ReadReply(fd).status.ok());
+  close(fd);
+}
+
+TEST_F(BadInputTest, UnknownOpcodeIsUnimplementedAndTheConnectionCarriesOn) {
+  int fd = Hello();
+  SendAll(fd, NativeFrame(0x66, 6, "whatever"));
+  RawReply r = ReadReply(fd);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.header.request_id, 6u);
+  EXPECT_EQ(r.header.opcode, 0x66);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
+  SendAll(fd, NativeFrame(static_cast<uint8_t>(Opcode::kPing), 7, ""));
+  EXPECT_TRUE(ReadReply(fd).status.ok());
+  close(fd);
+}
+
+TEST_F(BadInputTest, GarbageGetsAnErrorFrameAndAClose) {
+  int fd = ConnectTcp(daemon_.native_port());
+  SendAll(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  RawReply r = ReadReply(fd);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST_F(BadInputTest, RequestsBeforeHelloAreRefused) {
+  int fd = ConnectTcp(daemon_.native_port());
+  SendAll(fd, NativeFrame(static_cast<uint8_t>(Opcode::kPing), 1, ""));
+  RawReply r = ReadReply(fd);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST_F(BadInputTest, WrongTokenIsUnauthenticatedAndClosed) {
+  int fd = ConnectTcp(daemon_.native_port());
+  SendAll(fd, HelloFrame(1, "acme", "not-the-token"));
+  RawReply r = ReadReply(fd);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST_F(BadInputTest, ManyGarbageClientsAtOnce) {
+  std::vector<int> fds;
+  for (int i = 0; i < 50; ++i) {
+    int fd = ConnectTcp(daemon_.native_port());
+    SendAll(fd, std::string(static_cast<size_t>(i + 1), static_cast<char>(i)));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) {
+    EXPECT_TRUE(ClosedByPeer(fd));
+    close(fd);
+  }
+}
+
+TEST(DaemonIdleTest, IdleClientIsToldAndClosedOthersCarryOn) {
+  Daemon d("idle_timeout_seconds = 1\n");
+  int idle = ConnectTcp(d.native_port());
+  SendAll(idle, HelloFrame(1));
+  EXPECT_TRUE(ReadReply(idle).status.ok());
+  RawReply r = ReadReply(idle);  // Blocks until the server gives up on us.
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(ClosedByPeer(idle));
+  close(idle);
+  auto c = Connect(d.tcp_endpoint());
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->Ping().ok());
+}
+
+TEST(DaemonSlowClientTest, ClientThatDoesNotReadIsThrottledNotFatal) {
+  Daemon d("max_output_bytes = \"1MiB\"\n");
+  auto writer = Connect(d.tcp_endpoint());
+  std::vector<std::byte> v = Value(5, 1 * kMiB);
+  ASSERT_TRUE(writer->Put(Key(5), v).ok());
+  // A raw client queues 64 reads of 1 MiB without reading any reply.
+  int slow = ConnectTcp(d.native_port());
+  SendAll(slow, HelloFrame(1));
+  std::string keys;
+  protocol::EncodeKeyList(std::vector<BlockKey>{Key(5)}, &keys);
+  std::string requests;
+  for (uint64_t id = 2; id < 66; ++id) requests += NativeFrame(static_cast<uint8_t>(Opcode::kGetMany), id, keys);
+  SendAll(slow, requests);
+  // Meanwhile another client is served.
+  Result<std::vector<std::byte>> other = writer->Get(Key(5));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(*other, v);
+  // The slow client then reads everything, intact and in order.
+  EXPECT_TRUE(ReadReply(slow).status.ok());
+  for (uint64_t id = 2; id < 66; ++id) {
+    RawReply r = ReadReply(slow);
+    ASSERT_TRUE(r.ok);
+    EXPECT_EQ(r.header.request_id, id);
+    auto items = protocol::DecodeGetMany({reinterpret_cast<const std::byte*>(r.body.data()), r.body.size()});
+    ASSERT_TRUE(items.ok());
+    ASSERT_TRUE((*items)[0].ok());
+    EXPECT_TRUE(Same(*(*items)[0], v));
+  }
+  close(slow);
+}
+
+TEST(DaemonShutdownTest, SigtermStopsCleanlyAndRemovesTheSocket) {
+  Daemon d;
+  auto c = Connect(d.unix_endpoint());
+  ASSERT_TRUE(c->Ping().ok());
+  std::string socket_path = d.unix_socket();
+  EXPECT_EQ(d.Stop(), 0);
+  EXPECT_FALSE(std::filesystem::exists(socket_path));
+  EXPECT_EQ(c->Ping().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace kvtier::daemon_test

@@ -1,0 +1,190 @@
+// kvtierd's RESP2 and HTTP endpoints, byte for byte. (redis-cli, redis-benchmark, curl and
+// promtool are exercised by daemon_tools_test.sh.)
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "kvtier/client.h"
+#include "tests/daemon/daemon_harness.h"
+
+namespace kvtier::daemon_test {
+namespace {
+
+// Reads one RESP reply (simple, error, integer, bulk, or array of those) as raw text.
+std::string ReadResp(int fd) {
+  std::string line;
+  for (;;) {
+    std::string c = RecvN(fd, 1);
+    if (c.empty()) return line;
+    line += c;
+    if (line.size() >= 2 && line.ends_with("\r\n")) break;
+  }
+  if (line[0] == '$') {
+    long n = std::stol(line.substr(1));
+    if (n >= 0) line += RecvN(fd, static_cast<size_t>(n) + 2);
+  } else if (line[0] == '*') {
+    long n = std::stol(line.substr(1));
+    for (long i = 0; i < n; ++i) line += ReadResp(fd);
+  }
+  return line;
+}
+
+std::string Command(std::initializer_list<std::string_view> args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view a : args) out += "$" + std::to_string(a.size()) + "\r\n" + std::string(a) + "\r\n";
+  return out;
+}
+
+TEST(DaemonRespTest, SetGetExistsDelAndFriends) {
+  Daemon d;
+  int fd = ConnectTcp(d.resp_port());
+  SendAll(fd, Command({"PING"}));
+  EXPECT_EQ(ReadResp(fd), "+PONG\r\n");
+  std::string big(3 << 20, 'v');
+  big[12345] = '\n';
+  SendAll(fd, Command({"SET", "lmcache@key@0kv_bytes", big}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  SendAll(fd, Command({"GET", "lmcache@key@0kv_bytes"}));
+  EXPECT_EQ(ReadResp(fd), "$" + std::to_string(big.size()) + "\r\n" + big + "\r\n");
+  SendAll(fd, Command({"SET", "k", "one"}) + Command({"SET", "k", "two"}) + Command({"GET", "k"}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "$3\r\ntwo\r\n");  // SET replaces, as in Redis.
+  SendAll(fd, Command({"EXISTS", "k", "nope", "k"}));
+  EXPECT_EQ(ReadResp(fd), ":2\r\n");
+  SendAll(fd, Command({"MSET", "a", "1", "b", "2"}) + Command({"MGET", "a", "nope", "b"}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n");
+  SendAll(fd, Command({"DEL", "a", "b", "nope"}) + Command({"GET", "a"}));
+  EXPECT_EQ(ReadResp(fd), ":2\r\n");
+  EXPECT_EQ(ReadResp(fd), "$-1\r\n");
+  SendAll(fd, Command({"SET", "nx", "1", "NX"}) + Command({"SET", "nx", "2", "NX"}) +
+                  Command({"SET", "e", "v", "EX", "60"}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "$-1\r\n");
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  SendAll(fd, Command({"DBSIZE"}));
+  EXPECT_EQ(ReadResp(fd), ":4\r\n");
+  SendAll(fd, Command({"SELECT", "0"}) + Command({"SELECT", "1"}) + Command({"CLIENT", "SETNAME", "t"}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "-ERR DB index is out of range\r\n");
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  SendAll(fd, Command({"INFO"}));
+  EXPECT_NE(ReadResp(fd).find("redis_version:"), std::string::npos);
+  SendAll(fd, "PING inline\r\n");
+  EXPECT_EQ(ReadResp(fd), "$6\r\ninline\r\n");
+  close(fd);
+}
+
+TEST(DaemonRespTest, ErrorsAreTheOnesRedisClientsExpect) {
+  Daemon d;
+  int fd = ConnectTcp(d.resp_port());
+  SendAll(fd, Command({"FLUSHALL", "ASYNC"}));
+  EXPECT_EQ(ReadResp(fd), "-ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC' \r\n");
+  SendAll(fd, Command({"GET"}));
+  EXPECT_EQ(ReadResp(fd), "-ERR wrong number of arguments for 'get' command\r\n");
+  SendAll(fd, Command({"HELLO", "3"}));
+  EXPECT_TRUE(ReadResp(fd).starts_with("-NOPROTO"));
+  SendAll(fd, Command({"HELLO", "2"}));
+  EXPECT_TRUE(ReadResp(fd).starts_with("*14\r\n$6\r\nserver\r\n"));
+  SendAll(fd, Command({"SET", "empty", ""}));
+  EXPECT_EQ(ReadResp(fd), "-ERR kvtier does not store empty values\r\n");
+  SendAll(fd, Command({"AUTH", "acme", "wrong"}));
+  EXPECT_TRUE(ReadResp(fd).starts_with("-WRONGPASS"));
+  SendAll(fd, Command({"SET", "k", std::string(4 * kMiB + 1, 'x')}));
+  EXPECT_EQ(ReadResp(fd), "-ERR Protocol error: invalid bulk length\r\n");
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+}
+
+TEST(DaemonRespTest, AuthSelectsTheTenant) {
+  Daemon d;
+  int anon = ConnectTcp(d.resp_port());
+  int acme = ConnectTcp(d.resp_port());
+  SendAll(acme, Command({"AUTH", "acme-token"}));
+  EXPECT_EQ(ReadResp(acme), "+OK\r\n");
+  SendAll(acme, Command({"SET", "secret", "acme's"}));
+  EXPECT_EQ(ReadResp(acme), "+OK\r\n");
+  SendAll(anon, Command({"GET", "secret"}));
+  EXPECT_EQ(ReadResp(anon), "$-1\r\n");
+  SendAll(anon, Command({"AUTH", "acme", "acme-token"}) + Command({"GET", "secret"}));
+  EXPECT_EQ(ReadResp(anon), "+OK\r\n");
+  EXPECT_EQ(ReadResp(anon), "$6\r\nacme's\r\n");
+  close(anon);
+  close(acme);
+}
+
+TEST(DaemonRespTest, RespKeysAreSha256OfTheKeyInTheTenantsKeySpace) {
+  Daemon d;
+  int fd = ConnectTcp(d.resp_port());
+  SendAll(fd, Command({"SET", "hello", "world"}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  ClientOptions o;
+  o.endpoint = d.tcp_endpoint();
+  auto c = std::move(Client::Connect(o)).value();
+  // SHA256("kvtier/resp/v1" || "hello"), as docs/protocol.md specifies, computed by coreutils.
+  std::string hex;
+  {
+    FILE* p = popen("printf %s 'kvtier/resp/v1hello' | sha256sum", "r");
+    ASSERT_NE(p, nullptr);
+    char buf[65] = {};
+    ASSERT_EQ(fread(buf, 1, 64, p), 64u);
+    pclose(p);
+    hex = buf;
+  }
+  Result<std::vector<std::byte>> v = c->Get(*BlockKey::FromHex(hex));
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(v->data()), v->size()), "world");
+  close(fd);
+}
+
+std::string Http(uint16_t port, const std::string& request) {
+  int fd = ConnectTcp(port);
+  SendAll(fd, request);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+TEST(DaemonHttpTest, HealthMetricsAndAdmin) {
+  Daemon d;
+  std::string health = Http(d.http_port(), "GET /healthz HTTP/1.0\r\n\r\n");
+  EXPECT_TRUE(health.starts_with("HTTP/1.1 200 OK\r\n"));
+  EXPECT_TRUE(health.ends_with("\r\n\r\nok\n"));
+  ClientOptions o;
+  o.endpoint = d.tcp_endpoint();
+  auto c = std::move(Client::Connect(o)).value();
+  BlockKey key = *BlockKey::FromHex(std::string(64, 'a'));
+  std::vector<std::byte> v(100, std::byte{1});
+  ASSERT_TRUE(c->Put(key, v).ok());
+  ASSERT_EQ(c->Get(key).status().code(), StatusCode::kOk);
+
+  std::string metrics = Http(d.http_port(), "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(metrics.find("kvtier_tenant_puts_total{tenant=\"default\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("kvtier_request_duration_seconds_count{protocol=\"native\",op=\"put\"} 1\n"),
+            std::string::npos);
+
+  std::string pin = "{\"tenant\":\"default\",\"keys\":[\"" + key.ToHex() + "\"]}";
+  std::string pinned = Http(d.http_port(), "POST /admin/pin HTTP/1.1\r\nConnection: close\r\nContent-Length: " +
+                                               std::to_string(pin.size()) + "\r\n\r\n" + pin);
+  EXPECT_NE(pinned.find("\"status\":\"OK\""), std::string::npos) << pinned;
+  std::string tenants = Http(d.http_port(), "GET /admin/tenants HTTP/1.0\r\n\r\n");
+  EXPECT_NE(tenants.find("\"pinned_blocks\":1"), std::string::npos) << tenants;
+  std::string del = Http(d.http_port(), "DELETE /admin/blocks/" + key.ToHex() + "?tenant=default HTTP/1.0\r\n\r\n");
+  EXPECT_NE(del.find("{\"deleted\":true}"), std::string::npos) << del;
+  EXPECT_EQ(c->Get(key).status().code(), StatusCode::kNotFound);
+  std::string again = Http(d.http_port(), "DELETE /admin/blocks/" + key.ToHex() + "?tenant=default HTTP/1.0\r\n\r\n");
+  EXPECT_TRUE(again.starts_with("HTTP/1.1 404"));
+  std::string bad = Http(d.http_port(), std::string(20000, 'G'));
+  EXPECT_TRUE(bad.starts_with("HTTP/1.1 431"));
+}
+
+}  // namespace
+}  // namespace kvtier::daemon_test

@@ -1,0 +1,178 @@
+// The Store with G2 and G3 together, on a real directory: demotion of evicted blocks,
+// admission, promotion on hit, prefix lookups across tiers, deletes on every tier, and
+// persistence across a reopen.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "kvtier/store.h"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kBlock = 64 * kKiB;
+
+BlockKey Key(uint64_t v) {
+  std::array<uint8_t, kBlockKeySize> b{};
+  std::memcpy(b.data(), &v, sizeof(v));
+  b[31] = 0x3a;
+  return BlockKey(b);
+}
+
+std::vector<std::byte> Value(uint64_t k) {
+  std::vector<std::byte> v(kBlock);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::byte(static_cast<uint8_t>(k * 31 + i / 7));
+  return v;
+}
+
+class StoreTieringTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kvtier_tiering_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // G2 holds `memory_blocks` blocks; G3 has room for many more.
+  void Open(uint64_t memory_blocks, AdmissionOptions admission = {.frequency_gate = false}) {
+    store_.reset();
+    Options o;
+    o.memory.capacity_bytes = memory_blocks * kBlock;
+    o.max_block_bytes = kBlock;
+    o.disk.dir = dir_.string();
+    o.disk.capacity_bytes = 64 * kMiB;
+    o.disk.segment_bytes = 4 * kMiB;
+    o.disk_admission = admission;
+    Result<std::unique_ptr<Store>> s = Store::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+    tenant_ = *store_->FindTenant("default");
+  }
+
+  Status Put(uint64_t k, std::optional<uint64_t> parent = std::nullopt) {
+    PutOptions po;
+    if (parent) po.parent = Key(*parent);
+    return store_->Put(tenant_, Key(k), Value(k), po);
+  }
+
+  bool Has(uint64_t k) {
+    std::vector<std::byte> out(kBlock);
+    Result<size_t> n = store_->Read(tenant_, Key(k), out);
+    if (!n.ok()) return false;
+    EXPECT_EQ(out, Value(k)) << "block " << k << " came back with wrong bytes";
+    return true;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Store> store_;
+  TenantId tenant_;
+};
+
+TEST_F(StoreTieringTest, EvictedBlocksAreServedFromWhereverTheyAre) {
+  Open(4);
+  for (uint64_t k = 0; k < 40; ++k) ASSERT_TRUE(Put(k).ok());
+  // With the frequency gate off, every one of the 36 evictions is admitted to G3.
+  EXPECT_EQ(store_->Stats().admitted_blocks, 36u);
+  // Every block is in G2, on its way to G3, or in G3: none is lost, none waits.
+  for (uint64_t k = 0; k < 40; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
+}
+
+TEST_F(StoreTieringTest, BlocksSurviveAReopenThroughG3) {
+  Open(4);
+  for (uint64_t k = 0; k < 20; ++k) ASSERT_TRUE(Put(k).ok());
+  Open(4);  // Closing drains the demotions in flight; G2's own contents are volatile.
+  StoreStats s = store_->Stats();
+  EXPECT_EQ(s.blocks, 0u);
+  EXPECT_GE(s.disk_blocks, 16u);
+  for (uint64_t k = 0; k < 16; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
+}
+
+TEST_F(StoreTieringTest, PrefixLookupSpansTiersAndAHitIsPromoted) {
+  Open(4);
+  for (uint64_t k = 0; k < 8; ++k) {
+    ASSERT_TRUE(Put(k, k == 0 ? std::nullopt : std::optional<uint64_t>(k - 1)).ok());
+  }
+  Open(4);  // Everything evicted so far is in G3 now, and G2 starts empty.
+  std::vector<BlockKey> keys;
+  for (uint64_t k = 0; k < 8; ++k) keys.push_back(Key(k));
+  Result<PrefixMatch> m = store_->LookupPrefix(tenant_, keys);
+  ASSERT_TRUE(m.ok());
+  ASSERT_GE(m->num_blocks, 4u);
+  EXPECT_EQ(m->tiers[0], TierLevel::kG3);
+  // Reading block 0 promotes it: the next lookup finds it in DRAM.
+  ASSERT_TRUE(Has(0));
+  m = store_->LookupPrefix(tenant_, keys);
+  EXPECT_EQ(m->tiers[0], TierLevel::kG2);
+  EXPECT_EQ(m->tiers[1], TierLevel::kG3);
+  EXPECT_EQ(store_->Stats().promoted_blocks, 1u);
+}
+
+TEST_F(StoreTieringTest, FrequencyGateSkipsBlocksNobodyReadAgain) {
+  Open(4, AdmissionOptions{.frequency_gate = true, .min_accesses = 2});
+  // Blocks 0..9 are read once after their put (two accesses); 100..109 never.
+  for (uint64_t k = 0; k < 10; ++k) {
+    ASSERT_TRUE(Put(k).ok());
+    ASSERT_TRUE(Has(k));
+  }
+  for (uint64_t k = 100; k < 110; ++k) ASSERT_TRUE(Put(k).ok());
+  StoreStats s = store_->Stats();
+  EXPECT_EQ(s.admitted_blocks + s.skipped_infrequent, 16u);  // 20 puts into 4 blocks of G2.
+  EXPECT_GT(s.skipped_infrequent, 0u);
+  Open(4, AdmissionOptions{.frequency_gate = true, .min_accesses = 2});
+  for (uint64_t k = 100; k < 110; ++k) EXPECT_FALSE(Has(k)) << "never-read block " << k;
+  int read_again_on_disk = 0;
+  for (uint64_t k = 0; k < 10; ++k) read_again_on_disk += Has(k);
+  EXPECT_EQ(read_again_on_disk, static_cast<int>(s.admitted_blocks));
+}
+
+TEST_F(StoreTieringTest, ShortPrefixesAreNotWrittenToG3) {
+  const AdmissionOptions admission{.min_prefix_blocks = 4, .frequency_gate = false};
+  Open(8, admission);
+  // A 3-block chain and a 5-block chain, then filler that pushes them all out of G2.
+  for (uint64_t k = 0; k < 3; ++k) {
+    ASSERT_TRUE(Put(k, k == 0 ? std::nullopt : std::optional<uint64_t>(k - 1)).ok());
+  }
+  for (uint64_t k = 10; k < 15; ++k) {
+    ASSERT_TRUE(Put(k, k == 10 ? std::nullopt : std::optional<uint64_t>(k - 1)).ok());
+  }
+  for (uint64_t k = 100; k < 116; ++k) ASSERT_TRUE(Put(k).ok());
+  EXPECT_EQ(store_->Stats().skipped_short_prefix, 3u + 16u - 8u);
+  Open(8, admission);
+  std::vector<BlockKey> short_chain = {Key(0), Key(1), Key(2)};
+  EXPECT_EQ(store_->LookupPrefix(tenant_, short_chain)->num_blocks, 0u);
+  std::vector<BlockKey> long_chain_all = {Key(10), Key(11), Key(12), Key(13), Key(14)};
+  EXPECT_EQ(store_->LookupPrefix(tenant_, long_chain_all)->num_blocks, 5u);
+}
+
+TEST_F(StoreTieringTest, DeleteRemovesEveryCopy) {
+  Open(2);
+  for (uint64_t k = 0; k < 10; ++k) ASSERT_TRUE(Put(k).ok());
+  for (uint64_t k = 0; k < 10; ++k) ASSERT_TRUE(store_->Delete(tenant_, Key(k)).ok()) << k;
+  for (uint64_t k = 0; k < 10; ++k) EXPECT_FALSE(Has(k)) << "block " << k;
+  EXPECT_EQ(store_->Delete(tenant_, Key(3)).code(), StatusCode::kNotFound);
+  Open(2);
+  for (uint64_t k = 0; k < 10; ++k) EXPECT_FALSE(Has(k)) << "block " << k << " after reopen";
+}
+
+TEST_F(StoreTieringTest, PinBringsAG3BlockBackToDram) {
+  Open(2);
+  for (uint64_t k = 0; k < 6; ++k) ASSERT_TRUE(Put(k).ok());
+  Open(2);
+  ASSERT_TRUE(store_->Pin(tenant_, Key(0)).ok());
+  for (uint64_t k = 20; k < 30; ++k) ASSERT_TRUE(Put(k).ok());
+  std::vector<BlockKey> keys = {Key(0)};
+  EXPECT_EQ(store_->LookupPrefix(tenant_, keys)->tiers, std::vector<TierLevel>{TierLevel::kG2});
+}
+
+}  // namespace
+}  // namespace kvtier

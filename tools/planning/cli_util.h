@@ -1,0 +1,85 @@
+// Helpers shared by the planning subcommands (commands.cc, commands_replay.cc).
+
+#ifndef KVTIER_TOOLS_PLANNING_CLI_UTIL_H_
+#define KVTIER_TOOLS_PLANNING_CLI_UTIL_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "kvtier/status.h"
+#include "tools/planning/catalog.h"
+#include "tools/planning/crossover.h"
+#include "tools/planning/hf_config.h"
+#include "tools/planning/kv_math.h"
+
+namespace kvtier::planning::cli {
+
+// Exit code of a command that failed on bad input or a failed operation.
+inline constexpr int kExitFailure = 1;
+
+// Prints "kvtier <command>: <message>" to stderr and returns kExitFailure.
+inline int Fail(const std::string& command, const Status& status) {
+  std::fprintf(stderr, "kvtier %s: %s\n", command.c_str(), std::string(status.message()).c_str());
+  return kExitFailure;
+}
+
+inline Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  out.close();
+  if (!out) return Status::Unavailable("cannot write '" + path + "'");
+  return Status::OK();
+}
+
+// The options every command that models prefill takes.
+struct PrefillFlags {
+  std::string model = "llama-3.1-70b";
+  std::string gpu = "h100";
+  std::string link = "pcie-gen5";
+  uint32_t tp = 1;
+  double mfu = 0.5;
+  std::string dtype = "bf16";
+  bool fp8_compute = false;
+
+  void Register(CLI::App* cmd, bool with_link) {
+    cmd->add_option("--model", model, "Catalog model name or path to a config.json")
+        ->capture_default_str();
+    cmd->add_option("--gpu", gpu, "GPU name (a100, h100, h200, b200, l40s, mi300x, mi325x)")
+        ->capture_default_str();
+    if (with_link) {
+      cmd->add_option("--link", link, "Reload link (pcie-gen4/5/6, 100/200/400/800gbe, nvme-gen4/5)")
+          ->capture_default_str();
+    }
+    cmd->add_option("--tp", tp, "Tensor-parallel degree")->capture_default_str();
+    cmd->add_option("--mfu", mfu, "Fraction of the dense peak prefill achieves, (0, 1]")
+        ->capture_default_str();
+    cmd->add_option("--dtype", dtype, "KV cache dtype: bf16, fp8, fp4")->capture_default_str();
+    cmd->add_flag("--fp8-compute", fp8_compute, "Prefill at the GPU's FP8 peak");
+  }
+
+  Result<PrefillModel> Build(const std::string& link_name) const {
+    Result<ModelSpec> spec = ResolveModel(model);
+    if (!spec.ok()) return spec.status();
+    Result<GpuSpec> g = FindGpu(gpu);
+    if (!g.ok()) return g.status();
+    Result<LinkSpec> l = FindLink(link_name);
+    if (!l.ok()) return l.status();
+    Result<KvPrecision> precision = ParseKvPrecision(dtype);
+    if (!precision.ok()) return precision.status();
+    PrefillOptions o;
+    o.tensor_parallel = tp;
+    o.mfu = mfu;
+    o.kv_precision = *precision;
+    o.fp8_compute = fp8_compute;
+    return PrefillModel::Create(*spec, *g, *l, o);
+  }
+  Result<PrefillModel> Build() const { return Build(link); }
+};
+
+void AddTraceAndReplayCommands(CLI::App& app, int* exit_code);
+
+}  // namespace kvtier::planning::cli
+
+#endif  // KVTIER_TOOLS_PLANNING_CLI_UTIL_H_

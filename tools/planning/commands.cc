@@ -1,0 +1,338 @@
+// The planning subcommands of the kvtier CLI: model, crossover, cost, size (trace and replay
+// live in commands_replay.cc).
+
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tools/kvtier/commands.h"
+#include "tools/planning/chart.h"
+#include "tools/planning/cli_util.h"
+#include "tools/planning/cost.h"
+#include "tools/planning/sizing.h"
+#include "tools/planning/units.h"
+
+namespace kvtier::cli {
+namespace {
+
+using namespace kvtier::planning;  // NOLINT: this file is the planning library's CLI face.
+using planning::cli::Fail;
+using planning::cli::PrefillFlags;
+using planning::cli::WriteFile;
+
+std::string Billions(uint64_t n) { return Format("%.2fB", static_cast<double>(n) / 1e9); }
+
+std::string AttentionSummary(const ModelSpec& m) {
+  std::string s = m.attention == AttentionKind::kMla
+                      ? Format("MLA latent %u + rope %u", m.kv_lora_rank, m.qk_rope_head_dim)
+                      : Format("%u heads, %u KV heads x %u", m.num_heads, m.num_kv_heads, m.head_dim);
+  if (m.sliding_window > 0) {
+    s += Format(", %u/%u layers window %u", m.num_sliding_layers, m.num_layers, m.sliding_window);
+  }
+  return s;
+}
+
+void AddModelCommand(CLI::App& app, int* exit_code) {
+  CLI::App* model = app.add_subcommand("model", "Model catalog: KV bytes per token, parameters");
+  model->require_subcommand(1);
+  CLI::App* list = model->add_subcommand("list", "List the built-in models");
+  list->callback([exit_code] {
+    std::printf("%-16s %-6s %-52s %14s %10s %10s\n", "model", "layers", "attention",
+                "KV/token bf16", "params", "active");
+    for (const ModelSpec& m : BuiltinModels()) {
+      const ParameterCounts p = CountParameters(m);
+      std::printf("%-16s %-6u %-52s %14s %10s %10s\n", m.name.c_str(), m.num_layers,
+                  AttentionSummary(m).c_str(),
+                  FormatBytes(static_cast<double>(KvBytesPerToken(m, KvPrecision::kBf16))).c_str(),
+                  Billions(p.total).c_str(), Billions(p.active).c_str());
+    }
+    *exit_code = 0;
+  });
+  auto name = std::make_shared<std::string>();
+  CLI::App* show = model->add_subcommand("show", "Architecture and KV sizes of one model");
+  show->add_option("name", *name, "Catalog name or path to a Hugging Face config.json")->required();
+  show->callback([name, exit_code] {
+    Result<ModelSpec> m = ResolveModel(*name);
+    if (!m.ok()) {
+      *exit_code = Fail("model show", m.status());
+      return;
+    }
+    const ParameterCounts p = CountParameters(*m);
+    std::printf("model        %s\nsource       %s\n", m->name.c_str(), m->source.c_str());
+    std::printf("layers       %u (hidden %u, vocab %u)\n", m->num_layers, m->hidden_size, m->vocab_size);
+    std::printf("attention    %s\n", AttentionSummary(*m).c_str());
+    if (m->is_moe()) {
+      std::printf("experts      %u routed (%u per token) + %u shared, %u wide; %u dense layers\n",
+                  m->num_experts, m->experts_per_token, m->num_shared_experts,
+                  m->moe_intermediate_size, m->num_dense_layers);
+    }
+    std::printf("parameters   %s total, %s active per token, %s in prefill matmuls\n",
+                Billions(p.total).c_str(), Billions(p.active).c_str(), Billions(p.active_matmul).c_str());
+    std::printf("\n%-6s %14s %14s %14s %14s %14s\n", "dtype", "KV/token", "1k tokens", "8k tokens",
+                "32k tokens", "128k tokens");
+    for (KvPrecision k : {KvPrecision::kBf16, KvPrecision::kFp8, KvPrecision::kFp4}) {
+      std::printf("%-6s %14s", std::string(KvPrecisionName(k)).c_str(),
+                  Format("%llu B", static_cast<unsigned long long>(KvBytesPerToken(*m, k))).c_str());
+      for (uint64_t t : {1024, 8192, 32768, 131072}) {
+        std::printf(" %14s", FormatBytes(static_cast<double>(KvBytesForTokens(*m, k, t))).c_str());
+      }
+      std::printf("\n");
+    }
+    if (m->sliding_window > 0) {
+      std::printf("\nPast the %u-token window each token adds %llu B (bf16): only the %u "
+                  "full-attention layers grow.\n",
+                  m->sliding_window,
+                  static_cast<unsigned long long>(KvBytesPerTokenBeyondWindow(*m, KvPrecision::kBf16)),
+                  m->num_layers - m->num_sliding_layers);
+    }
+    *exit_code = 0;
+  });
+}
+
+struct CrossoverFlags {
+  PrefillFlags prefill;
+  uint64_t tokens = 32768;
+  bool json = false;
+  std::string svg;
+};
+
+std::string CrossoverSvg(const PrefillModel& m, std::optional<uint64_t> crossover) {
+  ChartSeries recompute{"recompute (prefill)", {}, false};
+  ChartSeries reload{"reload over " + m.link().name, {}, true};
+  for (double t = 16; t <= 1048576 * 1.01; t *= std::sqrt(2.0)) {
+    recompute.points.push_back({t, m.RecomputeSeconds(t)});
+    reload.points.push_back({t, m.ReloadSeconds(t)});
+  }
+  ChartOptions o;
+  o.title = Format("%s on %u x %s, KV %s: recompute vs reload", m.model().name.c_str(),
+                   m.options().tensor_parallel, m.gpu().name.c_str(),
+                   std::string(KvPrecisionName(m.options().kv_precision)).c_str());
+  o.x_label = "prompt tokens";
+  o.y_label = "seconds";
+  o.log_x = true;
+  o.log_y = true;
+  if (crossover) {
+    o.marker_x = static_cast<double>(*crossover);
+    o.marker_label = Format("reload wins from %llu tokens", static_cast<unsigned long long>(*crossover));
+  }
+  return RenderLineChart(o, {recompute, reload});
+}
+
+void AddCrossoverCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<CrossoverFlags>();
+  CLI::App* cmd = app.add_subcommand("crossover", "Prompt length from which reloading KV beats recomputing it");
+  f->prefill.Register(cmd, true);
+  cmd->add_option("--tokens", f->tokens, "Prompt length for the speed-up figure")->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print JSON instead of text");
+  cmd->add_option("--svg", f->svg, "Also write a chart of both times against prompt length");
+  cmd->callback([f, exit_code] {
+    Result<PrefillModel> m = f->prefill.Build();
+    if (!m.ok()) {
+      *exit_code = Fail("crossover", m.status());
+      return;
+    }
+    if (f->tokens == 0) {
+      *exit_code = Fail("crossover", Status::InvalidArgument("--tokens must be positive"));
+      return;
+    }
+    const std::optional<uint64_t> crossover = m->CrossoverTokens();
+    const double t = static_cast<double>(f->tokens);
+    if (f->json) {
+      nlohmann::ordered_json j;
+      j["model"] = m->model().name;
+      j["gpu"] = m->gpu().name;
+      j["link"] = m->link().name;
+      j["tp"] = m->options().tensor_parallel;
+      j["mfu"] = m->options().mfu;
+      j["kv_dtype"] = KvPrecisionName(m->options().kv_precision);
+      j["crossover_tokens"] = crossover ? nlohmann::ordered_json(*crossover) : nlohmann::ordered_json();
+      j["tokens"] = f->tokens;
+      j["recompute_seconds"] = m->RecomputeSeconds(t);
+      j["reload_seconds"] = m->ReloadSeconds(t);
+      j["speedup"] = m->Speedup(t);
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s on %u x %s (%s dense %.0f TFLOP/s each, MFU %.2f), KV %s over %s (%.1f GB/s, %.0f us%s)\n",
+                  m->model().name.c_str(), m->options().tensor_parallel, m->gpu().name.c_str(),
+                  m->options().fp8_compute ? "FP8" : "BF16",
+                  m->options().fp8_compute ? m->gpu().fp8_dense_tflops : m->gpu().bf16_dense_tflops,
+                  m->options().mfu, std::string(KvPrecisionName(m->options().kv_precision)).c_str(),
+                  m->link().name.c_str(), m->link().gigabytes_per_second, m->link().latency_us,
+                  m->link().per_gpu ? ", per GPU" : ", shared by the group");
+      std::printf("\n%10s %14s %14s %14s %10s\n", "tokens", "KV bytes/GPU", "recompute", "reload", "speed-up");
+      for (double len : {256.0, 1024.0, 4096.0, 16384.0, 65536.0, 131072.0}) {
+        std::printf("%10.0f %14s %14s %14s %9.1fx\n", len, FormatBytes(m->ReloadBytesPerGpu(len)).c_str(),
+                    FormatSeconds(m->RecomputeSeconds(len)).c_str(),
+                    FormatSeconds(m->ReloadSeconds(len)).c_str(), m->Speedup(len));
+      }
+      if (crossover) {
+        std::printf("\nreload wins from %llu tokens\n", static_cast<unsigned long long>(*crossover));
+      } else {
+        std::printf("\nrecompute stays faster up to 100M tokens\n");
+      }
+      std::printf("at %llu tokens: recompute %s, reload %s, speed-up %.1fx\n",
+                  static_cast<unsigned long long>(f->tokens), FormatSeconds(m->RecomputeSeconds(t)).c_str(),
+                  FormatSeconds(m->ReloadSeconds(t)).c_str(), m->Speedup(t));
+    }
+    if (!f->svg.empty()) {
+      Status s = WriteFile(f->svg, CrossoverSvg(*m, crossover));
+      if (!s.ok()) {
+        *exit_code = Fail("crossover", s);
+        return;
+      }
+    }
+    *exit_code = 0;
+  });
+}
+
+struct CostFlags {
+  PrefillFlags prefill;
+  double usd_per_gpu_hour = 2.5;
+  uint64_t tokens = 8192;
+  int steps = 10;
+  bool json = false;
+  std::string svg;
+};
+
+void AddCostCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<CostFlags>();
+  CLI::App* cmd = app.add_subcommand("cost", "$ per million prompt tokens and TTFT against hit rate");
+  f->prefill.Register(cmd, true);
+  cmd->add_option("--gpu-hour-usd", f->usd_per_gpu_hour, "Price of one GPU-hour")->capture_default_str();
+  cmd->add_option("--tokens", f->tokens, "Prompt length")->capture_default_str();
+  cmd->add_option("--steps", f->steps, "Hit-rate steps between 0 and 1")->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print JSON instead of text");
+  cmd->add_option("--svg", f->svg, "Also write a chart of $/M tokens against hit rate");
+  cmd->callback([f, exit_code] {
+    Result<PrefillModel> m = f->prefill.Build();
+    if (!m.ok()) {
+      *exit_code = Fail("cost", m.status());
+      return;
+    }
+    Result<std::vector<CostPoint>> curve = CostCurve(*m, f->usd_per_gpu_hour, f->tokens, f->steps);
+    if (!curve.ok()) {
+      *exit_code = Fail("cost", curve.status());
+      return;
+    }
+    if (f->json) {
+      nlohmann::ordered_json j = nlohmann::ordered_json::array();
+      for (const CostPoint& p : *curve) {
+        j.push_back({{"hit_rate", p.hit_rate},
+                     {"usd_per_million_prompt_tokens", p.usd_per_million_prompt_tokens},
+                     {"ttft_seconds", p.ttft_seconds}});
+      }
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s on %u x %s at $%.2f/GPU-hour, %llu-token prompts, reload over %s\n\n",
+                  m->model().name.c_str(), m->options().tensor_parallel, m->gpu().name.c_str(),
+                  f->usd_per_gpu_hour, static_cast<unsigned long long>(f->tokens), m->link().name.c_str());
+      std::printf("%8s %16s %14s\n", "hit rate", "$/M prompt tok", "TTFT prefill");
+      for (const CostPoint& p : *curve) {
+        std::printf("%7.0f%% %16.4f %14s\n", 100 * p.hit_rate, p.usd_per_million_prompt_tokens,
+                    FormatSeconds(p.ttft_seconds).c_str());
+      }
+      const CostPoint& cold = curve->front();
+      const CostPoint& warm = curve->back();
+      std::printf("\nTTFT without cache %s, with a full hit %s (%.1fx)\n",
+                  FormatSeconds(cold.ttft_seconds).c_str(), FormatSeconds(warm.ttft_seconds).c_str(),
+                  cold.ttft_seconds / warm.ttft_seconds);
+    }
+    if (!f->svg.empty()) {
+      ChartSeries s{"$/M prompt tokens", {}, false};
+      for (const CostPoint& p : *curve) s.points.push_back({p.hit_rate, p.usd_per_million_prompt_tokens});
+      ChartOptions o;
+      o.title = Format("%s on %u x %s: prefill cost vs prefix-cache hit rate (%llu tokens)",
+                       m->model().name.c_str(), m->options().tensor_parallel, m->gpu().name.c_str(),
+                       static_cast<unsigned long long>(f->tokens));
+      o.x_label = "hit rate";
+      o.y_label = Format("$ per million prompt tokens at $%.2f/GPU-h", f->usd_per_gpu_hour);
+      Status st = WriteFile(f->svg, RenderLineChart(o, {s}));
+      if (!st.ok()) {
+        *exit_code = Fail("cost", st);
+        return;
+      }
+    }
+    *exit_code = 0;
+  });
+}
+
+struct SizeFlags {
+  std::string scenario_path;
+  std::string format = "text";
+  std::string out;
+  std::string gpu;
+  double sessions_per_day = 0;
+  double retention_seconds = -1;
+  double reduction = 0;
+};
+
+void AddSizeCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<SizeFlags>();
+  CLI::App* cmd = app.add_subcommand("size", "Sizing report: capacity per tier, hit rate, GPU-hours saved");
+  cmd->add_option("--scenario", f->scenario_path, "Scenario JSON file (fields: docs/planning.md)");
+  cmd->add_option("--format", f->format, "text, json or html")->capture_default_str();
+  cmd->add_option("--out", f->out, "Write the report here instead of stdout");
+  cmd->add_option("--gpu", f->gpu, "Override the scenario's GPU");
+  cmd->add_option("--sessions-per-day", f->sessions_per_day, "Override sessions per day");
+  cmd->add_option("--retention", f->retention_seconds, "Override retention, seconds");
+  cmd->add_option("--reduction", f->reduction, "Override the data-reduction ratio");
+  cmd->callback([f, exit_code] {
+    Scenario scenario;
+    if (!f->scenario_path.empty()) {
+      std::ifstream in(f->scenario_path);
+      if (!in) {
+        *exit_code = Fail("size", Status::NotFound("cannot read scenario '" + f->scenario_path + "'"));
+        return;
+      }
+      std::stringstream text;
+      text << in.rdbuf();
+      Result<Scenario> parsed = ParseScenarioJson(text.str());
+      if (!parsed.ok()) {
+        *exit_code = Fail("size", parsed.status());
+        return;
+      }
+      scenario = *parsed;
+    }
+    if (!f->gpu.empty()) scenario.gpu = f->gpu;
+    if (f->sessions_per_day != 0) scenario.sessions_per_day = f->sessions_per_day;
+    if (f->retention_seconds != -1) scenario.retention_seconds = f->retention_seconds;
+    if (f->reduction != 0) scenario.data_reduction_ratio = f->reduction;
+    Result<SizingReport> report = ComputeSizing(scenario);
+    if (!report.ok()) {
+      *exit_code = Fail("size", report.status());
+      return;
+    }
+    std::string text;
+    if (f->format == "text") {
+      text = SizingText(*report);
+    } else if (f->format == "json") {
+      text = SizingJson(*report);
+    } else if (f->format == "html") {
+      text = SizingHtml(*report);
+    } else {
+      *exit_code = Fail("size", Status::InvalidArgument("--format must be text, json or html"));
+      return;
+    }
+    if (f->out.empty()) {
+      std::fputs(text.c_str(), stdout);
+    } else if (Status s = WriteFile(f->out, text); !s.ok()) {
+      *exit_code = Fail("size", s);
+      return;
+    }
+    *exit_code = 0;
+  });
+}
+
+}  // namespace
+
+void AddPlanningCommands(CLI::App& app, int* exit_code) {
+  AddModelCommand(app, exit_code);
+  AddCrossoverCommand(app, exit_code);
+  AddCostCommand(app, exit_code);
+  AddSizeCommand(app, exit_code);
+  planning::cli::AddTraceAndReplayCommands(app, exit_code);
+}
+
+}  // namespace kvtier::cli

@@ -1,0 +1,311 @@
+// `kvtier trace gen` and `kvtier replay`.
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tools/planning/chart.h"
+#include "tools/planning/cli_util.h"
+#include "tools/planning/replay.h"
+#include "tools/planning/trace_gen.h"
+#include "tools/planning/units.h"
+
+namespace kvtier::planning::cli {
+namespace {
+
+struct GenFlags {
+  std::string workload = "agentic";
+  uint64_t sessions = 400;
+  uint64_t seed = 1;
+  uint64_t max_requests = 0;
+  uint32_t block_tokens = 512;
+  uint32_t tenants = 1;
+  double sessions_per_second = 0.5;
+  std::string format = "kvtier";
+  std::string out;
+};
+
+void AddTraceCommand(CLI::App& app, int* exit_code) {
+  CLI::App* trace = app.add_subcommand("trace", "Prefix-hash traces");
+  trace->require_subcommand(1);
+  auto f = std::make_shared<GenFlags>();
+  CLI::App* gen = trace->add_subcommand("gen", "Generate a synthetic chat or agentic trace");
+  gen->add_option("--workload", f->workload, "chat or agentic")->capture_default_str();
+  gen->add_option("--sessions", f->sessions, "Top-level sessions")->capture_default_str();
+  gen->add_option("--seed", f->seed, "Random seed; the same seed gives the same trace")->capture_default_str();
+  gen->add_option("--max-requests", f->max_requests, "Keep the first N requests (0 = all)");
+  gen->add_option("--block-tokens", f->block_tokens, "Tokens per block")->capture_default_str();
+  gen->add_option("--tenants", f->tenants, "Tenants to spread sessions over")->capture_default_str();
+  gen->add_option("--rate", f->sessions_per_second, "New sessions per second")->capture_default_str();
+  gen->add_option("--format", f->format, "kvtier or mooncake")->capture_default_str();
+  gen->add_option("--out", f->out, "Output file (default stdout)");
+  gen->callback([f, exit_code] {
+    Result<Workload> workload = ParseWorkload(f->workload);
+    if (!workload.ok()) {
+      *exit_code = Fail("trace gen", workload.status());
+      return;
+    }
+    if (f->format != "kvtier" && f->format != "mooncake") {
+      *exit_code = Fail("trace gen", Status::InvalidArgument("--format must be kvtier or mooncake"));
+      return;
+    }
+    TraceGenOptions o = DefaultsFor(*workload);
+    o.sessions = f->sessions;
+    o.seed = f->seed;
+    o.max_requests = f->max_requests;
+    o.block_tokens = f->block_tokens;
+    o.tenants = f->tenants;
+    o.sessions_per_second = f->sessions_per_second;
+    Result<Trace> trace = GenerateTrace(o);
+    if (!trace.ok()) {
+      *exit_code = Fail("trace gen", trace.status());
+      return;
+    }
+    const TraceFormat format = f->format == "kvtier" ? TraceFormat::kKvtier : TraceFormat::kMooncake;
+    if (f->out.empty()) {
+      WriteTrace(*trace, format, std::cout);
+    } else {
+      std::ofstream out(f->out, std::ios::trunc);
+      WriteTrace(*trace, format, out);
+      out.close();
+      if (!out) {
+        *exit_code = Fail("trace gen", Status::Unavailable("cannot write '" + f->out + "'"));
+        return;
+      }
+      std::fprintf(stderr, "wrote %zu requests, %llu block references to %s\n", trace->requests.size(),
+                   static_cast<unsigned long long>(trace->TotalBlockReferences()), f->out.c_str());
+    }
+    *exit_code = 0;
+  });
+}
+
+struct ReplayFlags {
+  std::string trace_path;
+  PrefillFlags prefill;
+  std::string capacity = "64GiB";
+  std::string g3_link = "nvme-gen5";
+  std::string g4_link = "400gbe";
+  uint64_t ttl_seconds = 0;
+  uint32_t block_tokens = 512;
+  bool strict = false;
+  bool curve = false;
+  std::vector<std::string> capacities;
+  bool json = false;
+  std::string svg;
+  std::string html;
+};
+
+constexpr const char* kTierLabels[kNumTiers] = {"G2", "G3", "G4"};
+
+std::string ReplayText(const Trace& trace, const ReplayReport& r, const PrefillModel& model,
+                       double wall_seconds) {
+  std::string out = Format(
+      "trace: %llu requests, %llu block references (%llu distinct, %s), %llu prompt tokens, "
+      "%u-token blocks, %zu tenant(s)\n",
+      static_cast<unsigned long long>(r.requests), static_cast<unsigned long long>(r.block_references),
+      static_cast<unsigned long long>(r.unique_blocks), FormatBytes(static_cast<double>(r.unique_block_bytes)).c_str(),
+      static_cast<unsigned long long>(r.prompt_tokens), trace.block_tokens, trace.tenants.size());
+  if (trace.skipped_lines > 0) {
+    out += Format("skipped %llu malformed line(s), first: %s\n",
+                  static_cast<unsigned long long>(trace.skipped_lines), trace.problems[0].c_str());
+  }
+  out += Format("store: G2 %s, payload-free simulation of the kvtier Store, KV %s of %s\n\n",
+                FormatBytes(static_cast<double>(r.capacity_bytes)).c_str(),
+                std::string(KvPrecisionName(model.options().kv_precision)).c_str(), model.model().name.c_str());
+  out += Format("%-5s %12s %9s %14s %9s %12s %12s\n", "tier", "hit blocks", "blocks", "hit tokens",
+                "tokens", "read", "written");
+  for (int i = 0; i < kNumTiers; ++i) {
+    const TierReplayStats& t = r.tiers[i];
+    out += Format("%-5s %12llu %8.1f%% %14llu %8.1f%% %12s %12s\n", kTierLabels[i],
+                  static_cast<unsigned long long>(t.hit_blocks),
+                  100.0 * static_cast<double>(t.hit_blocks) / std::max<uint64_t>(r.block_references, 1),
+                  static_cast<unsigned long long>(t.hit_tokens),
+                  100.0 * static_cast<double>(t.hit_tokens) / std::max<uint64_t>(r.prompt_tokens, 1),
+                  FormatBytes(static_cast<double>(t.bytes_read)).c_str(),
+                  FormatBytes(static_cast<double>(t.bytes_written)).c_str());
+  }
+  out += Format("%-5s %12llu %8.1f%% %14llu %8.1f%%\n\n", "all",
+                static_cast<unsigned long long>(r.hit_blocks()), 100 * r.block_hit_rate(),
+                static_cast<unsigned long long>(r.hit_tokens()), 100 * r.token_hit_rate());
+  out += Format("blocks never read again: %.1f%% (%llu of %llu written)\n", 100 * r.never_read_share(),
+                static_cast<unsigned long long>(r.blocks_never_read),
+                static_cast<unsigned long long>(r.blocks_written));
+  out += Format("writes saved by admission: %llu of %llu puts declined%s\n",
+                static_cast<unsigned long long>(r.writes_declined()),
+                static_cast<unsigned long long>(r.puts_accepted),
+                r.writes_declined() == 0 ? " (n/a: this Store admits every block)" : "");
+  out += Format("evictions: %llu, expirations: %llu, failed puts: %llu\n",
+                static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.expirations),
+                static_cast<unsigned long long>(r.puts_failed));
+  if (!r.first_put_error.empty()) out += "first failed put: " + r.first_put_error + "\n";
+  if (r.has_prefill_model) {
+    out += Format("prefill on %u x %s (MFU %.2f): %s without cache, %s with; saved %s = %.2f GPU-hours\n",
+                  model.options().tensor_parallel, model.gpu().name.c_str(), model.options().mfu,
+                  FormatSeconds(r.prefill_seconds_without_cache).c_str(),
+                  FormatSeconds(r.prefill_seconds_with_cache).c_str(),
+                  FormatSeconds(r.prefill_seconds_saved()).c_str(), r.gpu_hours_saved());
+  }
+  out += Format("replay wall time: %.2f s\n", wall_seconds);
+  return out;
+}
+
+std::string CurveSvg(const std::vector<CapacityPoint>& curve, const std::string& title) {
+  ChartSeries blocks{"block hit rate", {}, false};
+  ChartSeries tokens{"token hit rate", {}, true};
+  for (const CapacityPoint& p : curve) {
+    const double gib = static_cast<double>(p.capacity_bytes) / static_cast<double>(kGiB);
+    blocks.points.push_back({gib, p.block_hit_rate});
+    tokens.points.push_back({gib, p.token_hit_rate});
+  }
+  ChartOptions o;
+  o.title = title;
+  o.x_label = "G2 capacity (GiB)";
+  o.y_label = "hit rate";
+  o.log_x = true;
+  return RenderLineChart(o, {blocks, tokens});
+}
+
+void RunReplay(const ReplayFlags& f, int* exit_code) {
+  TraceReadOptions ro;
+  ro.strict = f.strict;
+  ro.default_block_tokens = f.block_tokens;
+  Result<Trace> trace = ReadTraceFile(f.trace_path, ro);
+  if (!trace.ok()) {
+    *exit_code = Fail("replay", trace.status());
+    return;
+  }
+  for (const std::string& problem : trace->problems) std::fprintf(stderr, "kvtier replay: skipped %s\n", problem.c_str());
+  Result<uint64_t> capacity = ParseBytes(f.capacity);
+  if (!capacity.ok()) {
+    *exit_code = Fail("replay", capacity.status());
+    return;
+  }
+  ReplayOptions o;
+  const std::string links[kNumTiers] = {f.prefill.link, f.g3_link, f.g4_link};
+  for (int i = 0; i < kNumTiers; ++i) {
+    Result<PrefillModel> m = f.prefill.Build(links[i]);
+    if (!m.ok()) {
+      *exit_code = Fail("replay", m.status());
+      return;
+    }
+    o.reload_by_tier[i] = *m;
+  }
+  const PrefillModel& g2 = *o.reload_by_tier[0];
+  o.model = g2.model();
+  o.kv_precision = g2.options().kv_precision;
+  o.g2_capacity_bytes = *capacity;
+  o.ttl_seconds = f.ttl_seconds;
+  const auto start = std::chrono::steady_clock::now();
+  Result<ReplayReport> report = Replay(*trace, o);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!report.ok()) {
+    *exit_code = Fail("replay", report.status());
+    return;
+  }
+  std::vector<CapacityPoint> curve;
+  const bool want_curve = f.curve || !f.capacities.empty() || !f.svg.empty() || !f.html.empty();
+  if (want_curve) {
+    std::vector<uint64_t> caps;
+    for (const std::string& c : f.capacities) {
+      Result<uint64_t> bytes = ParseBytes(c);
+      if (!bytes.ok()) {
+        *exit_code = Fail("replay", bytes.status());
+        return;
+      }
+      caps.push_back(*bytes);
+    }
+    Result<std::vector<CapacityPoint>> points = CapacityCurve(*trace, o, caps);
+    if (!points.ok()) {
+      *exit_code = Fail("replay", points.status());
+      return;
+    }
+    curve = *points;
+  }
+  const std::string title = "Hit rate vs G2 capacity: " + f.trace_path + " (" + o.model.name + ")";
+  if (f.json) {
+    nlohmann::ordered_json j;
+    j["requests"] = report->requests;
+    j["block_references"] = report->block_references;
+    j["prompt_tokens"] = report->prompt_tokens;
+    j["capacity_bytes"] = report->capacity_bytes;
+    j["block_hit_rate"] = report->block_hit_rate();
+    j["token_hit_rate"] = report->token_hit_rate();
+    for (int i = 0; i < kNumTiers; ++i) {
+      const TierReplayStats& t = report->tiers[i];
+      j["tiers"][kTierLabels[i]] = {{"hit_blocks", t.hit_blocks}, {"hit_tokens", t.hit_tokens},
+                                    {"bytes_read", t.bytes_read}, {"bytes_written", t.bytes_written}};
+    }
+    j["never_read_share"] = report->never_read_share();
+    j["writes_declined"] = report->writes_declined();
+    j["evictions"] = report->evictions;
+    j["prefill_seconds_saved"] = report->prefill_seconds_saved();
+    j["gpu_hours_saved"] = report->gpu_hours_saved();
+    j["skipped_lines"] = trace->skipped_lines;
+    for (const CapacityPoint& p : curve) {
+      j["curve"].push_back({{"capacity_bytes", p.capacity_bytes},
+                            {"block_hit_rate", p.block_hit_rate},
+                            {"token_hit_rate", p.token_hit_rate}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::string text = ReplayText(*trace, *report, g2, wall);
+    if (!curve.empty()) {
+      text += "\nhit rate vs G2 capacity:\n";
+      for (const CapacityPoint& p : curve) {
+        text += Format("  %12s  blocks %5.1f%%  tokens %5.1f%%\n",
+                       FormatBytes(static_cast<double>(p.capacity_bytes)).c_str(),
+                       100 * p.block_hit_rate, 100 * p.token_hit_rate);
+      }
+    }
+    std::fputs(text.c_str(), stdout);
+  }
+  if (!f.svg.empty()) {
+    if (Status s = WriteFile(f.svg, CurveSvg(curve, title)); !s.ok()) {
+      *exit_code = Fail("replay", s);
+      return;
+    }
+  }
+  if (!f.html.empty()) {
+    const std::string body = "<pre>" + HtmlEscape(ReplayText(*trace, *report, g2, wall)) + "</pre>\n" +
+                             CurveSvg(curve, title);
+    if (Status s = WriteFile(f.html, HtmlPage("kvtier replay", body)); !s.ok()) {
+      *exit_code = Fail("replay", s);
+      return;
+    }
+  }
+  *exit_code = 0;
+}
+
+void AddReplayCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<ReplayFlags>();
+  CLI::App* cmd = app.add_subcommand("replay", "Replay a prefix-hash trace against the kvtier Store");
+  cmd->add_option("trace", f->trace_path, "Mooncake or kvtier JSONL trace")->required();
+  f->prefill.Register(cmd, false);
+  cmd->add_option("--g2-link", f->prefill.link, "Link that serves G2 hits")->capture_default_str();
+  cmd->add_option("--g3-link", f->g3_link, "Link that serves G3 hits")->capture_default_str();
+  cmd->add_option("--g4-link", f->g4_link, "Link that serves G4 hits")->capture_default_str();
+  cmd->add_option("--capacity", f->capacity, "G2 capacity, e.g. 64GiB")->capture_default_str();
+  cmd->add_option("--ttl", f->ttl_seconds, "Per-tenant TTL since last access, seconds (0 = none)");
+  cmd->add_option("--block-tokens", f->block_tokens, "Block size of a trace without a kvtier header")
+      ->capture_default_str();
+  cmd->add_flag("--strict", f->strict, "Fail on the first malformed line instead of skipping it");
+  cmd->add_flag("--curve", f->curve, "Also replay at 1/64 .. 1x of the trace's footprint");
+  cmd->add_option("--capacities", f->capacities, "Capacities for the curve, e.g. 8GiB 32GiB")->delimiter(',');
+  cmd->add_flag("--json", f->json, "Print JSON instead of text");
+  cmd->add_option("--svg", f->svg, "Write the hit-rate-versus-capacity chart");
+  cmd->add_option("--html", f->html, "Write a report page with the chart");
+  cmd->callback([f, exit_code] { RunReplay(*f, exit_code); });
+}
+
+}  // namespace
+
+void AddTraceAndReplayCommands(CLI::App& app, int* exit_code) {
+  AddTraceCommand(app, exit_code);
+  AddReplayCommand(app, exit_code);
+}
+
+}  // namespace kvtier::planning::cli

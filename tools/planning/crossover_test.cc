@@ -1,0 +1,149 @@
+#include "tools/planning/crossover.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tools/planning/cost.h"
+
+namespace kvtier::planning {
+namespace {
+
+// Llama 3.1 8B by hand: 6,979,588,096 matmul parameters per token (8,030,261,248 minus the
+// two 128,256 x 4,096 embedding tables); attention 2 x 32 heads x (128 + 128) x 32 layers x
+// T^2 / 2 = 262,144 T^2 FLOPs; KV 131,072 bytes per token. H100 BF16 at 50% MFU: 494.5 TFLOP/s.
+constexpr double kDenseFlopsPerToken = 2.0 * 6'979'588'096;
+constexpr double kAttentionFlopsPerTokenSquared = 262'144;
+constexpr double kFlopsPerSecond = 989e12 * 0.5;
+constexpr double kKvBytesPerToken = 131'072;
+
+PrefillModel Llama8b(const char* gpu, const char* link, PrefillOptions options = {}) {
+  Result<PrefillModel> m =
+      PrefillModel::Create(*FindModel("llama-3.1-8b"), *FindGpu(gpu), *FindLink(link), options);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return *m;
+}
+
+TEST(CrossoverTest, RecomputeAndReloadTimesByHand) {
+  const PrefillModel m = Llama8b("h100", "nvme-gen4");
+  const double t = 10'000;
+  const double recompute =
+      (kDenseFlopsPerToken * t + kAttentionFlopsPerTokenSquared * t * t) / kFlopsPerSecond;
+  EXPECT_NEAR(m.RecomputeSeconds(t), recompute, 1e-12);
+  EXPECT_NEAR(m.RecomputeSeconds(t), 0.335301, 1e-6);
+  // One shared 7 GB/s SSD, 100 us per reload.
+  const double reload = 100e-6 + kKvBytesPerToken * t / 7e9;
+  EXPECT_NEAR(m.ReloadSeconds(t), reload, 1e-12);
+  EXPECT_NEAR(m.Speedup(t), recompute / reload, 1e-9);
+  EXPECT_NEAR(m.Speedup(t), 1.78974, 1e-5);
+}
+
+TEST(CrossoverTest, CrossoverLengthByHand) {
+  // reload(T) <= recompute(T)  <=>  b T^2 + (a - c) T - L >= 0 with
+  // a = dense seconds per token, b = attention seconds per token^2, c = link seconds per
+  // token, L = latency: the positive root, rounded up to a whole token.
+  const PrefillModel m = Llama8b("h100", "nvme-gen4");
+  const double a = kDenseFlopsPerToken / kFlopsPerSecond;
+  const double b = kAttentionFlopsPerTokenSquared / kFlopsPerSecond;
+  const double c = kKvBytesPerToken / 7e9;
+  const double latency = 100e-6;
+  const double root = (-(a - c) + std::sqrt((a - c) * (a - c) + 4 * b * latency)) / (2 * b);
+  EXPECT_NEAR(root, 10.52, 0.01);
+  ASSERT_TRUE(m.CrossoverTokens().has_value());
+  EXPECT_EQ(*m.CrossoverTokens(), static_cast<uint64_t>(std::ceil(root)));
+  EXPECT_EQ(*m.CrossoverTokens(), 11u);
+}
+
+TEST(CrossoverTest, FastGpusAndASlowSharedLinkPushTheCrossoverOut) {
+  // Eight B200s at FP8 recompute a token in 0.78 us, while the one SSD moves the whole
+  // group's 128 KiB per token in 18.7 us: only the quadratic attention term catches up.
+  PrefillOptions o;
+  o.tensor_parallel = 8;
+  o.fp8_compute = true;
+  const PrefillModel m = Llama8b("b200", "nvme-gen4", o);
+  const double flops = 8 * 4500e12 * 0.5;
+  const double a = kDenseFlopsPerToken / flops;
+  const double b = kAttentionFlopsPerTokenSquared / flops;
+  const double c = kKvBytesPerToken / 7e9;  // 1/8 per GPU, times 8 GPUs on one link.
+  const double root = (-(a - c) + std::sqrt((a - c) * (a - c) + 4 * b * 100e-6)) / (2 * b);
+  ASSERT_TRUE(m.CrossoverTokens().has_value());
+  EXPECT_EQ(*m.CrossoverTokens(), static_cast<uint64_t>(std::ceil(root)));
+  EXPECT_GT(*m.CrossoverTokens(), 1'000'000u);
+  EXPECT_FALSE(m.CrossoverTokens(100'000).has_value());
+}
+
+TEST(CrossoverTest, TensorParallelSplitsGqaKvButNotMlaLatent) {
+  PrefillOptions o;
+  o.tensor_parallel = 16;
+  // 8 KV heads over 16 ranks: each rank holds one head, 1/8 of the KV.
+  const PrefillModel llama = Llama8b("h100", "pcie-gen5", o);
+  EXPECT_DOUBLE_EQ(llama.ReloadBytesPerGpu(1000), kKvBytesPerToken * 1000 / 8);
+  Result<PrefillModel> ds = PrefillModel::Create(*FindModel("deepseek-v3"), *FindGpu("h200"),
+                                                 *FindLink("400gbe"), o);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_DOUBLE_EQ(ds->ReloadBytesPerGpu(1000), 70'272.0 * 1000);
+}
+
+TEST(CrossoverTest, SlidingWindowAttentionIsLinearPastTheWindow) {
+  const PrefillModel m = Llama8b("h100", "pcie-gen5");
+  Result<PrefillModel> mistral = PrefillModel::Create(*FindModel("mistral-7b"), *FindGpu("h100"),
+                                                      *FindLink("pcie-gen5"), {});
+  ASSERT_TRUE(mistral.ok());
+  // 32 layers x 32 heads x 256 x 2 FLOPs per pair; pairs of a 4096 window at T = 10,000:
+  // 4096 x 10,000 - 4096^2 / 2.
+  const double pairs = 4096.0 * 10'000 - 4096.0 * 4096 / 2;
+  EXPECT_DOUBLE_EQ(mistral->AttentionFlops(0, 10'000), 2.0 * 32 * 256 * 32 * pairs);
+  EXPECT_DOUBLE_EQ(m.AttentionFlops(0, 10'000), kAttentionFlopsPerTokenSquared * 1e8);
+}
+
+TEST(CrossoverTest, RejectsNonsense) {
+  const ModelSpec model = *FindModel("llama-3.1-8b");
+  PrefillOptions o;
+  o.mfu = 1.5;
+  EXPECT_EQ(PrefillModel::Create(model, *FindGpu("h100"), *FindLink("pcie-gen5"), o)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  o.mfu = 0.5;
+  o.tensor_parallel = 0;
+  EXPECT_FALSE(PrefillModel::Create(model, *FindGpu("h100"), *FindLink("pcie-gen5"), o).ok());
+  o.tensor_parallel = 1;
+  o.fp8_compute = true;
+  EXPECT_FALSE(PrefillModel::Create(model, *FindGpu("a100"), *FindLink("pcie-gen5"), o).ok());
+}
+
+TEST(CostTest, DollarsPerMillionTokensByHand) {
+  const PrefillModel m = Llama8b("h100", "pcie-gen5");
+  // Hit rate 0.5 on a 1,000-token prompt: reload 500 tokens over PCIe 5 (64 GB/s, 10 us),
+  // prefill positions 500..1000.
+  const double reload = 10e-6 + 500 * kKvBytesPerToken / 64e9;
+  const double suffix = (kDenseFlopsPerToken * 500 +
+                         kAttentionFlopsPerTokenSquared * (1000.0 * 1000 - 500.0 * 500)) /
+                        kFlopsPerSecond;
+  Result<CostPoint> p = CostAtHitRate(m, 2.0, 1000, 0.5);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->ttft_seconds, reload + suffix, 1e-12);
+  EXPECT_NEAR(p->usd_per_million_prompt_tokens, (reload + suffix) * 2.0 / 3600 * 1e6 / 1000,
+              1e-12);
+  EXPECT_NEAR(p->usd_per_million_prompt_tokens, 0.0086367, 1e-6);
+  Result<CostPoint> cold = CostAtHitRate(m, 2.0, 1000, 0.0);
+  ASSERT_TRUE(cold.ok());
+  EXPECT_NEAR(cold->usd_per_million_prompt_tokens, 0.0159772, 1e-6);
+}
+
+TEST(CostTest, CurveFallsWithHitRateAndRejectsBadInput) {
+  const PrefillModel m = Llama8b("h100", "pcie-gen5");
+  Result<std::vector<CostPoint>> curve = CostCurve(m, 2.0, 8192, 10);
+  ASSERT_TRUE(curve.ok());
+  ASSERT_EQ(curve->size(), 11u);
+  for (size_t i = 1; i < curve->size(); ++i) {
+    EXPECT_LT((*curve)[i].usd_per_million_prompt_tokens,
+              (*curve)[i - 1].usd_per_million_prompt_tokens);
+  }
+  EXPECT_EQ(CostAtHitRate(m, 2.0, 1000, 1.2).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(CostAtHitRate(m, -1.0, 1000, 0.5).ok());
+  EXPECT_FALSE(CostAtHitRate(m, 2.0, 0, 0.5).ok());
+}
+
+}  // namespace
+}  // namespace kvtier::planning

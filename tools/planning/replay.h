@@ -1,0 +1,114 @@
+// Trace replay: drives the real kvtier Store, in payload-free simulation mode and on the
+// trace's clock, with a prefix-hash trace, and reports what the cache would have done.
+//
+// Per request, in timestamp order: the virtual clock is set to the request's time; the
+// request's hash ids become BlockKeys (OpaqueBlockKey of the id, in a namespace per tenant);
+// LookupPrefix finds the cached prefix; the missing blocks are Put in order, each with its
+// predecessor as PutOptions::parent. A block's value size is the KV bytes of its tokens
+// (KvBytesForTokens); the bytes themselves are never touched. Eviction, chains, budgets and
+// TTLs are the Store's own: nothing here re-implements a policy.
+//
+// Thread safety: Replay and CapacityCurve are reentrant; each opens its own Store.
+
+#ifndef KVTIER_TOOLS_PLANNING_REPLAY_H_
+#define KVTIER_TOOLS_PLANNING_REPLAY_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvtier/options.h"
+#include "kvtier/status.h"
+#include "kvtier/store.h"
+#include "tools/planning/catalog.h"
+#include "tools/planning/crossover.h"
+#include "tools/planning/kv_math.h"
+#include "tools/planning/trace.h"
+
+namespace kvtier::planning {
+
+inline constexpr int kNumTiers = 3;  // G2, G3, G4.
+inline constexpr int TierSlot(TierLevel tier) { return static_cast<int>(tier) - 2; }
+
+struct ReplayOptions {
+  // The model whose KV the blocks hold; with kv_precision it sets every block's size.
+  ModelSpec model;
+  KvPrecision kv_precision = KvPrecision::kBf16;
+  // Host DRAM (G2) capacity of the simulated store.
+  uint64_t g2_capacity_bytes = 64 * kGiB;
+  // Store allocation page; 0 = 64 KiB, raised when the capacity would exceed 2^32 pages.
+  // Blocks waste under one page each, so the page should be small against a block.
+  uint32_t page_bytes = 0;
+  // S3-FIFO small-queue share (MemoryTierOptions::small_queue_fraction).
+  double small_queue_fraction = 0.1;
+  // Per-tenant TTL since last access, in trace seconds; 0 = never expire.
+  uint64_t ttl_seconds = 0;
+  // For prefill time saved: the prefill model with the link that serves hits from each
+  // tier, indexed by TierSlot. A tier without one has its hits valued with the G2 model;
+  // without a G2 model no time is computed.
+  std::array<std::optional<PrefillModel>, kNumTiers> reload_by_tier;
+};
+
+struct TierReplayStats {
+  uint64_t hit_blocks = 0;
+  uint64_t hit_tokens = 0;
+  uint64_t bytes_read = 0;     // KV bytes of the blocks served from this tier.
+  uint64_t bytes_written = 0;  // KV bytes put into this tier (puts land in G2).
+  uint64_t blocks_written = 0;
+};
+
+struct ReplayReport {
+  uint64_t capacity_bytes = 0;
+  uint64_t requests = 0;
+  uint64_t block_references = 0;
+  uint64_t prompt_tokens = 0;      // Sum of input_length.
+  uint64_t referenced_tokens = 0;  // Tokens covered by hash ids (the cacheable part).
+  uint64_t unique_blocks = 0;
+  uint64_t unique_block_bytes = 0;  // Footprint of every distinct block: capacity for 100%.
+  std::array<TierReplayStats, kNumTiers> tiers;
+  uint64_t blocks_written = 0;
+  uint64_t blocks_never_read = 0;  // Written, then evicted or left at the end, never hit.
+  uint64_t puts_accepted = 0;      // Puts that returned OK.
+  uint64_t puts_stored = 0;        // Of those, blocks the store kept (TenantStats::puts).
+  uint64_t puts_failed = 0;        // Puts that returned an error (nothing evictable).
+  std::string first_put_error;     // The first such error, for the report.
+  uint64_t evictions = 0;
+  uint64_t expirations = 0;
+  bool has_prefill_model = false;
+  double prefill_seconds_without_cache = 0;
+  double prefill_seconds_with_cache = 0;
+  uint32_t tensor_parallel = 1;
+
+  uint64_t hit_blocks() const;
+  uint64_t hit_tokens() const;
+  double block_hit_rate() const;
+  double token_hit_rate() const;  // Hit tokens / prompt tokens.
+  double never_read_share() const;
+  // Writes the store declined while returning OK: what an admission policy saves.
+  uint64_t writes_declined() const { return puts_accepted - puts_stored; }
+  double prefill_seconds_saved() const {
+    return prefill_seconds_without_cache - prefill_seconds_with_cache;
+  }
+  double gpu_hours_saved() const { return prefill_seconds_saved() * tensor_parallel / 3600; }
+};
+
+// InvalidArgument when a block exceeds the store's 1 GiB block limit or the capacity is
+// smaller than the largest block; errors from Store::Open otherwise.
+Result<ReplayReport> Replay(const Trace& trace, const ReplayOptions& options);
+
+struct CapacityPoint {
+  uint64_t capacity_bytes = 0;
+  double block_hit_rate = 0;
+  double token_hit_rate = 0;
+};
+
+// Replays once per capacity. An empty `capacities` picks 1/64, 1/32, ..., 1/2 and 1 times
+// the trace's unique footprint (capacities below the largest block are left out).
+Result<std::vector<CapacityPoint>> CapacityCurve(const Trace& trace, const ReplayOptions& options,
+                                                 std::vector<uint64_t> capacities);
+
+}  // namespace kvtier::planning
+
+#endif  // KVTIER_TOOLS_PLANNING_REPLAY_H_

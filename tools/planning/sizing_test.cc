@@ -1,0 +1,93 @@
+#include "tools/planning/sizing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace kvtier::planning {
+namespace {
+
+// One Llama 3.1 8B replica on one H100; one session a second, two turns, 10,000-token
+// prompts of which 1,000 are new per turn; gaps average 60 s and retention keeps blocks for
+// 60 ln 4 s, so 3/4 of the second turns come back in time. Everything lives in G2.
+Scenario HandScenario() {
+  Scenario s;
+  s.gpu = "h100";
+  s.models = {{"llama-3.1-8b", 1, 1}};
+  s.context = {{10'000, 1}};
+  s.sessions_per_day = 86'400;
+  s.concurrent_sessions = 10;
+  s.turns_per_session = 2;
+  s.new_tokens_per_turn = 1'000;
+  s.idle_seconds = 60;
+  s.retention_seconds = 60 * std::log(4.0);
+  s.g2_idle_seconds = s.retention_seconds;
+  s.g3_idle_seconds = s.retention_seconds;
+  s.data_reduction_ratio = 2;
+  return s;
+}
+
+TEST(SizingTest, HandWorkedScenario) {
+  Result<SizingReport> r = ComputeSizing(HandScenario());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->models.size(), 1u);
+  const ModelSizing& m = r->models[0];
+  // 80 GiB x 0.9 minus 8,030,261,248 BF16 weights.
+  EXPECT_DOUBLE_EQ(m.free_hbm_per_gpu_for_kv, 80.0 * (1 << 30) * 0.9 - 8'030'261'248.0 * 2);
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token, 131'072);
+  // Hit rate: half the requests are second turns, reusing 9,000 of 10,000 tokens 3/4 of
+  // the time: 0.5 x 0.9 x 0.75.
+  EXPECT_NEAR(m.token_hit_rate, 0.3375, 1e-12);
+  // G2 holds 1.31 GB per gap for 60 x (1 - 1/4) s on average, and every session's final
+  // KV for the whole retention time: 1.31072e9 x (45 + 60 ln 4) bytes.
+  const double expected = 1.31072e9 * (45 + 60 * std::log(4.0));
+  EXPECT_NEAR(m.tier_bytes[0], expected, 1);
+  EXPECT_NEAR(m.tier_bytes[1], 0, 1e-6);
+  EXPECT_NEAR(r->tier_bytes[0], expected, 1);
+  EXPECT_NEAR(m.tier_hit_share[0], 1, 1e-12);
+  EXPECT_LT(m.ttft_with_cache, m.ttft_without_cache);
+  EXPECT_GT(m.gpu_hours_saved_per_day, 0);
+  EXPECT_NE(SizingText(*r).find("33.8%"), std::string::npos);
+  EXPECT_NE(SizingJson(*r).find("\"token_hit_rate\""), std::string::npos);
+  EXPECT_NE(SizingHtml(*r).find("<table>"), std::string::npos);
+}
+
+TEST(SizingTest, LongerGapsMoveCapacityDownTheTiers) {
+  Scenario s = HandScenario();
+  s.retention_seconds = 7200;
+  s.g2_idle_seconds = 30;
+  s.g3_idle_seconds = 600;
+  Result<SizingReport> r = ComputeSizing(s);
+  ASSERT_TRUE(r.ok());
+  const ModelSizing& m = r->models[0];
+  EXPECT_GT(m.tier_bytes[2], m.tier_bytes[1]);
+  EXPECT_NEAR(m.tier_hit_share[0] + m.tier_hit_share[1] + m.tier_hit_share[2], 1, 1e-9);
+  EXPECT_GT(m.tier_hit_share[0], m.tier_hit_share[2]);
+}
+
+TEST(SizingTest, ParsesJsonAndRejectsNonsense) {
+  Result<Scenario> s = ParseScenarioJson(R"({"gpu": "h200", "models": [{"model": "deepseek-v3",
+      "share": 1, "tp": 8}], "context": [{"tokens": 4096, "share": 1}], "kv_dtype": "fp8",
+      "weight_bytes_per_param": 1})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(ComputeSizing(*s).ok());
+
+  EXPECT_FALSE(ParseScenarioJson(R"({"gpus": "h100"})").ok());  // Typo: unknown field.
+  Result<Scenario> negative = ParseScenarioJson(R"({"retention_seconds": -5})");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("negative"), std::string_view::npos);
+  EXPECT_FALSE(ParseScenarioJson(R"({"data_reduction_ratio": 0.5})").ok());
+  EXPECT_FALSE(ParseScenarioJson(R"({"context": [{"tokens": 0, "share": 1}]})").ok());
+
+  Scenario too_big = HandScenario();
+  too_big.models = {{"llama-3.1-405b", 1, 1}};  // 810 GB of BF16 weights on one GPU.
+  Result<SizingReport> r = ComputeSizing(too_big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not fit"), std::string_view::npos);
+  Scenario unknown = HandScenario();
+  unknown.gpu = "tpu-v5";
+  EXPECT_EQ(ComputeSizing(unknown).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kvtier::planning
