@@ -2,10 +2,13 @@
 # Everything comes from Debian's archive; nothing is downloaded at build time.
 
 KVTIER_PACKAGES=(
+  # toolchain
   cmake ninja-build g++ clang lld libclang-rt-14-dev pkg-config python3
-  libssl-dev libabsl-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libzstd-dev liblz4-dev zstd
-  chromium
+  # libraries
+  libssl-dev libabsl-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
+  libzstd-dev liburing-dev libxxhash-dev libgtest-dev libgmock-dev
+  # peers and checkers that tests and benchmarks start themselves
+  redis-server redis-tools python3-redis prometheus fio iperf3 curl chromium
 )
 
 kvtier_install_deps() {

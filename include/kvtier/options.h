@@ -61,11 +61,13 @@ struct DiskTierOptions {
   // open it at a time (the second gets FailedPrecondition). Empty = no G3 tier.
   std::string dir;
 
-  // Most bytes of segment files, including records not yet reclaimed. Never exceeded.
+  // Most bytes of segment files, including records not yet reclaimed. Never exceeded. Must
+  // hold at least two segments.
   uint64_t capacity_bytes = 64 * kGiB;
 
-  // Size of one segment file. Larger segments mean fewer files and cheaper sequential writes;
-  // smaller ones let reclamation free space in finer steps.
+  // Size of one segment file, a multiple of 4 KiB from 64 KiB to 4 GiB. Larger segments mean
+  // fewer files and cheaper sequential writes; smaller ones let reclamation free space in
+  // finer steps.
   uint64_t segment_bytes = 256 * kMiB;
 
   // When a put is acknowledged. kWritten: the record has reached the device with O_DIRECT (it
@@ -77,7 +79,7 @@ struct DiskTierOptions {
   // Use io_uring when the kernel offers it; otherwise (or when false) pread/pwrite.
   bool use_io_uring = true;
 
-  // I/Os in flight per batch.
+  // I/Os in flight per batch, 1 to 4096.
   uint32_t io_depth = 16;
 };
 

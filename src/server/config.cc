@@ -38,8 +38,8 @@ page_bytes = "4KiB"
 prefault = false
 
 [disk]                             # G3: local NVMe; off while dir is ""
-dir = ""                           # relative paths are under data_dir, e.g. "disk"
-capacity = "64GiB"
+dir = "disk"                       # relative to data_dir; "" turns G3 off
+capacity = "16GiB"                 # an upper bound: segments are created as data arrives
 segment_bytes = "256MiB"
 durability = "written"             # "written" (survives kill -9) or "synced" (power loss)
 use_io_uring = true

@@ -19,7 +19,8 @@ TEST(ConfigTest, EmbeddedDefaultServesLocalhostWithOneAnonymousTenant) {
   EXPECT_EQ(c.resp_listen, "127.0.0.1:6380");
   EXPECT_EQ(c.http_listen, "127.0.0.1:7381");
   EXPECT_EQ(c.store.memory.capacity_bytes, kGiB);
-  EXPECT_TRUE(c.store.disk.dir.empty());
+  EXPECT_EQ(c.StoreOptions().disk.dir, "./kvtier-data/disk");
+  EXPECT_EQ(c.store.disk.capacity_bytes, 16 * kGiB);
   ASSERT_EQ(c.tenants.size(), 1u);
   EXPECT_EQ(c.tenants[0].options.name, "default");
   EXPECT_EQ(c.anonymous_tenant, "default");

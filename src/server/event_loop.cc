@@ -343,7 +343,7 @@ void EventLoop::CloseConnection(Connection* conn) {
 void EventLoop::SweepIdle(Clock::time_point now) {
   const auto idle = std::chrono::seconds(ctx_->config->idle_timeout_seconds);
   const auto linger = idle.count() > 0 ? std::min<std::chrono::seconds>(idle, kMaxLinger) : kMaxLinger;
-  std::vector<Connection*> expired;
+  std::vector<Connection*> all;
   for (auto& [raw, conn] : connections_) {
     auto quiet = now - raw->last_activity();
     if (raw->state() == Connection::State::kOpen) {
@@ -351,9 +351,9 @@ void EventLoop::SweepIdle(Clock::time_point now) {
     } else if (quiet > linger) {
       raw->Kill();
     }
-    expired.push_back(raw);
+    all.push_back(raw);
   }
-  for (Connection* c : expired) UpdateInterest(c);
+  for (Connection* c : all) UpdateInterest(c);
 }
 
 void EventLoop::Run() {

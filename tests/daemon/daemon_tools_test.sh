@@ -62,6 +62,29 @@ curl -fsS "http://127.0.0.1:$http_port/admin/tenants" | grep -q '"name":"default
 [ "$(curl -fsS "http://127.0.0.1:$http_port/healthz")" = "ok" ] || fail "/healthz"
 echo "admin API: ok"
 
+# redis-py (Debian python3-redis), the client LMCache's redis:// remote backend is built on, used
+# the way LMCache's connector does: <key>kv_bytes and <key>metadata with SET/GET/EXISTS/DEL.
+if /usr/bin/python3 -c "import redis" 2>/dev/null; then
+  /usr/bin/python3 - "$resp_port" <<'PY' || fail "redis-py as LMCache uses it"
+import os, sys, redis
+r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
+key = "lmcache@model@0@0@abcdef"
+kv = os.urandom(2 * 1024 * 1024)
+meta = b"\x01" * 28
+assert r.exists(key + "metadata") == 0
+r.set(key + "kv_bytes", kv)
+r.set(key + "metadata", meta)
+assert r.exists(key + "metadata") == 1
+assert r.get(key + "metadata") == meta and r.get(key + "kv_bytes") == kv
+assert r.delete(key + "kv_bytes", key + "metadata") == 2
+assert r.get(key + "kv_bytes") is None
+assert r.ping()
+PY
+  echo "redis-py (LMCache-style): ok"
+else
+  echo "note: python3-redis not installed; LMCache-style redis-py check skipped"
+fi
+
 # redis-benchmark, as the issue asks: -t set,get.
 redis-benchmark -p "$resp_port" -t set,get -n 2000 -c 20 -d 4096 -q 2>&1 | tr '\r' '\n' >"$DIR/bench" \
   || fail "redis-benchmark"

@@ -18,7 +18,9 @@
 namespace kvtier::disk {
 namespace {
 
-// Bytes read at a time when scanning a segment without a footer.
+// Bytes read at a time when scanning a segment without a footer: the first read is small
+// (a crash often leaves a segment with few records), later ones grow up to the maximum.
+constexpr size_t kFirstScanWindowBytes = 64 * kKiB;
 constexpr size_t kScanWindowBytes = 4 * kMiB;
 
 bool AllZero(std::span<const std::byte> bytes) {
@@ -96,11 +98,13 @@ Result<std::vector<FooterEntry>> DiskTierImpl::ScanSegment(File* file, uint64_t 
   if (window.size() == 0) return Status::ResourceExhausted("disk tier: out of memory");
   uint64_t window_offset = 0;
   size_t window_bytes = 0;
+  size_t next_read = kFirstScanWindowBytes;
   uint64_t pos = kSegmentHeaderBytes;
   while (pos + kPageBytes <= file_bytes) {
     if (pos < window_offset || pos + kPageBytes > window_offset + window_bytes) {
       window_offset = pos;
-      KVTIER_RETURN_IF_ERROR(file->Read(pos, window.span(), &window_bytes));
+      KVTIER_RETURN_IF_ERROR(file->Read(pos, window.prefix(next_read), &window_bytes));
+      next_read = std::min(2 * next_read, kScanWindowBytes);
       window_bytes -= window_bytes % kPageBytes;
       if (window_bytes < kPageBytes) break;
     }
@@ -120,19 +124,20 @@ Result<std::vector<FooterEntry>> DiskTierImpl::ScanSegment(File* file, uint64_t 
       ++*corrupt;  // Torn: the header reached the disk, the end of the record did not.
       break;
     }
-    uint64_t checksum;
+    bool intact;
     if (record_bytes <= at.size()) {
-      checksum = Checksum64(at.subspan(header_bytes, h->stored_bytes));
+      intact = Checksum64(at.subspan(header_bytes, h->stored_bytes)) == h->payload_checksum;
     } else {
       AlignedBuffer whole(record_bytes);
       size_t got = 0;
       if (whole.size() == 0) return Status::ResourceExhausted("disk tier: out of memory");
       KVTIER_RETURN_IF_ERROR(file->Read(pos, whole.span(), &got));
-      checksum = got < record_bytes ? ~h->payload_checksum
-                                    : Checksum64(whole.span().subspan(header_bytes, h->stored_bytes));
+      intact = got == record_bytes &&
+               Checksum64(whole.span().subspan(header_bytes, h->stored_bytes)) ==
+                   h->payload_checksum;
     }
     const int tenant = TenantIndex(h->tenant);
-    if (checksum != h->payload_checksum) {
+    if (!intact) {
       ++*corrupt;  // Its length is trustworthy (the header checksum held): skip just this one.
     } else if (tenant >= 0) {
       entries.push_back(FooterEntry{h->kind, static_cast<uint16_t>(tenant), h->key,

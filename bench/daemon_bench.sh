@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# kvtierd on loopback against the physical limit and a peer, in one run, 2 MiB values:
+#   iperf3 single stream, 1 MiB writes           (the link)
+#   redis-server GET/SET with redis-benchmark    (the peer)
+#   kvtierd RESP GET/SET with the same redis-benchmark, same concurrency
+#   kvtierd native TCP GET/PUT (kvtier_daemon_bench, same concurrency)
+# and prints the ratios. Usage: bench/daemon_bench.sh BUILD_DIR [clients] [ops_per_client]
+# Needs iperf3, redis-server and redis-tools (Debian packages of those names).
+set -euo pipefail
+
+BUILD=${1:?usage: daemon_bench.sh BUILD_DIR [clients] [ops_per_client]}
+CLIENTS=${2:-4}
+OPS=${3:-200}
+VALUE=2097152
+KVTIERD=$BUILD/src/server/kvtierd
+NATIVE_BENCH=$BUILD/src/server/kvtier_daemon_bench
+for tool in iperf3 redis-server redis-benchmark python3; do
+  command -v "$tool" >/dev/null || { echo "missing $tool"; exit 1; }
+done
+
+DIR=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 1 500); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.01
+  done
+  echo "port $1 never opened"; exit 1
+}
+
+# 1. iperf3: one stream, 1 MiB writes.
+IPERF_PORT=$(free_port)
+iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &
+PIDS+=($!)
+# Retry until the server is up (a bare connect probe would be taken for an iperf3 client).
+for _ in $(seq 1 200); do
+  iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -l 1M -t 5 -J >"$DIR/iperf.json" 2>/dev/null && break
+  sleep 0.02
+done
+IPERF_GBPS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8/2**30)' "$DIR/iperf.json")
+echo "iperf3 single stream -l 1M: $(printf %.2f "$IPERF_GBPS") GiB/s"
+
+# redis-benchmark SET and GET against a port; prints "op rps p50_ms p99_ms" lines.
+N=$((CLIENTS * OPS))
+redis_bench() {
+  redis-benchmark -p "$1" -t set,get -d "$VALUE" -n "$N" -c "$CLIENTS" --csv 2>/dev/null |
+    python3 -c '
+import csv, sys
+for row in csv.reader(sys.stdin):
+    if row and row[0] in ("SET", "GET"):
+        print(row[0], row[1], row[4], row[6])'
+}
+
+# 2. redis-server, no persistence.
+REDIS_PORT=$(free_port)
+redis-server --port "$REDIS_PORT" --save "" --appendonly no --daemonize no >/dev/null 2>&1 &
+PIDS+=($!)
+wait_port "$REDIS_PORT"
+REDIS=$(redis_bench "$REDIS_PORT")
+
+# 3 and 4. kvtierd.
+cat >"$DIR/kvtierd.toml" <<EOF
+data_dir = "$DIR"
+[server]
+native_listen = "127.0.0.1:0"
+resp_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+[memory]
+capacity = "$(( (CLIENTS * OPS * 2 + 64) ))MiB"
+prefault = true   # measure the protocol, not first-touch page faults of the arena
+EOF
+"$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/kvtierd.log" &
+PIDS+=($!)
+for _ in $(seq 1 500); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
+# shellcheck disable=SC1091
+source "$DIR/ports"
+KV_RESP=$(redis_bench "$resp_port")
+KV_NATIVE=$("$NATIVE_BENCH" --endpoint "127.0.0.1:$native_port" --clients "$CLIENTS" --ops "$OPS" --value-bytes "$VALUE")
+
+python3 - "$IPERF_GBPS" "$VALUE" "$CLIENTS" <<EOF
+import sys
+iperf = float(sys.argv[1]); value = int(sys.argv[2]); clients = sys.argv[3]
+def parse_redis(text):
+    out = {}
+    for line in text.strip().splitlines():
+        op, rps, p50, p99 = line.split()
+        out[op] = (float(rps) * value / 2**30, float(p50), float(p99))
+    return out
+redis = parse_redis("""$REDIS""")
+resp = parse_redis("""$KV_RESP""")
+native = {}
+for line in """$KV_NATIVE""".strip().splitlines()[1:]:
+    f = line.split(",")
+    native[f[0]] = (float(f[5]), float(f[6]), float(f[7]))
+print(f"\n2 MiB values, {clients} clients, loopback")
+print(f"{'':28s} {'GiB/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s}  {'vs iperf3':>9s}  {'vs redis':>8s}")
+def row(name, r, peer=None):
+    ratio = f"{r[0] / peer[0]:8.2f}x" if peer else ""
+    print(f"{name:28s} {r[0]:8.2f} {r[1]:8.3f} {r[2]:8.3f}  {r[0] / iperf:8.2f}x  {ratio}")
+print(f"{'iperf3 -l 1M (1 stream)':28s} {iperf:8.2f}")
+row("redis-server SET", redis["SET"]); row("redis-server GET", redis["GET"])
+row("kvtierd RESP SET", resp["SET"], redis["SET"]); row("kvtierd RESP GET", resp["GET"], redis["GET"])
+row("kvtierd native PUT", native["PUT"]); row("kvtierd native GET", native["GET"])
+print("\ntargets: native GET/PUT >= 0.85x iperf3; RESP GET/SET >= redis-server and >= 0.8x iperf3,"
+      " p99 <= redis-server's")
+EOF

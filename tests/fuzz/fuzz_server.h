@@ -1,0 +1,65 @@
+// A kvtierd ServerContext over a small in-memory Store, shared by the protocol fuzz targets so
+// that they drive the real request handlers, not only the decoders.
+
+#ifndef KVTIER_TESTS_FUZZ_FUZZ_SERVER_H_
+#define KVTIER_TESTS_FUZZ_FUZZ_SERVER_H_
+
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kvtier/store.h"
+#include "src/server/config.h"
+#include "src/server/handler.h"
+#include "src/server/metrics.h"
+
+namespace kvtier::fuzz {
+
+class FuzzServer {
+ public:
+  // Aborts (it is a fuzzer) if the store cannot be opened.
+  FuzzServer() {
+    if (!server::ApplyConfigToml(server::kDefaultConfigToml, "default", &config_).ok()) std::abort();
+    config_.store.memory.capacity_bytes = 16 << 20;
+    config_.store.max_block_bytes = 64 << 10;
+    config_.max_batch = 64;
+    auto store = Store::Open(config_.StoreOptions());
+    if (!store.ok()) std::abort();
+    store_ = std::move(store).value();
+    auto auth = server::Authenticator::Create(config_, *store_);
+    if (!auth.ok()) std::abort();
+    auth_ = std::make_unique<server::Authenticator>(std::move(auth).value());
+    ctx_.config = &config_;
+    ctx_.store = store_.get();
+    ctx_.metrics = &metrics_;
+    ctx_.auth = auth_.get();
+    ctx_.max_frame_bytes = static_cast<uint32_t>(config_.EffectiveMaxFrameBytes());
+  }
+
+  // Feeds `input` to `handler` as one connection would, until it needs more or closes.
+  static void Drive(server::ProtocolHandler* handler, std::vector<std::byte> input) {
+    server::OutputQueue out;
+    size_t pos = 0;
+    while (pos < input.size()) {
+      server::ProtocolHandler::Outcome o = handler->HandleOne(std::span(input).subspan(pos), &out);
+      if (o.action != server::ProtocolHandler::Outcome::Action::kHandled) break;
+      if (o.consumed == 0) std::abort();  // A handled request must consume bytes.
+      pos += o.consumed;
+      out.Clear();
+    }
+  }
+
+  const server::ServerContext* ctx() const { return &ctx_; }
+
+ private:
+  server::ServerConfig config_;
+  std::unique_ptr<Store> store_;
+  server::Metrics metrics_;
+  std::unique_ptr<server::Authenticator> auth_;
+  server::ServerContext ctx_;
+};
+
+}  // namespace kvtier::fuzz
+
+#endif  // KVTIER_TESTS_FUZZ_FUZZ_SERVER_H_
