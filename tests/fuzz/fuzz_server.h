@@ -18,10 +18,11 @@ namespace kvtier::fuzz {
 
 class FuzzServer {
  public:
-  // Aborts (it is a fuzzer) if the store cannot be opened.
+  // A G2-only store. Aborts (it is a fuzzer) if the store cannot be opened.
   FuzzServer() {
     if (!server::ApplyConfigToml(server::kDefaultConfigToml, "default", &config_).ok()) std::abort();
     config_.store.memory.capacity_bytes = 16 << 20;
+    config_.store.disk.dir.clear();  // G2 only: no files, and parallel fuzzers share nothing.
     config_.store.max_block_bytes = 64 << 10;
     config_.max_batch = 64;
     auto store = Store::Open(config_.StoreOptions());
