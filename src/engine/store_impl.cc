@@ -20,6 +20,12 @@ std::vector<T> ForEachKey(std::span<const BlockKey> keys, Fn fn) {
   return out;
 }
 
+Status BufferTooSmall(size_t buffer, size_t block) {
+  return Status::OutOfRange("buffer of " + std::to_string(buffer) +
+                            " bytes is smaller than the block (" + std::to_string(block) +
+                            " bytes)");
+}
+
 }  // namespace
 
 Result<Options> SanitizeOptions(const Options& in) {
@@ -185,9 +191,7 @@ Result<size_t> StoreImpl::Read(TenantId tenant, const BlockKey& key, std::span<s
     Result<size_t> size = disk_->BlockSize(tenant.value, key);
     if (!size.ok()) return size.status();
     if (out.size() < *size) {
-      return Status::OutOfRange("buffer of " + std::to_string(out.size()) +
-                                " bytes is smaller than the block (" + std::to_string(*size) +
-                                " bytes)");
+      return BufferTooSmall(out.size(), *size);
     }
     std::vector<Result<size_t>> read =
         disk_->ReadMany(tenant.value, std::span(&key, 1), std::span(&out, 1));
@@ -196,9 +200,7 @@ Result<size_t> StoreImpl::Read(TenantId tenant, const BlockKey& key, std::span<s
   }
   if (!handle.ok()) return handle.status();
   if (out.size() < handle->size()) {
-    return Status::OutOfRange("buffer of " + std::to_string(out.size()) +
-                              " bytes is smaller than the block (" +
-                              std::to_string(handle->size()) + " bytes)");
+    return BufferTooSmall(out.size(), handle->size());
   }
   handle->CopyTo(out);
   return handle->size();
