@@ -33,6 +33,10 @@ struct TenantOptions {
   // A block not read or written for this many seconds is expired on every tier: a miss, then
   // removed. 0 = blocks never expire.
   uint64_t ttl_seconds = 0;
+
+  // A block older than this many seconds since it was first stored is expired on every tier,
+  // however often it is read. 0 = no maximum age.
+  uint64_t max_age_seconds = 0;
 };
 
 // The G2 tier: host DRAM in one shared-memory arena.
@@ -97,6 +101,32 @@ struct AdmissionOptions {
   uint32_t min_accesses = 2;
 };
 
+// Data services on one persistent tier (G3, G4): how its records are transformed on the way
+// to the device. G2 always holds plain bytes, because the shared-memory fast path hands its
+// arena to clients as they are.
+struct TierDataOptions {
+  // Lossless KV compression: byte planes by the block's dtype (PutOptions::dtype), then zstd;
+  // kept raw where that does not pay. Costs CPU on demotion and promotion; saves capacity and
+  // device bandwidth.
+  bool compress = true;
+  // AES-256-GCM under the tenant's data key (SecurityOptions must name a master key). A block
+  // is then readable only while its tenant's key exists (Store::ShredTenant).
+  bool encrypt = false;
+};
+
+// Keys and the audit trail (docs/security.md).
+struct SecurityOptions {
+  // Where the master key comes from: "file:<path>" (32 raw bytes or 64 hex digits, no access
+  // for other users) or "env:<VARIABLE>" (64 hex digits). Empty = no encryption; then no tier
+  // may set encrypt.
+  std::string master_key;
+  // Directory of the keystore holding the wrapped per-tenant data keys. Empty = disk.dir.
+  std::string keystore_dir;
+  // Append-only JSON-lines log of deletions, shreds, key rotations and expirations. Empty = no
+  // audit log.
+  std::string audit_log_path;
+};
+
 struct Options {
   MemoryTierOptions memory;
 
@@ -105,6 +135,11 @@ struct Options {
 
   // Which G2 evictions are demoted to G3 (asynchronously, by a background thread).
   AdmissionOptions disk_admission;
+
+  // Compression and encryption of G3 records.
+  TierDataOptions disk_data;
+
+  SecurityOptions security;
 
   // A G3 hit is copied back into G2 (promotion), so the next read is served from DRAM.
   bool promote_on_hit = true;

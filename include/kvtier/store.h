@@ -36,10 +36,20 @@ enum class TierLevel : uint8_t {
   kG4 = 4,  // Storage shared by the cluster.
 };
 
+// Session ids group the blocks of one conversation or agent run for Store::DeleteSession.
+// Chosen by the caller; 0 means "no session".
+using SessionId = uint64_t;
+
 struct PutOptions {
   // The previous block of the same prompt, when the block is part of a chain. The store keeps
   // a chain's head for as long as any later block of it is resident (it evicts tails first).
   std::optional<BlockKey> parent;
+  // The session the block belongs to. A block stored again under another session keeps the
+  // session of its first put (blocks are shared by content, not owned by a session).
+  SessionId session = 0;
+  // Element type of the KV values in the block, which compression uses to split byte planes.
+  // nullopt: unknown, compressed as plain bytes.
+  std::optional<KvDtype> dtype;
 };
 
 // One block of a batch put. The value is read during the call only.
@@ -47,6 +57,16 @@ struct BlockWrite {
   BlockKey key;
   std::span<const std::byte> value;
   std::optional<BlockKey> parent;
+  SessionId session = 0;
+  std::optional<KvDtype> dtype;
+};
+
+// What a deletion by session or tenant removed. When the call returns OK, no tier serves any
+// of those blocks any more, and no copy comes back after a restart (tombstones are durable);
+// the bytes themselves are overwritten as the tiers reclaim space.
+struct DeletionReport {
+  uint64_t memory_blocks = 0;  // G2 copies removed.
+  uint64_t disk_blocks = 0;    // G3 copies removed.
 };
 
 struct PrefixMatch {
@@ -189,6 +209,18 @@ class Store {
   // NotFound when absent. Outstanding BlockHandles stay readable until released.
   virtual Status Delete(TenantId tenant, const BlockKey& key) = 0;
   virtual std::vector<Status> DeleteMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
+
+  // Deletes every block put with `session`, on every tier. `actor` (an identifier: letters,
+  // digits and ._-@:) names who asked, for the audit log. Pinned blocks are deleted too.
+  virtual Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,
+                                               std::string_view actor) = 0;
+  // Deletes every block of the tenant, on every tier.
+  virtual Result<DeletionReport> DeleteTenant(TenantId tenant, std::string_view actor) = 0;
+  // Crypto-shredding: destroys every data key of the tenant, so that each of its encrypted
+  // records on every tier becomes unreadable at once, wherever it is, then deletes its blocks
+  // as DeleteTenant does. FailedPrecondition when the store has no master key. Later puts of the
+  // tenant are sealed under a fresh key.
+  virtual Result<DeletionReport> ShredTenant(TenantId tenant, std::string_view actor) = 0;
 
   // A pinned block is never evicted or expired. Pins nest: each Pin needs its Unpin.
   // Unpin of a block that is not pinned is FailedPrecondition.

@@ -331,4 +331,16 @@ Result<TenantStats> StoreImpl::StatsForTenant(TenantId tenant) const {
   return memory_->StatsForTenant(tenant.value);
 }
 
+Result<DeletionReport> StoreImpl::DeleteSession(TenantId, SessionId, std::string_view) {
+  return Status::Unimplemented("DeleteSession: in progress");
+}
+
+Result<DeletionReport> StoreImpl::DeleteTenant(TenantId, std::string_view) {
+  return Status::Unimplemented("DeleteTenant: in progress");
+}
+
+Result<DeletionReport> StoreImpl::ShredTenant(TenantId, std::string_view) {
+  return Status::Unimplemented("ShredTenant: in progress");
+}
+
 }  // namespace kvtier

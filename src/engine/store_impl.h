@@ -55,6 +55,10 @@ class StoreImpl final : public Store {
   size_t PurgeExpired() override;
   StoreStats Stats() const override;
   Result<TenantStats> StatsForTenant(TenantId tenant) const override;
+  Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,
+                                       std::string_view actor) override;
+  Result<DeletionReport> DeleteTenant(TenantId tenant, std::string_view actor) override;
+  Result<DeletionReport> ShredTenant(TenantId tenant, std::string_view actor) override;
 
  private:
   Status CheckTenant(TenantId tenant) const;

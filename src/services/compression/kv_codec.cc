@@ -26,6 +26,9 @@ uint32_t GetU32(const std::byte* p) {
   return v;
 }
 
+// Byte planes of an element of `dtype`; 0 for an unknown dtype.
+size_t PlaneCount(KvDtype dtype) { return dtype == kOpaqueBytes ? 1 : KvDtypeBytes(dtype); }
+
 void WriteHeader(std::byte* p, KvCodecId codec, KvDtype dtype, size_t raw_size, uint8_t planes) {
   p[0] = kMagic0;
   p[1] = kMagic1;
@@ -133,7 +136,7 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, std::span<std::b
 
 Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
                                  std::span<std::byte> out) {
-  const size_t width = KvDtypeBytes(dtype);
+  const size_t width = PlaneCount(dtype);
   if (width == 0) {
     return Status::InvalidArgument("unknown KV dtype " + std::to_string(static_cast<int>(dtype)));
   }
@@ -197,7 +200,7 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
   }
   info.codec = static_cast<KvCodecId>(codec);
   info.dtype = static_cast<KvDtype>(p[3]);
-  const size_t width = KvDtypeBytes(info.dtype);
+  const size_t width = PlaneCount(info.dtype);
   if (width == 0) {
     return Status::InvalidArgument("kv payload: unknown dtype " +
                                    std::to_string(static_cast<int>(p[3])));
@@ -255,7 +258,7 @@ Status KvCodec::Decompress(std::span<const std::byte> payload, std::span<std::by
     return Status::OK();
   }
   if (dctx_ == nullptr) return Status::ResourceExhausted("cannot allocate a zstd context");
-  const size_t width = KvDtypeBytes(info->dtype);
+  const size_t width = PlaneCount(info->dtype);
   const size_t n = info->raw_size / width;
   // A single plane decodes straight into `out`; several go through scratch and are merged.
   if (width > 1 && scratch_.size() < n * width) scratch_.resize(n * width);

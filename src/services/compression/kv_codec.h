@@ -10,9 +10,9 @@
 // Payload format (little-endian), written down so that any reader can check it:
 //   u8[2] magic "KZ"
 //   u8    codec      0 = stored, 1 = byte planes + zstd
-//   u8    dtype      KvDtype value
+//   u8    dtype      KvDtype value, or 0 for opaque bytes (one plane)
 //   u32   raw_size   bytes of the uncompressed block, at most kMaxKvPayloadBytes
-//   u8    planes     P: 0 for codec 0; KvDtypeBytes(dtype) for codec 1
+//   u8    planes     P: 0 for codec 0; KvDtypeBytes(dtype) (1 for opaque bytes) for codec 1
 //   u8[3] reserved   zero
 //   P x u32          plane descriptors: bit 31 set = plane stored raw, bits 0-30 = its bytes
 //   plane bytes, in order (plane b holds byte b of every element, b = 0 least significant),
@@ -47,6 +47,8 @@ enum class KvCodecId : uint8_t {
 };
 
 inline constexpr size_t kKvPayloadHeaderBytes = 12;
+// The dtype of blocks whose element type is unknown: coded as one plane of bytes.
+inline constexpr KvDtype kOpaqueBytes = static_cast<KvDtype>(0);
 inline constexpr size_t kMaxKvPayloadBytes = size_t{1} << 30;
 
 struct KvCodecOptions {
