@@ -156,6 +156,11 @@ struct Options {
   // nothing. Capacity may then exceed physical memory.
   bool payload_free = false;
 
+  // How often a background thread removes expired blocks (TTL, maximum age) from every tier,
+  // so that retention holds for blocks nobody asks for. 0 = never (expiry is then found on
+  // access and by Store::PurgeExpired). Payload-free stores never run it.
+  uint64_t retention_scan_seconds = 60;
+
   // Clock source. nullptr = Env::Default(). Not owned; must outlive the Store.
   Env* env = nullptr;
 };

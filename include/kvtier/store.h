@@ -49,7 +49,7 @@ struct PutOptions {
   SessionId session = 0;
   // Element type of the KV values in the block, which compression uses to split byte planes.
   // nullopt: unknown, compressed as plain bytes.
-  std::optional<KvDtype> dtype;
+  std::optional<KvDtype> dtype = std::nullopt;
 };
 
 // One block of a batch put. The value is read during the call only.
@@ -58,7 +58,7 @@ struct BlockWrite {
   std::span<const std::byte> value;
   std::optional<BlockKey> parent;
   SessionId session = 0;
-  std::optional<KvDtype> dtype;
+  std::optional<KvDtype> dtype = std::nullopt;
 };
 
 // What a deletion by session or tenant removed. When the call returns OK, no tier serves any
@@ -152,7 +152,10 @@ struct StoreStats {
   uint64_t disk_blocks = 0;
   uint64_t disk_hits = 0;
   uint64_t disk_misses = 0;
-  uint64_t disk_corrupt_records = 0; // Failed their checksum: dropped, never served.
+  uint64_t disk_corrupt_records = 0; // Failed their checksum or tag: dropped, never served.
+  uint64_t disk_unreadable_records = 0;  // Sealed under a shredded key: dropped.
+  uint64_t disk_logical_bytes = 0;   // Live G3 blocks as users see them...
+  uint64_t disk_stored_bytes = 0;    // ...and as stored (compressed): the ratio is the saving.
   uint64_t disk_evictions = 0;
   bool disk_io_uring = false;
 

@@ -6,6 +6,7 @@
 #ifndef KVTIER_COMMON_MUTEX_H_
 #define KVTIER_COMMON_MUTEX_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -33,6 +34,14 @@ class CondVar {
   void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
+    lock.release();
+  }
+  // As Wait, but returns after `timeout` at the latest.
+  template <typename Rep, typename Period>
+  void WaitFor(Mutex* mu, std::chrono::duration<Rep, Period> timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait_for(lock, timeout);
     lock.release();
   }
   void SignalAll() { cv_.notify_all(); }

@@ -28,14 +28,14 @@ void Demoter::Run() {
       std::vector<std::vector<std::byte>> joined;  // Blocks stored in several pieces.
       joined.reserve(end - begin);
       for (size_t i = begin; i < end; ++i) {
-        const std::vector<std::span<const std::byte>>& spans = batch[i].spans;
-        if (spans.size() == 1) {
-          requests.push_back({batch[i].key, spans[0]});
-          continue;
+        const MemoryTier::Demotion& d = batch[i];
+        std::span<const std::byte> value = d.spans.empty() ? std::span<const std::byte>() : d.spans[0];
+        if (d.spans.size() > 1) {
+          std::vector<std::byte>& buf = joined.emplace_back();
+          for (std::span<const std::byte> s : d.spans) buf.insert(buf.end(), s.begin(), s.end());
+          value = buf;
         }
-        std::vector<std::byte>& buf = joined.emplace_back();
-        for (std::span<const std::byte> s : spans) buf.insert(buf.end(), s.begin(), s.end());
-        requests.push_back({batch[i].key, buf});
+        requests.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
       }
       std::vector<Status> statuses = disk_->PutMany(batch[begin].tenant, requests);
       for (size_t i = begin; i < end; ++i) {

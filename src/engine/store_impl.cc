@@ -1,9 +1,12 @@
 #include "src/engine/store_impl.h"
 
 #include <bit>
+#include <chrono>
 #include <set>
 #include <string>
 #include <utility>
+
+#include "src/services/encryption/master_key.h"
 
 namespace kvtier {
 namespace {
@@ -18,6 +21,10 @@ std::vector<T> ForEachKey(std::span<const BlockKey> keys, Fn fn) {
   out.reserve(keys.size());
   for (const BlockKey& key : keys) out.push_back(fn(key));
   return out;
+}
+
+BlockMeta MetaOf(const DiskBlockInfo& info) {
+  return {info.session, info.created_us, info.dtype};
 }
 
 Status BufferTooSmall(size_t buffer, size_t block) {
@@ -66,42 +73,99 @@ Result<Options> SanitizeOptions(const Options& in) {
       return Status::InvalidArgument("tenant '" + t.name +
                                      "' memory_budget_bytes is below one page");
     }
-    if (t.ttl_seconds > kMaxTtlSeconds) {
-      return Status::InvalidArgument("tenant '" + t.name + "' ttl_seconds is over 100 years");
+    if (t.ttl_seconds > kMaxTtlSeconds || t.max_age_seconds > kMaxTtlSeconds) {
+      return Status::InvalidArgument("tenant '" + t.name +
+                                     "' ttl_seconds or max_age_seconds is over 100 years");
     }
   }
+  if (o.disk_data.encrypt && o.security.master_key.empty()) {
+    return Status::InvalidArgument("disk_data.encrypt needs security.master_key");
+  }
+  if (o.security.keystore_dir.empty()) o.security.keystore_dir = o.disk.dir;
+  if (!o.security.master_key.empty() && o.security.keystore_dir.empty()) {
+    return Status::InvalidArgument("security.master_key needs security.keystore_dir or disk.dir");
+  }
+  if (o.payload_free) o.retention_scan_seconds = 0;
   return o;
 }
+
+namespace {
+
+Result<encryption::MasterKey> LoadMasterKey(const std::string& source) {
+  if (source.starts_with("file:")) return encryption::MasterKey::LoadFile(source.substr(5));
+  if (source.starts_with("env:")) {
+    return encryption::MasterKey::FromEnvironment(source.substr(4).c_str());
+  }
+  return Status::InvalidArgument(
+      "security.master_key must be \"file:<path>\" or \"env:<VARIABLE>\"");
+}
+
+Result<StoreServices> OpenServices(const Options& o) {
+  StoreServices services;
+  if (!o.security.audit_log_path.empty()) {
+    Result<std::unique_ptr<audit::AuditLog>> log =
+        audit::AuditLog::Open(o.env, o.security.audit_log_path, {});
+    if (!log.ok()) return log.status();
+    services.audit = std::move(log).value();
+  }
+  if (!o.security.master_key.empty()) {
+    Result<encryption::MasterKey> master = LoadMasterKey(o.security.master_key);
+    if (!master.ok()) return master.status();
+    KVTIER_RETURN_IF_ERROR(o.env->CreateDir(o.security.keystore_dir));
+    encryption::KeyManagerOptions key_options;
+    key_options.audit = services.audit.get();
+    Result<std::unique_ptr<encryption::KeyManager>> keys =
+        encryption::KeyManager::Open(o.env, o.security.keystore_dir, *master, key_options);
+    if (!keys.ok()) return keys.status();
+    services.keys = std::move(keys).value();
+  }
+  if (!o.disk.dir.empty()) {
+    Result<std::unique_ptr<BlockCodec>> codec = BlockCodec::Create(o.disk_data, services.keys.get());
+    if (!codec.ok()) return codec.status();
+    services.disk_codec = std::move(codec).value();
+  }
+  return services;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const Options& options) {
   Result<Options> sanitized = SanitizeOptions(options);
   if (!sanitized.ok()) return sanitized.status();
   std::vector<MemoryTier::TenantConfig> tenants;
   for (const TenantOptions& t : sanitized->tenants) {
-    tenants.push_back({t.name, t.memory_budget_bytes, static_cast<uint32_t>(t.ttl_seconds)});
+    tenants.push_back({t.name, t.memory_budget_bytes, static_cast<uint32_t>(t.ttl_seconds),
+                       static_cast<uint32_t>(t.max_age_seconds)});
   }
   Result<std::unique_ptr<MemoryTier>> memory =
       MemoryTier::Open(sanitized->memory, sanitized->payload_free, std::move(tenants),
                        sanitized->env);
   if (!memory.ok()) return memory.status();
+  Result<StoreServices> services = OpenServices(*sanitized);
+  if (!services.ok()) return services.status();
   std::unique_ptr<DiskTier> disk;
   if (!sanitized->disk.dir.empty()) {
     std::vector<DiskTenantConfig> disk_tenants;
     for (const TenantOptions& t : sanitized->tenants) {
-      disk_tenants.push_back({t.name, t.disk_budget_bytes, t.ttl_seconds * 1000000});
+      disk_tenants.push_back(
+          {t.name, t.disk_budget_bytes, t.ttl_seconds * 1000000, t.max_age_seconds * 1000000});
     }
     Result<std::unique_ptr<DiskTier>> opened =
-        DiskTier::Open(sanitized->disk, std::move(disk_tenants), sanitized->env);
+        DiskTier::Open(sanitized->disk, std::move(disk_tenants), sanitized->env,
+                       services->disk_codec.get());
     if (!opened.ok()) return opened.status();
     disk = std::move(opened).value();
   }
-  return std::unique_ptr<Store>(
-      new StoreImpl(*sanitized, std::move(memory).value(), std::move(disk)));
+  return std::unique_ptr<Store>(new StoreImpl(*sanitized, std::move(services).value(),
+                                              std::move(memory).value(), std::move(disk)));
 }
 
-StoreImpl::StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory,
-                     std::unique_ptr<DiskTier> disk)
-    : options_(options), memory_(std::move(memory)), disk_(std::move(disk)) {
+StoreImpl::StoreImpl(const Options& options, StoreServices services,
+                     std::unique_ptr<MemoryTier> memory, std::unique_ptr<DiskTier> disk)
+    : options_(options),
+      services_(std::move(services)),
+      memory_(std::move(memory)),
+      disk_(std::move(disk)) {
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     tenant_ids_.emplace(options_.tenants[i].name, i);
   }
@@ -109,6 +173,39 @@ StoreImpl::StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory,
     memory_->EnableDemotion(options_.disk_admission);
     demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get());
   }
+  if (options_.retention_scan_seconds != 0) {
+    retention_thread_ = std::thread([this] { RetentionLoop(); });
+  }
+}
+
+StoreImpl::~StoreImpl() {
+  if (!retention_thread_.joinable()) return;
+  {
+    MutexLock l(&retention_mu_);
+    stopping_ = true;
+  }
+  retention_cv_.SignalAll();
+  retention_thread_.join();
+}
+
+void StoreImpl::RetentionLoop() {
+  for (;;) {
+    {
+      MutexLock l(&retention_mu_);
+      if (!stopping_) {
+        retention_cv_.WaitFor(&retention_mu_,
+                              std::chrono::seconds(options_.retention_scan_seconds));
+      }
+      if (stopping_) return;
+    }
+    PurgeExpired();
+  }
+}
+
+void StoreImpl::Audit(const audit::AuditEvent& event) {
+  if (!services_.audit) return;
+  Status s = services_.audit->Append(event);
+  if (!s.ok()) options_.env->Log("audit log append failed: " + s.ToString());
 }
 
 Result<TenantId> StoreImpl::FindTenant(std::string_view name) const {
@@ -138,21 +235,26 @@ Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std:
                       const PutOptions& options) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   KVTIER_RETURN_IF_ERROR(CheckValue(value));
-  return memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr);
+  return memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr,
+                      {options.session, 0, options.dtype});
 }
 
 std::vector<Status> StoreImpl::PutMany(TenantId tenant, std::span<const BlockWrite> writes) {
   std::vector<Status> out;
   out.reserve(writes.size());
-  for (const BlockWrite& w : writes) out.push_back(Put(tenant, w.key, w.value, {w.parent}));
+  for (const BlockWrite& w : writes) {
+    out.push_back(Put(tenant, w.key, w.value, {w.parent, w.session, w.dtype}));
+  }
   return out;
 }
 
-Result<std::vector<std::byte>> StoreImpl::ReadFromDisk(TenantId tenant, const BlockKey& key) {
+Result<std::vector<std::byte>> StoreImpl::ReadFromDisk(TenantId tenant, const BlockKey& key,
+                                                       BlockMeta* meta) {
   if (!disk_) return Status::NotFound("block not stored");
-  Result<size_t> size = disk_->BlockSize(tenant.value, key);
-  if (!size.ok()) return size.status();
-  std::vector<std::byte> buffer(*size);
+  Result<DiskBlockInfo> info = disk_->Describe(tenant.value, key);
+  if (!info.ok()) return info.status();
+  *meta = MetaOf(*info);
+  std::vector<std::byte> buffer(info->value_bytes);
   std::span<std::byte> out(buffer);
   std::vector<Result<size_t>> read = disk_->ReadMany(tenant.value, std::span(&key, 1),
                                                      std::span(&out, 1));
@@ -161,9 +263,10 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromDisk(TenantId tenant, const Bl
   return buffer;
 }
 
-void StoreImpl::Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value) {
+void StoreImpl::Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
+                        const BlockMeta& meta) {
   if (!options_.promote_on_hit) return;
-  if (memory_->Put(tenant.value, key, value, nullptr).ok()) {
+  if (memory_->Put(tenant.value, key, value, nullptr, meta).ok()) {
     promoted_.fetch_add(1, std::memory_order_relaxed);
   }
 }
@@ -172,9 +275,10 @@ Result<BlockHandle> StoreImpl::Get(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   Result<BlockHandle> handle = memory_->Acquire(tenant.value, key);
   if (handle.ok() || !disk_) return handle;
-  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key);
+  BlockMeta meta;
+  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key, &meta);
   if (!block.ok()) return block.status();
-  Promote(tenant, key, *block);
+  Promote(tenant, key, *block, meta);
   return BlockHandle(std::move(block).value());
 }
 
@@ -188,14 +292,14 @@ Result<size_t> StoreImpl::Read(TenantId tenant, const BlockKey& key, std::span<s
   Result<BlockHandle> handle = memory_->Acquire(tenant.value, key);
   if (!handle.ok() && disk_) {
     // Straight from G3 into the caller's buffer, then promoted from there.
-    Result<size_t> size = disk_->BlockSize(tenant.value, key);
-    if (!size.ok()) return size.status();
-    if (out.size() < *size) {
-      return BufferTooSmall(out.size(), *size);
+    Result<DiskBlockInfo> info = disk_->Describe(tenant.value, key);
+    if (!info.ok()) return info.status();
+    if (out.size() < info->value_bytes) {
+      return BufferTooSmall(out.size(), info->value_bytes);
     }
     std::vector<Result<size_t>> read =
         disk_->ReadMany(tenant.value, std::span(&key, 1), std::span(&out, 1));
-    if (read[0].ok()) Promote(tenant, key, out.first(*read[0]));
+    if (read[0].ok()) Promote(tenant, key, out.first(*read[0]), MetaOf(*info));
     return std::move(read[0]);
   }
   if (!handle.ok()) return handle.status();
@@ -276,9 +380,10 @@ Status StoreImpl::Pin(TenantId tenant, const BlockKey& key) {
   Status s = memory_->Pin(tenant.value, key);
   if (s.code() != StatusCode::kNotFound || !disk_) return s;
   // Pinning means "keep it in DRAM": bring a G3 block up first.
-  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key);
+  BlockMeta meta;
+  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key, &meta);
   if (!block.ok()) return block.status();
-  KVTIER_RETURN_IF_ERROR(memory_->Put(tenant.value, key, *block, nullptr));
+  KVTIER_RETURN_IF_ERROR(memory_->Put(tenant.value, key, *block, nullptr, meta));
   return memory_->Pin(tenant.value, key);
 }
 
@@ -296,7 +401,16 @@ std::vector<Status> StoreImpl::UnpinMany(TenantId tenant, std::span<const BlockK
 }
 
 size_t StoreImpl::PurgeExpired() {
-  return memory_->PurgeExpired() + (disk_ ? disk_->PurgeExpired() : 0);
+  const size_t purged = memory_->PurgeExpired() + (disk_ ? disk_->PurgeExpired() : 0);
+  if (purged > 0) {
+    audit::AuditEvent event;
+    event.op = audit::AuditOp::kExpire;
+    event.scope = audit::AuditScope::kNode;
+    event.actor = "kvtier";
+    event.blocks = purged;
+    Audit(event);
+  }
+  return purged;
 }
 
 StoreStats StoreImpl::Stats() const {
@@ -310,6 +424,9 @@ StoreStats StoreImpl::Stats() const {
     stats.disk_hits = d.hits;
     stats.disk_misses = d.misses;
     stats.disk_corrupt_records = d.corrupt_records;
+    stats.disk_unreadable_records = d.unreadable_records;
+    stats.disk_logical_bytes = d.logical_bytes;
+    stats.disk_stored_bytes = d.stored_bytes;
     stats.disk_evictions = d.evictions;
     stats.disk_io_uring = d.io_uring;
     stats.demoted_blocks = demoter_->demoted_blocks();
@@ -331,16 +448,63 @@ Result<TenantStats> StoreImpl::StatsForTenant(TenantId tenant) const {
   return memory_->StatsForTenant(tenant.value);
 }
 
-Result<DeletionReport> StoreImpl::DeleteSession(TenantId, SessionId, std::string_view) {
-  return Status::Unimplemented("DeleteSession: in progress");
+template <typename EraseMemory, typename EraseDisk>
+Result<DeletionReport> StoreImpl::EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk) {
+  DeletionReport report;
+  report.memory_blocks = erase_memory();
+  if (disk_) {
+    Result<uint64_t> on_disk = erase_disk();
+    if (!on_disk.ok()) return on_disk.status();
+    report.disk_blocks = *on_disk;
+  }
+  return report;
 }
 
-Result<DeletionReport> StoreImpl::DeleteTenant(TenantId, std::string_view) {
-  return Status::Unimplemented("DeleteTenant: in progress");
+Result<DeletionReport> StoreImpl::DeleteSession(TenantId tenant, SessionId session,
+                                                std::string_view actor) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"");
+  Result<DeletionReport> report = EraseEverywhere(
+      [&] { return memory_->EraseSession(tenant.value, session); },
+      [&] { return disk_->EraseSession(tenant.value, session); });
+  audit::AuditEvent event;
+  event.op = audit::AuditOp::kDeleteSession;
+  event.scope = audit::AuditScope::kSession;
+  event.tenant = options_.tenants[tenant.value].name;
+  event.actor = std::string(actor);
+  event.scope_id = std::to_string(session);
+  if (report.ok()) event.blocks = report->memory_blocks + report->disk_blocks;
+  event.result = report.status().code();
+  Audit(event);
+  return report;
 }
 
-Result<DeletionReport> StoreImpl::ShredTenant(TenantId, std::string_view) {
-  return Status::Unimplemented("ShredTenant: in progress");
+Result<DeletionReport> StoreImpl::DeleteTenant(TenantId tenant, std::string_view actor) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  Result<DeletionReport> report =
+      EraseEverywhere([&] { return memory_->EraseTenant(tenant.value); },
+                      [&] { return disk_->EraseTenant(tenant.value); });
+  audit::AuditEvent event;
+  event.op = audit::AuditOp::kDeleteTenant;
+  event.tenant = options_.tenants[tenant.value].name;
+  event.actor = std::string(actor);
+  if (report.ok()) event.blocks = report->memory_blocks + report->disk_blocks;
+  event.result = report.status().code();
+  Audit(event);
+  return report;
+}
+
+Result<DeletionReport> StoreImpl::ShredTenant(TenantId tenant, std::string_view actor) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  if (!services_.keys) {
+    return Status::FailedPrecondition("crypto-shredding needs a master key (security.master_key)");
+  }
+  // The keys first: from this moment no encrypted copy anywhere can be read. The KeyManager
+  // records the shred in the audit log. A tenant that never sealed anything has no keys.
+  const std::string& name = options_.tenants[tenant.value].name;
+  Status shred = services_.keys->ShredTenant(name, actor);
+  if (!shred.ok() && shred.code() != StatusCode::kNotFound) return shred;
+  return DeleteTenant(tenant, actor);
 }
 
 }  // namespace kvtier

@@ -5,6 +5,10 @@
 // Placement: puts land in G2. G2 evictions that pass admission are demoted to G3 in the
 // background. A G2 miss is looked up in G3; a G3 hit is served and, with promote_on_hit,
 // copied back into G2. Deletes, TTL purges and stats cover both tiers.
+//
+// Data services: the G3 tier encodes its records through a BlockCodec (compression, and
+// encryption under per-tenant keys from the KeyManager); deletions by session and tenant,
+// shreds and retention purges are recorded in the audit log.
 
 #ifndef KVTIER_ENGINE_STORE_IMPL_H_
 #define KVTIER_ENGINE_STORE_IMPL_H_
@@ -12,11 +16,17 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "kvtier/store.h"
+#include "src/common/mutex.h"
 #include "src/engine/demoter.h"
+#include "src/services/audit/audit_log.h"
+#include "src/services/block_codec.h"
+#include "src/services/encryption/key_manager.h"
 #include "src/tier/disk/disk_tier.h"
 #include "src/tier/memory/memory_tier.h"
 
@@ -25,11 +35,20 @@ namespace kvtier {
 // Checks and normalises options; InvalidArgument naming the offending field.
 Result<Options> SanitizeOptions(const Options& options);
 
+// The data services a store owns; each may be null (not configured).
+struct StoreServices {
+  std::unique_ptr<audit::AuditLog> audit;
+  std::unique_ptr<encryption::KeyManager> keys;
+  std::unique_ptr<BlockCodec> disk_codec;  // Used by the DiskTier.
+};
+
 class StoreImpl final : public Store {
  public:
-  // REQUIRES: `options` came from SanitizeOptions. `disk` may be null (no G3).
-  StoreImpl(const Options& options, std::unique_ptr<MemoryTier> memory,
+  // REQUIRES: `options` came from SanitizeOptions. `disk` may be null (no G3); it was opened
+  // with services.disk_codec.
+  StoreImpl(const Options& options, StoreServices services, std::unique_ptr<MemoryTier> memory,
             std::unique_ptr<DiskTier> disk);
+  ~StoreImpl() override;
 
   Result<TenantId> FindTenant(std::string_view name) const override;
   Status Put(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
@@ -63,18 +82,34 @@ class StoreImpl final : public Store {
  private:
   Status CheckTenant(TenantId tenant) const;
   Status CheckValue(std::span<const std::byte> value) const;
-  // Reads a block from G3 into a new buffer; NotFound without G3 or on a miss.
-  Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key);
+  // Reads a block from G3 into a new buffer, and what G3 knows about it into *meta; NotFound
+  // without G3 or on a miss.
+  Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key,
+                                              BlockMeta* meta);
   // Copies a G3 hit into G2 when promote_on_hit; failures only cost the promotion.
-  void Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value);
+  void Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
+               const BlockMeta& meta);
+  // G2 then G3 (G2 first: it waits for demotions in flight, so G3 sees their copies).
+  template <typename EraseMemory, typename EraseDisk>
+  Result<DeletionReport> EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk);
+  // Records an act in the audit log, when there is one; a failed append is logged, not fatal.
+  void Audit(const audit::AuditEvent& event);
+  void RetentionLoop() ABSL_LOCKS_EXCLUDED(retention_mu_);
 
   const Options options_;
+  // Services first: destroyed after the tiers that use them.
+  const StoreServices services_;
   const std::unique_ptr<MemoryTier> memory_;
   const std::unique_ptr<DiskTier> disk_;
   // Declared after the tiers so it stops (and drains) before they are destroyed.
   std::unique_ptr<Demoter> demoter_;
   std::atomic<uint64_t> promoted_{0};
   std::unordered_map<std::string, uint32_t> tenant_ids_;  // Immutable after construction.
+
+  Mutex retention_mu_;
+  CondVar retention_cv_;
+  bool stopping_ ABSL_GUARDED_BY(retention_mu_) = false;
+  std::thread retention_thread_;  // Last: started once everything it uses exists.
 };
 
 }  // namespace kvtier

@@ -96,8 +96,11 @@ class BlockCodec {
 
  private:
   struct Worker;
-  BlockCodec(const TierDataOptions& options, encryption::KeyManager* keys)
-      : options_(options), keys_(keys) {}
+  BlockCodec(const TierDataOptions& options, encryption::KeyManager* keys);
+  // Decode without wiping `out` on error.
+  Status DecodeUnchecked(uint16_t format_version, std::string_view tenant, const BlockKey& key,
+                         const PayloadInfo& info, std::span<std::byte> stored,
+                         std::span<std::byte> out);
   Result<std::unique_ptr<Worker>> TakeWorker() ABSL_LOCKS_EXCLUDED(mu_);
   void ReturnWorker(std::unique_ptr<Worker> worker) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -263,7 +263,7 @@ Status KvCodec::Decompress(std::span<const std::byte> payload, std::span<std::by
   // A single plane decodes straight into `out`; several go through scratch and are merged.
   if (width > 1 && scratch_.size() < n * width) scratch_.resize(n * width);
   std::byte* const plane_area = width > 1 ? scratch_.data() : out.data();
-  const std::byte* planes[4];
+  const std::byte* planes[4] = {};
   size_t pos = kKvPayloadHeaderBytes + 4 * width;
   for (size_t b = 0; b < width; ++b) {
     const std::byte* src = payload.data() + pos;

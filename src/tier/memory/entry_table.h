@@ -1,7 +1,7 @@
 // EntryTable: the compact metadata of the G2 tier. Entries live in a chunked pool addressed
 // by 32-bit index (no per-entry allocation, stable addresses); a linear-probing hash table of
 // indices finds them by (tenant, key); intrusive index-linked lists form the eviction queues.
-// About 80 bytes per entry plus 5 to 11 bytes of hash slots.
+// About 88 bytes per entry plus 5 to 11 bytes of hash slots.
 //
 // Not thread-safe: the owner serialises calls.
 
@@ -38,6 +38,8 @@ struct Entry {
   uint32_t parent = kNil;     // Previous block of the chain, kept while this one lives.
   uint32_t children = 0;      // Entries whose parent is this one.
   uint32_t last_access_s = 0;  // Wall-clock seconds; TTLs are whole seconds.
+  uint32_t created_s = 0;      // When the block was first stored (any tier); for max age.
+  uint32_t session = 0;        // Slot in MemoryTier's session table; 0 = no session.
   uint16_t depth = 0;          // Position in its chain (0 = head), saturating.
   uint16_t readers = 0;        // Outstanding read leases, the demotion's included.
   uint16_t pins = 0;
@@ -45,6 +47,7 @@ struct Entry {
   EntryState state = EntryState::kFree;
   QueueId queue = QueueId::kNone;
   uint8_t flags = 0;           // kEntry* bits below.
+  uint8_t dtype = 0;           // KvDtype of the values; 0 = unknown.
 };
 
 inline constexpr uint8_t kEntryMultiExtent = 1;  // More pieces in MemoryTier's side table.
@@ -86,6 +89,9 @@ class EntryTable {
   // Links `index` just ahead of `before`, which must be in `list`.
   void InsertBefore(EntryList* list, uint32_t before, uint32_t index, uint32_t pages);
   void Remove(EntryList* list, uint32_t index, uint32_t pages);
+
+  // Entries ever handed out: indices [0, high_water()) may be passed to at() (check state).
+  uint32_t high_water() const { return next_unused_; }
 
   // Heap bytes held by the pool and the hash table.
   size_t MemoryUsage() const;

@@ -37,6 +37,7 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, uint64_t capacity_bytes,
       env_(env),
       allocator_(static_cast<uint32_t>(capacity_bytes / page_bytes)) {
   MutexLock l(&mu_);
+  session_slots_.resize(1);
   tenants_.resize(tenants.size());
   for (size_t i = 0; i < tenants.size(); ++i) {
     TenantState& t = tenants_[i];
@@ -84,10 +85,48 @@ void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
 }
 
 bool MemoryTier::Expired(const Entry& e, uint32_t now) const {
-  uint32_t ttl = tenants_[e.tenant].config.ttl_s;
   // A demoting block carries on to G3, where its retention continues.
-  return ttl != 0 && e.pins == 0 && (e.flags & kEntryDemoting) == 0 &&
-         now > e.last_access_s && now - e.last_access_s > ttl;
+  if (e.flags & kEntryDemoting) return false;
+  const TenantConfig& config = tenants_[e.tenant].config;
+  // Maximum age is a retention limit: pins do not extend it.
+  if (config.max_age_s != 0 && now > e.created_s && now - e.created_s > config.max_age_s) {
+    return true;
+  }
+  return config.ttl_s != 0 && e.pins == 0 && now > e.last_access_s &&
+         now - e.last_access_s > config.ttl_s;
+}
+
+uint32_t MemoryTier::AcquireSessionSlot(uint32_t tenant, SessionId session) {
+  if (session == 0) return 0;
+  auto [it, inserted] = session_index_.try_emplace({tenant, session}, 0);
+  if (inserted) {
+    if (free_session_slots_.empty()) {
+      it->second = static_cast<uint32_t>(session_slots_.size());
+      session_slots_.emplace_back();
+    } else {
+      it->second = free_session_slots_.back();
+      free_session_slots_.pop_back();
+    }
+    session_slots_[it->second] = {tenant, session, 0};
+  }
+  ++session_slots_[it->second].refs;
+  return it->second;
+}
+
+void MemoryTier::ReleaseSessionSlot(uint32_t slot) {
+  if (slot == 0) return;
+  SessionSlot& s = session_slots_[slot];
+  if (--s.refs > 0) return;
+  session_index_.erase({s.tenant, s.id});
+  free_session_slots_.push_back(slot);
+}
+
+BlockMeta MemoryTier::MetaOf(const Entry& e) const {
+  BlockMeta meta;
+  meta.session = session_slots_[e.session].id;
+  meta.created_us = uint64_t{e.created_s} * 1000000;
+  if (e.dtype != 0) meta.dtype = static_cast<KvDtype>(e.dtype);
+  return meta;
 }
 
 void MemoryTier::Touch(uint32_t index, uint32_t now) {
@@ -107,7 +146,7 @@ uint32_t MemoryTier::FindLive(uint32_t tenant, const BlockKey& key, uint32_t now
 }
 
 Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,
-                       const BlockKey* parent) {
+                       const BlockKey* parent, const BlockMeta& meta) {
   const uint32_t pages = PagesFor(value.size());
   std::vector<Extent> extents;
   {
@@ -149,6 +188,9 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
   e.size = static_cast<uint32_t>(value.size());
   e.extent = extents[0];
   e.last_access_s = now;
+  e.created_s = meta.created_us == 0 ? now : static_cast<uint32_t>(meta.created_us / 1000000);
+  e.session = AcquireSessionSlot(tenant, meta.session);
+  e.dtype = meta.dtype ? static_cast<uint8_t>(*meta.dtype) : 0;
   e.state = EntryState::kResident;
   if (extents.size() > 1) {
     e.flags |= kEntryMultiExtent;
@@ -268,6 +310,44 @@ Status MemoryTier::Erase(uint32_t tenant, const BlockKey& key) {
   }
 }
 
+template <typename Match>
+uint64_t MemoryTier::EraseWhere(uint32_t tenant, Match match) {
+  uint64_t erased = 0;
+  for (;;) {
+    bool waiting = false;
+    for (uint32_t idx = 0; idx < table_.high_water(); ++idx) {
+      const Entry& e = table_.at(idx);
+      if (e.state != EntryState::kResident || e.tenant != tenant || !match(e)) continue;
+      if (e.flags & kEntryDemoting) {
+        waiting = true;  // Let the copy reach G3 first, so the G3 erase that follows sees it.
+        continue;
+      }
+      Detach(idx, DetachReason::kDeleted);
+      ++erased;
+    }
+    if (!waiting) return erased;
+    space_freed_.Wait(&mu_);
+  }
+}
+
+uint64_t MemoryTier::EraseSession(uint32_t tenant, SessionId session) {
+  MutexLock l(&mu_);
+  auto it = session_index_.find({tenant, session});
+  if (session == 0 || it == session_index_.end()) return 0;
+  const uint32_t slot = it->second;
+  // While EraseWhere waits for demotions the slot may be freed and reused by another session;
+  // its fields tell them apart.
+  return EraseWhere(tenant, [&](const Entry& e) {
+    return e.session == slot && session_slots_[slot].id == session &&
+           session_slots_[slot].tenant == tenant;
+  });
+}
+
+uint64_t MemoryTier::EraseTenant(uint32_t tenant) {
+  MutexLock l(&mu_);
+  return EraseWhere(tenant, [](const Entry&) { return true; });
+}
+
 Status MemoryTier::Pin(uint32_t tenant, const BlockKey& key) {
   MutexLock l(&mu_);
   const uint32_t now = NowSeconds();
@@ -304,17 +384,17 @@ size_t MemoryTier::PurgeExpired() {
   MutexLock l(&mu_);
   const uint32_t now = NowSeconds();
   size_t purged = 0;
-  for (TenantState& t : tenants_) {
-    if (t.config.ttl_s == 0) continue;
-    for (EntryList* q : {&t.small, &t.main}) {
-      for (uint32_t idx = q->head; idx != kNil;) {
-        uint32_t next = table_.at(idx).next;
-        if (Expired(table_.at(idx), now)) {
-          Detach(idx, DetachReason::kExpired);
-          ++purged;
-        }
-        idx = next;
-      }
+  if (std::none_of(tenants_.begin(), tenants_.end(), [](const TenantState& t) {
+        return t.config.ttl_s != 0 || t.config.max_age_s != 0;
+      })) {
+    return 0;
+  }
+  // The whole table, not just the queues: maximum age applies to pinned blocks too.
+  for (uint32_t idx = 0; idx < table_.high_water(); ++idx) {
+    const Entry& e = table_.at(idx);
+    if (e.state == EntryState::kResident && Expired(e, now)) {
+      Detach(idx, DetachReason::kExpired);
+      ++purged;
     }
   }
   return purged;

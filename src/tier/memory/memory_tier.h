@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -48,19 +49,29 @@
 
 namespace kvtier {
 
+// What the tiers keep about a block besides its bytes.
+struct BlockMeta {
+  SessionId session = 0;
+  uint64_t created_us = 0;  // When first stored on any tier; 0 = now.
+  std::optional<KvDtype> dtype = std::nullopt;
+};
+
 class MemoryTier final : public BlockHandle::Releaser {
  public:
   struct TenantConfig {
     std::string name;
     uint64_t budget_bytes = 0;  // 0 = unlimited.
     uint32_t ttl_s = 0;         // 0 = never expires.
+    uint32_t max_age_s = 0;     // 0 = no maximum age.
   };
+
 
   // An evicted block on its way to G3. `spans` stay valid until FinishDemotion(entry).
   struct Demotion {
     uint32_t entry;
     uint32_t tenant;
     BlockKey key;
+    BlockMeta meta;
     std::vector<std::span<const std::byte>> spans;
   };
 
@@ -79,13 +90,18 @@ class MemoryTier final : public BlockHandle::Releaser {
 
   // See Store::Put. `parent` may be null. REQUIRES: valid tenant, 0 < value.size() <= 4 GiB.
   Status Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,
-             const BlockKey* parent) ABSL_LOCKS_EXCLUDED(mu_);
+             const BlockKey* parent, const BlockMeta& meta = {}) ABSL_LOCKS_EXCLUDED(mu_);
   // A read lease on the block; NotFound on a miss.
   Result<BlockHandle> Acquire(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Number of leading keys resident; each found block counts as accessed.
   size_t LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for a demotion of the same block in flight to finish first.
   Status Erase(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes every block of the tenant put with `session` (REQUIRES: session != 0), pinned ones
+  // included; waits for their demotions in flight first. Returns how many.
+  uint64_t EraseSession(uint32_t tenant, SessionId session) ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes every block of the tenant, likewise.
+  uint64_t EraseTenant(uint32_t tenant) ABSL_LOCKS_EXCLUDED(mu_);
   Status Pin(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   Status Unpin(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   size_t PurgeExpired() ABSL_LOCKS_EXCLUDED(mu_);
@@ -124,6 +140,12 @@ class MemoryTier final : public BlockHandle::Releaser {
     TenantStats stats;
   };
   enum class DetachReason { kEvicted, kExpired, kDeleted };
+  // Sessions of resident blocks, interned so that an entry stores a 32-bit slot.
+  struct SessionSlot {
+    uint32_t tenant = 0;
+    SessionId id = 0;
+    uint32_t refs = 0;  // Resident entries naming this slot; 0 = free.
+  };
 
   MemoryTier(std::unique_ptr<Arena> arena, uint64_t capacity_bytes, uint32_t page_bytes,
              double small_fraction, std::vector<TenantConfig> tenants, Env* env);
@@ -147,6 +169,14 @@ class MemoryTier final : public BlockHandle::Releaser {
   uint32_t FindLive(uint32_t tenant, const BlockKey& key, uint32_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LinkIntoChain(uint32_t index, const BlockKey* parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t AcquireSessionSlot(uint32_t tenant, SessionId session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseSessionSlot(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  BlockMeta MetaOf(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes every resident block of `tenant` for which `match` holds, waiting for demotions
+  // in flight; returns how many.
+  template <typename Match>
+  uint64_t EraseWhere(uint32_t tenant, Match match) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Evicts until `pages` can be allocated for the tenant, waiting for demotions in flight
   // when only they hold the pages needed.
@@ -187,6 +217,9 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);
+  std::vector<SessionSlot> session_slots_ ABSL_GUARDED_BY(mu_);  // [0] is "no session".
+  std::vector<uint32_t> free_session_slots_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint32_t, SessionId>, uint32_t> session_index_ ABSL_GUARDED_BY(mu_);
 
   bool demotion_enabled_ ABSL_GUARDED_BY(mu_) = false;
   bool demotion_stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -176,7 +176,7 @@ std::vector<MemoryTier::Demotion> MemoryTier::TakeDemotions(size_t max) {
     uint32_t idx = pending_demotions_.front();
     pending_demotions_.pop_front();
     const Entry& e = table_.at(idx);
-    out.push_back({idx, e.tenant, e.key, Spans(idx)});
+    out.push_back({idx, e.tenant, e.key, MetaOf(e), Spans(idx)});
   }
   return out;
 }
@@ -216,6 +216,8 @@ void MemoryTier::Detach(uint32_t index, DetachReason reason) {
   Dequeue(index);
   table_.Unindex(index);
   e.state = EntryState::kDetached;
+  ReleaseSessionSlot(e.session);
+  e.session = 0;
   --t.stats.blocks;
   if (e.pins > 0) --t.stats.pinned_blocks;
   e.pins = 0;
