@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvtier/block_key.h"
@@ -117,6 +118,80 @@ class BlockHandle {
   size_t size_ = 0;
   std::vector<std::span<const std::byte>> extents_;
   std::vector<std::byte> owned_;
+};
+
+// The G2 arena as a same-host client maps it (the shared-memory fast path): a memfd of `size`
+// bytes, mapped at `base` in this process. An offset into it names the same bytes in every
+// process that maps the fd.
+struct SharedArena {
+  int fd = -1;
+  std::byte* base = nullptr;
+  uint64_t size = 0;
+};
+
+// Space for one block in the G2 arena, reserved by Store::Allocate, filled in place (through
+// extents() in this process, or through the arena's fd by a same-host client), then published
+// by Store::Commit. Until then no reader sees it. Destroying an allocation that was not
+// committed gives the space back. Move-only; not thread-safe itself.
+class BlockAllocation {
+ public:
+  class Owner {
+   public:
+    virtual void AbortAllocation(uint64_t id) = 0;
+
+   protected:
+    ~Owner() = default;
+  };
+
+  BlockAllocation() = default;
+  BlockAllocation(Owner* owner, uint64_t id, TenantId tenant, const BlockKey& key, size_t size,
+                  std::vector<std::span<std::byte>> extents)
+      : owner_(owner), id_(id), tenant_(tenant), key_(key), size_(size),
+        extents_(std::move(extents)) {}
+  BlockAllocation(BlockAllocation&& other) noexcept { *this = std::move(other); }
+  BlockAllocation& operator=(BlockAllocation&& other) noexcept {
+    if (this != &other) {
+      Abort();
+      owner_ = std::exchange(other.owner_, nullptr);
+      id_ = other.id_;
+      tenant_ = other.tenant_;
+      key_ = other.key_;
+      size_ = std::exchange(other.size_, 0);
+      extents_ = std::move(other.extents_);
+    }
+    return *this;
+  }
+  BlockAllocation(const BlockAllocation&) = delete;
+  BlockAllocation& operator=(const BlockAllocation&) = delete;
+  ~BlockAllocation() { Abort(); }
+
+  bool valid() const { return owner_ != nullptr; }
+  TenantId tenant() const { return tenant_; }
+  const BlockKey& key() const { return key_; }
+  size_t size() const { return size_; }
+  // The pieces to fill, in order; their sizes add up to size().
+  const std::vector<std::span<std::byte>>& extents() const { return extents_; }
+  uint64_t id() const { return id_; }
+
+  // Gives the space back (what destruction does). Afterwards valid() is false.
+  void Abort() {
+    if (owner_ != nullptr) std::exchange(owner_, nullptr)->AbortAllocation(id_);
+    extents_.clear();
+    size_ = 0;
+  }
+  // Store::Commit calls this once it has taken the allocation over.
+  void Release() {
+    owner_ = nullptr;
+    extents_.clear();
+  }
+
+ private:
+  Owner* owner_ = nullptr;
+  uint64_t id_ = 0;
+  TenantId tenant_;
+  BlockKey key_;
+  size_t size_ = 0;
+  std::vector<std::span<std::byte>> extents_;
 };
 
 struct TenantStats {
@@ -231,6 +306,17 @@ class Store {
   virtual std::vector<Status> PinMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
   virtual Status Unpin(TenantId tenant, const BlockKey& key) = 0;
   virtual std::vector<Status> UnpinMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
+
+  // ---- Shared-memory fast path (same-host clients; docs/protocol.md) ----
+  // The G2 arena; nullopt for a payload-free store.
+  virtual std::optional<SharedArena> shared_arena() const = 0;
+  // Reserves G2 space for a block of `size` bytes, evicting as Put does. AlreadyExists when the
+  // key is present (nothing to write); Put's errors otherwise.
+  virtual Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) = 0;
+  // Publishes a filled allocation as the block `allocation.key()`. OK also when a concurrent
+  // put of the same key won (blocks are immutable; the allocation's bytes are dropped).
+  // InvalidArgument for an allocation that is not valid.
+  virtual Status Commit(BlockAllocation allocation, const PutOptions& options = {}) = 0;
 
   // Removes every expired block now (expiry is otherwise found lazily). Returns how many.
   virtual size_t PurgeExpired() = 0;

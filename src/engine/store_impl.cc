@@ -239,6 +239,33 @@ Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std:
                       {options.session, 0, options.dtype});
 }
 
+std::optional<SharedArena> StoreImpl::shared_arena() const {
+  const Arena* arena = memory_->arena();
+  if (arena == nullptr) return std::nullopt;
+  return SharedArena{arena->fd(), arena->base(), arena->size()};
+}
+
+Result<BlockAllocation> StoreImpl::Allocate(TenantId tenant, const BlockKey& key, size_t size) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  if (size == 0 || size > options_.max_block_bytes) {
+    return Status::InvalidArgument("block of " + std::to_string(size) +
+                                   " bytes is empty or over max_block_bytes (" +
+                                   std::to_string(options_.max_block_bytes) + ")");
+  }
+  std::vector<std::span<std::byte>> spans;
+  Result<uint64_t> id = memory_->Reserve(tenant.value, key, size, &spans);
+  if (!id.ok()) return id.status();
+  return BlockAllocation(this, *id, tenant, key, size, std::move(spans));
+}
+
+Status StoreImpl::Commit(BlockAllocation allocation, const PutOptions& options) {
+  if (!allocation.valid()) return Status::InvalidArgument("allocation is not valid");
+  const uint64_t id = allocation.id();
+  allocation.Release();  // From here the reservation is ours to publish.
+  return memory_->CommitReserved(id, options.parent ? &*options.parent : nullptr,
+                                 {options.session, 0, options.dtype});
+}
+
 std::vector<Status> StoreImpl::PutMany(TenantId tenant, std::span<const BlockWrite> writes) {
   std::vector<Status> out;
   out.reserve(writes.size());

@@ -42,7 +42,7 @@ struct StoreServices {
   std::unique_ptr<BlockCodec> disk_codec;  // Used by the DiskTier.
 };
 
-class StoreImpl final : public Store {
+class StoreImpl final : public Store, private BlockAllocation::Owner {
  public:
   // REQUIRES: `options` came from SanitizeOptions. `disk` may be null (no G3); it was opened
   // with services.disk_codec.
@@ -78,6 +78,9 @@ class StoreImpl final : public Store {
                                        std::string_view actor) override;
   Result<DeletionReport> DeleteTenant(TenantId tenant, std::string_view actor) override;
   Result<DeletionReport> ShredTenant(TenantId tenant, std::string_view actor) override;
+  std::optional<SharedArena> shared_arena() const override;
+  Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) override;
+  Status Commit(BlockAllocation allocation, const PutOptions& options) override;
 
  private:
   Status CheckTenant(TenantId tenant) const;
@@ -92,6 +95,7 @@ class StoreImpl final : public Store {
   // G2 then G3 (G2 first: it waits for demotions in flight, so G3 sees their copies).
   template <typename EraseMemory, typename EraseDisk>
   Result<DeletionReport> EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk);
+  void AbortAllocation(uint64_t id) override { memory_->AbortReserved(id); }
   // Records an act in the audit log, when there is one; a failed append is logged, not fatal.
   void Audit(const audit::AuditEvent& event);
   void RetentionLoop() ABSL_LOCKS_EXCLUDED(retention_mu_);

@@ -459,3 +459,70 @@ TEST_F(StoreTest, PayloadFreeStoreRunsPoliciesWithoutBytes) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+TEST_F(StoreTest, AllocationIsFilledInPlaceAndInvisibleUntilCommitted) {
+  Open(4);
+  std::optional<SharedArena> arena = store_->shared_arena();
+  ASSERT_TRUE(arena.has_value());
+  EXPECT_GE(arena->fd, 0);
+  EXPECT_EQ(arena->size, 4 * kBlock);
+  Result<BlockAllocation> a = store_->Allocate(tenant_, Key(1), kBlock - 100);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::vector<std::byte> value = Value(1, kBlock - 100);
+  size_t at = 0;
+  for (std::span<std::byte> piece : a->extents()) {
+    ASSERT_GE(piece.data(), arena->base);
+    ASSERT_LE(piece.data() + piece.size(), arena->base + arena->size);
+    std::memcpy(piece.data(), value.data() + at, piece.size());
+    at += piece.size();
+  }
+  ASSERT_EQ(at, value.size());
+  EXPECT_FALSE(Has(1));
+  ASSERT_TRUE(store_->Commit(std::move(*a)).ok());
+  std::vector<std::byte> out(kBlock);
+  Result<size_t> n = store_->Read(tenant_, Key(1), out);
+  ASSERT_TRUE(n.ok());
+  out.resize(*n);
+  EXPECT_EQ(out, value);
+  EXPECT_EQ(store_->Allocate(tenant_, Key(1), kBlock).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->Commit(BlockAllocation()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Allocate(tenant_, Key(2), 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Allocate(tenant_, Key(2), kBlock + 1).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, AbandonedAllocationsGiveTheirSpaceBack) {
+  Open(4);
+  const uint64_t used_before = store_->Stats().memory_used_bytes;
+  {
+    std::vector<BlockAllocation> held;
+    for (uint64_t k = 0; k < 4; ++k) {
+      Result<BlockAllocation> a = store_->Allocate(tenant_, Key(k), kBlock);
+      ASSERT_TRUE(a.ok());
+      held.push_back(std::move(*a));
+    }
+    EXPECT_EQ(store_->Stats().memory_used_bytes, 4 * kBlock);
+    // Every page is reserved and nothing is evictable: a put must fail, not wait.
+    EXPECT_EQ(Put(9).code(), StatusCode::kResourceExhausted);
+  }
+  EXPECT_EQ(store_->Stats().memory_used_bytes, used_before);
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(Put(k).ok());
+  for (uint64_t k = 0; k < 4; ++k) EXPECT_TRUE(Has(k));
+}
+
+TEST_F(StoreTest, PayloadFreeStoreHasNoArenaToShare) {
+  Options o;
+  o.payload_free = true;
+  Result<std::unique_ptr<Store>> s = Store::Open(o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE((*s)->shared_arena().has_value());
+  EXPECT_EQ((*s)->Allocate(*(*s)->FindTenant("default"), Key(1), 100).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace kvtier

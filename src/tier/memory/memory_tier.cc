@@ -145,32 +145,29 @@ uint32_t MemoryTier::FindLive(uint32_t tenant, const BlockKey& key, uint32_t now
   return idx;
 }
 
-Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,
-                       const BlockKey* parent, const BlockMeta& meta) {
-  const uint32_t pages = PagesFor(value.size());
-  std::vector<Extent> extents;
-  {
-    MutexLock l(&mu_);
-    const uint32_t now = NowSeconds();
-    TenantState& t = tenants_[tenant];
-    uint32_t existing = FindLive(tenant, key, now);
-    if (existing != kNil) {
-      Touch(existing, now);
-      ++t.stats.duplicate_puts;
-      return Status::OK();
-    }
-    Status s = MakeRoom(tenant, pages, now);
-    if (!s.ok()) {
-      ++t.stats.rejected_puts;
-      return s;
-    }
-    allocator_.Allocate(pages, &extents);  // MakeRoom guaranteed the pages are free.
-    t.used_pages += pages;
+Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pages,
+                               std::vector<Extent>* extents) {
+  const uint32_t now = NowSeconds();
+  TenantState& t = tenants_[tenant];
+  uint32_t existing = FindLive(tenant, key, now);
+  if (existing != kNil) {
+    Touch(existing, now);
+    ++t.stats.duplicate_puts;
+    return Status::AlreadyExists("block is resident");
   }
+  Status s = MakeRoom(tenant, pages, now);
+  if (!s.ok()) {
+    ++t.stats.rejected_puts;
+    return s;
+  }
+  allocator_.Allocate(pages, extents);  // MakeRoom guaranteed the pages are free.
+  t.used_pages += pages;
+  return Status::OK();
+}
 
-  CopyIn(extents, value);
-
-  MutexLock l(&mu_);
+void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
+                         std::vector<Extent> extents, const BlockKey* parent,
+                         const BlockMeta& meta) {
   const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
   uint32_t existing = FindLive(tenant, key, now);
@@ -179,13 +176,13 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
     FreeExtents(tenant, extents);
     Touch(existing, now);
     ++t.stats.duplicate_puts;
-    return Status::OK();
+    return;
   }
   uint32_t idx = table_.NewEntry();
   Entry& e = table_.at(idx);
   e.key = key;
   e.tenant = tenant;
-  e.size = static_cast<uint32_t>(value.size());
+  e.size = static_cast<uint32_t>(size);
   e.extent = extents[0];
   e.last_access_s = now;
   e.created_s = meta.created_us == 0 ? now : static_cast<uint32_t>(meta.created_us / 1000000);
@@ -202,8 +199,64 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
   EnqueueNew(idx, t.ghost.Contains(key.Hash64()) ? QueueId::kMain : QueueId::kSmall);
   if (sketch_) sketch_->Increment(SketchHash(tenant, key));
   ++t.stats.puts;
-  t.stats.put_bytes += value.size();
+  t.stats.put_bytes += size;
+}
+
+Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,
+                       const BlockKey* parent, const BlockMeta& meta) {
+  std::vector<Extent> extents;
+  {
+    MutexLock l(&mu_);
+    Status s = AllocateFor(tenant, key, PagesFor(value.size()), &extents);
+    if (s.code() == StatusCode::kAlreadyExists) return Status::OK();
+    KVTIER_RETURN_IF_ERROR(s);
+  }
+  CopyIn(extents, value);  // Outside the lock: nobody else sees these pages yet.
+  MutexLock l(&mu_);
+  Publish(tenant, key, value.size(), std::move(extents), parent, meta);
   return Status::OK();
+}
+
+std::vector<std::span<std::byte>> MemoryTier::MutableSpans(const std::vector<Extent>& extents,
+                                                           size_t size) const {
+  std::vector<std::span<std::byte>> spans;
+  size_t remaining = size;
+  for (const Extent& x : extents) {
+    size_t n = std::min<size_t>(remaining, uint64_t{x.num_pages} * page_bytes_);
+    spans.emplace_back(arena_->base() + uint64_t{x.first_page} * page_bytes_, n);
+    remaining -= n;
+  }
+  return spans;
+}
+
+Result<uint64_t> MemoryTier::Reserve(uint32_t tenant, const BlockKey& key, size_t size,
+                                     std::vector<std::span<std::byte>>* spans) {
+  if (!arena_) return Status::FailedPrecondition("a payload-free store has no arena");
+  std::vector<Extent> extents;
+  MutexLock l(&mu_);
+  KVTIER_RETURN_IF_ERROR(AllocateFor(tenant, key, PagesFor(size), &extents));
+  *spans = MutableSpans(extents, size);
+  const uint64_t id = next_reservation_++;
+  reservations_.emplace(id, Reservation{tenant, key, size, std::move(extents)});
+  return id;
+}
+
+Status MemoryTier::CommitReserved(uint64_t id, const BlockKey* parent, const BlockMeta& meta) {
+  MutexLock l(&mu_);
+  auto it = reservations_.find(id);
+  if (it == reservations_.end()) return Status::InvalidArgument("no such allocation");
+  Reservation r = std::move(it->second);
+  reservations_.erase(it);
+  Publish(r.tenant, r.key, r.size, std::move(r.extents), parent, meta);
+  return Status::OK();
+}
+
+void MemoryTier::AbortReserved(uint64_t id) {
+  MutexLock l(&mu_);
+  auto it = reservations_.find(id);
+  if (it == reservations_.end()) return;
+  FreeExtents(it->second.tenant, it->second.extents);
+  reservations_.erase(it);
 }
 
 void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent) {

@@ -91,6 +91,17 @@ class MemoryTier final : public BlockHandle::Releaser {
   // See Store::Put. `parent` may be null. REQUIRES: valid tenant, 0 < value.size() <= 4 GiB.
   Status Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,
              const BlockKey* parent, const BlockMeta& meta = {}) ABSL_LOCKS_EXCLUDED(mu_);
+  // The shared-memory fast path's two-step put: Reserve takes room for `size` bytes (evicting
+  // as Put does) and returns an id and the spans to fill; AlreadyExists when the key is
+  // resident. CommitReserved publishes the bytes as Put would (OK without storing when the key
+  // appeared meanwhile); AbortReserved gives the room back. REQUIRES: a payload arena.
+  Result<uint64_t> Reserve(uint32_t tenant, const BlockKey& key, size_t size,
+                           std::vector<std::span<std::byte>>* spans) ABSL_LOCKS_EXCLUDED(mu_);
+  Status CommitReserved(uint64_t id, const BlockKey* parent, const BlockMeta& meta)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void AbortReserved(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  const Arena* arena() const { return arena_.get(); }
+
   // A read lease on the block; NotFound on a miss.
   Result<BlockHandle> Acquire(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Number of leading keys resident; each found block counts as accessed.
@@ -169,6 +180,16 @@ class MemoryTier final : public BlockHandle::Releaser {
   uint32_t FindLive(uint32_t tenant, const BlockKey& key, uint32_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LinkIntoChain(uint32_t index, const BlockKey* parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Put's first step: room for `pages`, allocated into *extents. AlreadyExists (counted as a
+  // duplicate put) when the key is resident.
+  Status AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pages,
+                     std::vector<Extent>* extents) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Put's last step: indexes the filled extents as the block, or frees them when the key
+  // became resident meanwhile.
+  void Publish(uint32_t tenant, const BlockKey& key, size_t size, std::vector<Extent> extents,
+               const BlockKey* parent, const BlockMeta& meta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::span<std::byte>> MutableSpans(const std::vector<Extent>& extents,
+                                                 size_t size) const;
   uint32_t AcquireSessionSlot(uint32_t tenant, SessionId session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSessionSlot(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -220,6 +241,14 @@ class MemoryTier final : public BlockHandle::Releaser {
   std::vector<SessionSlot> session_slots_ ABSL_GUARDED_BY(mu_);  // [0] is "no session".
   std::vector<uint32_t> free_session_slots_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint32_t, SessionId>, uint32_t> session_index_ ABSL_GUARDED_BY(mu_);
+  struct Reservation {
+    uint32_t tenant;
+    BlockKey key;
+    size_t size;
+    std::vector<Extent> extents;
+  };
+  std::unordered_map<uint64_t, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_reservation_ ABSL_GUARDED_BY(mu_) = 1;
 
   bool demotion_enabled_ ABSL_GUARDED_BY(mu_) = false;
   bool demotion_stopped_ ABSL_GUARDED_BY(mu_) = false;
