@@ -127,6 +127,50 @@ struct SecurityOptions {
   std::string audit_log_path;
 };
 
+// G4: storage the whole cluster already runs, shared by every node's store. Blocks are
+// content-addressed and immutable, so many nodes keep one copy (docs/shared_tier.md).
+struct SharedTierOptions {
+  // Where G4 lives. Empty = no G4. An absolute path (or "file:<path>"): a directory on a
+  // shared file system (NFS, Lustre, CephFS, 3FS, ...), which must exist. "s3://<bucket>": an
+  // S3 bucket at s3_endpoint.
+  std::string location;
+
+  // S3 service, e.g. "http://127.0.0.1:4568" or "https://s3.eu-west-1.amazonaws.com".
+  std::string s3_endpoint;
+  // Empty = $AWS_REGION, else $AWS_DEFAULT_REGION, else "us-east-1".
+  std::string s3_region;
+  // true: http://host/bucket/key (MinIO, Ceph RGW, s3rver). false: virtual-host style.
+  bool s3_path_style = true;
+  // Empty = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN.
+  std::string s3_access_key;
+  std::string s3_secret_key;
+
+  // This node's name in the cluster (temp files, the janitor lease): 1 to 64 of
+  // [A-Za-z0-9_-]. Empty = "<hostname>-<pid>".
+  std::string node_id;
+
+  // When blocks are written to G4. kOnPut: every put is uploaded in the background right
+  // away, so other nodes find it at once (a full upload queue drops uploads, counted).
+  // kOnDemotion: blocks leaving G2 for G3 (or, without G3, evicted from G2 and admitted by
+  // disk_admission) are written to G4 as well.
+  enum class WritePolicy { kOnPut, kOnDemotion };
+  WritePolicy write_policy = WritePolicy::kOnDemotion;
+
+  // A G4 hit is copied into G2, so the next read is served from DRAM.
+  bool promote_on_hit = true;
+
+  // Housekeeping, run by whichever node holds the janitor lease: total bytes (0 = no limit),
+  // bytes per tenant (0 = no limit), seconds since last access (0 = never expires), and how
+  // often the janitor runs (0 = never on this node).
+  uint64_t capacity_bytes = 0;
+  uint64_t tenant_quota_bytes = 0;
+  uint64_t ttl_seconds = 0;
+  uint64_t janitor_interval_seconds = 60;
+
+  // fsync objects before publishing them (shared file systems). Off only for scratch space.
+  bool sync = true;
+};
+
 struct Options {
   MemoryTierOptions memory;
 
@@ -138,6 +182,13 @@ struct Options {
 
   // Compression and encryption of G3 records.
   TierDataOptions disk_data;
+
+  // G4, shared by the cluster; disabled while shared.location is empty.
+  SharedTierOptions shared;
+  // Compression and encryption of G4 objects. Encrypted objects open only where the
+  // tenant's keys are: nodes must share the keystore (security.keystore_dir) to read each
+  // other's encrypted blocks.
+  TierDataOptions shared_data;
 
   SecurityOptions security;
 

@@ -68,6 +68,7 @@ struct BlockWrite {
 struct DeletionReport {
   uint64_t memory_blocks = 0;  // G2 copies removed.
   uint64_t disk_blocks = 0;    // G3 copies removed.
+  uint64_t shared_blocks = 0;  // G4 objects removed (put by any node).
 };
 
 struct PrefixMatch {
@@ -233,6 +234,15 @@ struct StoreStats {
   uint64_t disk_stored_bytes = 0;    // ...and as stored (compressed): the ratio is the saving.
   uint64_t disk_evictions = 0;
   bool disk_io_uring = false;
+
+  // G4 (all zero without a shared tier).
+  uint64_t shared_hits = 0;
+  uint64_t shared_misses = 0;
+  uint64_t shared_puts = 0;            // Objects this node published.
+  uint64_t shared_corrupt = 0;         // Failed verification: never served.
+  uint64_t shared_errors = 0;          // Storage errors (I/O, network, service).
+  uint64_t shared_uploads_dropped = 0; // kOnPut uploads dropped by a full queue.
+  bool shared_janitor_lease = false;   // This node runs G4 housekeeping.
 
   // Movement between tiers.
   uint64_t demoted_blocks = 0;        // G2 evictions written to G3.

@@ -1,8 +1,10 @@
-// Demoter: the background thread that writes blocks evicted from G2 (and admitted) to G3.
+// Demoter: the background thread that writes blocks evicted from G2 (and admitted) to G3,
+// and to G4 when G4 is written on demotion.
 //
 // It takes batches of demotions from the MemoryTier, writes them with DiskTier::PutMany
-// (several I/Os in flight), and then releases each block from G2. Until then the block stays
-// readable in G2, so a get never waits on a demotion.
+// (several I/Os in flight) and SharedTier::PutMany (in parallel), and then releases each
+// block from G2. Until then the block stays readable in G2, so a get never waits on a
+// demotion. A block counts as demoted when at least one tier took it.
 
 #ifndef KVTIER_ENGINE_DEMOTER_H_
 #define KVTIER_ENGINE_DEMOTER_H_
@@ -11,15 +13,21 @@
 #include <cstdint>
 #include <thread>
 
+#include <string>
+#include <vector>
+
 #include "src/tier/disk/disk_tier.h"
 #include "src/tier/memory/memory_tier.h"
+#include "src/tier/shared/shared_tier.h"
 
 namespace kvtier {
 
 class Demoter {
  public:
-  // Starts the thread. REQUIRES: memory->EnableDemotion was called; both outlive this.
-  Demoter(MemoryTier* memory, DiskTier* disk);
+  // Starts the thread. REQUIRES: memory->EnableDemotion was called; the tiers outlive this.
+  // `disk` or `shared` may be null (not both); `tenant_names` name G4's tenants by id.
+  Demoter(MemoryTier* memory, DiskTier* disk, SharedTier* shared,
+          std::vector<std::string> tenant_names);
   // Stops demotion, writes what is already queued, joins.
   ~Demoter();
   Demoter(const Demoter&) = delete;
@@ -33,6 +41,8 @@ class Demoter {
 
   MemoryTier* const memory_;
   DiskTier* const disk_;
+  SharedTier* const shared_;
+  const std::vector<std::string> tenant_names_;
   std::atomic<uint64_t> demoted_{0};
   std::atomic<uint64_t> failures_{0};
   std::thread thread_;  // Last: started once the members it uses exist.

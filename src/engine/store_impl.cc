@@ -7,6 +7,10 @@
 #include <utility>
 
 #include "src/services/encryption/master_key.h"
+#include "src/tier/sharedfs/shared_fs_tier.h"
+#ifdef KVTIER_WITH_S3
+#include "src/tier/s3/s3_tier.h"
+#endif
 
 namespace kvtier {
 namespace {
@@ -25,6 +29,10 @@ std::vector<T> ForEachKey(std::span<const BlockKey> keys, Fn fn) {
 
 BlockMeta MetaOf(const DiskBlockInfo& info) {
   return {info.session, info.created_us, info.dtype};
+}
+
+uint64_t BlocksRemoved(const DeletionReport& r) {
+  return r.memory_blocks + r.disk_blocks + r.shared_blocks;
 }
 
 Status BufferTooSmall(size_t buffer, size_t block) {
@@ -78,8 +86,11 @@ Result<Options> SanitizeOptions(const Options& in) {
                                      "' ttl_seconds or max_age_seconds is over 100 years");
     }
   }
-  if (o.disk_data.encrypt && o.security.master_key.empty()) {
-    return Status::InvalidArgument("disk_data.encrypt needs security.master_key");
+  if ((o.disk_data.encrypt || o.shared_data.encrypt) && o.security.master_key.empty()) {
+    return Status::InvalidArgument("encrypting a tier needs security.master_key");
+  }
+  if (o.payload_free && !o.shared.location.empty()) {
+    return Status::InvalidArgument("payload_free stores cannot have a shared tier");
   }
   if (o.security.keystore_dir.empty()) o.security.keystore_dir = o.disk.dir;
   if (!o.security.master_key.empty() && o.security.keystore_dir.empty()) {
@@ -124,7 +135,63 @@ Result<StoreServices> OpenServices(const Options& o) {
     if (!codec.ok()) return codec.status();
     services.disk_codec = std::move(codec).value();
   }
+  if (!o.shared.location.empty()) {
+    Result<std::unique_ptr<BlockCodec>> codec =
+        BlockCodec::Create(o.shared_data, services.keys.get());
+    if (!codec.ok()) return codec.status();
+    services.shared_codec = std::move(codec).value();
+  }
   return services;
+}
+
+SharedJanitorOptions JanitorOptions(const SharedTierOptions& o) {
+  SharedJanitorOptions j;
+  j.capacity_bytes = o.capacity_bytes;
+  j.tenant_quota_bytes = o.tenant_quota_bytes;
+  j.ttl_us = o.ttl_seconds * 1000000;
+  j.janitor_interval_us = o.janitor_interval_seconds * 1000000;
+  return j;
+}
+
+// G4 from SharedTierOptions::location: a shared file system directory or an S3 bucket.
+Result<std::unique_ptr<SharedTier>> OpenSharedTier(const Options& o, BlockCodec* codec) {
+  const SharedTierOptions& so = o.shared;
+  if (so.location.starts_with("s3://")) {
+#ifdef KVTIER_WITH_S3
+    S3TierOptions s3;
+    s3.client.endpoint = so.s3_endpoint;
+    s3.client.bucket = so.location.substr(5);
+    s3.client.region = so.s3_region;
+    s3.client.path_style = so.s3_path_style;
+    s3.client.credentials.access_key_id = so.s3_access_key;
+    s3.client.credentials.secret_access_key = so.s3_secret_key;
+    s3.client.env = o.env;
+    s3.node_id = so.node_id;
+    s3.janitor = JanitorOptions(so);
+    s3.codec = codec;
+    s3.env = o.env;
+    Result<std::unique_ptr<S3Tier>> tier = S3Tier::Open(std::move(s3));
+    if (!tier.ok()) return tier.status();
+    return std::unique_ptr<SharedTier>(std::move(tier).value());
+#else
+    return Status::InvalidArgument("this build has no S3 support (KVTIER_WITH_S3=OFF)");
+#endif
+  }
+  std::string root = so.location.starts_with("file:") ? so.location.substr(5) : so.location;
+  if (!root.starts_with("/")) {
+    return Status::InvalidArgument("shared.location must be an absolute path, file:<path> or "
+                                   "s3://<bucket>, not '" + so.location + "'");
+  }
+  SharedFsTierOptions fs;
+  fs.root = root;
+  fs.node_id = so.node_id;
+  fs.sync = so.sync;
+  fs.janitor = JanitorOptions(so);
+  fs.codec = codec;
+  fs.env = o.env;
+  Result<std::unique_ptr<SharedFsTier>> tier = SharedFsTier::Open(std::move(fs));
+  if (!tier.ok()) return tier.status();
+  return std::unique_ptr<SharedTier>(std::move(tier).value());
 }
 
 }  // namespace
@@ -156,22 +223,53 @@ Result<std::unique_ptr<Store>> Store::Open(const Options& options) {
     if (!opened.ok()) return opened.status();
     disk = std::move(opened).value();
   }
+  std::unique_ptr<SharedTier> shared;
+  if (!sanitized->shared.location.empty()) {
+    Result<std::unique_ptr<SharedTier>> opened =
+        OpenSharedTier(*sanitized, services->shared_codec.get());
+    if (!opened.ok()) return opened.status();
+    shared = std::move(opened).value();
+  }
   return std::unique_ptr<Store>(new StoreImpl(*sanitized, std::move(services).value(),
-                                              std::move(memory).value(), std::move(disk)));
+                                              std::move(memory).value(), std::move(disk),
+                                              std::move(shared)));
 }
 
+namespace {
+
+std::vector<std::string> TenantNames(const Options& o) {
+  std::vector<std::string> names;
+  for (const TenantOptions& t : o.tenants) names.push_back(t.name);
+  return names;
+}
+
+constexpr size_t kMaxUploadQueue = 4096;
+
+}  // namespace
+
 StoreImpl::StoreImpl(const Options& options, StoreServices services,
-                     std::unique_ptr<MemoryTier> memory, std::unique_ptr<DiskTier> disk)
+                     std::unique_ptr<MemoryTier> memory, std::unique_ptr<DiskTier> disk,
+                     std::unique_ptr<SharedTier> shared)
     : options_(options),
       services_(std::move(services)),
       memory_(std::move(memory)),
-      disk_(std::move(disk)) {
+      disk_(std::move(disk)),
+      shared_(std::move(shared)),
+      tenant_names_(TenantNames(options_)) {
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     tenant_ids_.emplace(options_.tenants[i].name, i);
   }
-  if (disk_) {
+  const bool shared_on_put =
+      shared_ && options_.shared.write_policy == SharedTierOptions::WritePolicy::kOnPut;
+  SharedTier* demote_to_shared = shared_ && !shared_on_put ? shared_.get() : nullptr;
+  if (disk_ || demote_to_shared != nullptr) {
     memory_->EnableDemotion(options_.disk_admission);
-    demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get());
+    demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get(), demote_to_shared,
+                                         tenant_names_);
+  }
+  if (shared_on_put) {
+    uploader_ = std::make_unique<SharedUploader>(memory_.get(), shared_.get(), tenant_names_,
+                                                 kMaxUploadQueue);
   }
   if (options_.retention_scan_seconds != 0) {
     retention_thread_ = std::thread([this] { RetentionLoop(); });
@@ -235,8 +333,10 @@ Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std:
                       const PutOptions& options) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   KVTIER_RETURN_IF_ERROR(CheckValue(value));
-  return memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr,
-                      {options.session, 0, options.dtype});
+  Status s = memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr,
+                         {options.session, 0, options.dtype});
+  if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
+  return s;
 }
 
 std::optional<SharedArena> StoreImpl::shared_arena() const {
@@ -262,8 +362,12 @@ Status StoreImpl::Commit(BlockAllocation allocation, const PutOptions& options) 
   if (!allocation.valid()) return Status::InvalidArgument("allocation is not valid");
   const uint64_t id = allocation.id();
   allocation.Release();  // From here the reservation is ours to publish.
-  return memory_->CommitReserved(id, options.parent ? &*options.parent : nullptr,
-                                 {options.session, 0, options.dtype});
+  const TenantId tenant = allocation.tenant();
+  const BlockKey key = allocation.key();
+  Status s = memory_->CommitReserved(id, options.parent ? &*options.parent : nullptr,
+                                     {options.session, 0, options.dtype});
+  if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
+  return s;
 }
 
 std::vector<Status> StoreImpl::PutMany(TenantId tenant, std::span<const BlockWrite> writes) {
@@ -290,9 +394,42 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromDisk(TenantId tenant, const Bl
   return buffer;
 }
 
+Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const BlockKey& key,
+                                                         BlockMeta* meta) {
+  if (!shared_) return Status::NotFound("block not stored");
+  std::vector<std::optional<SharedObjectInfo>> info =
+      shared_->ExistsMany(TenantName(tenant), std::span(&key, 1));
+  if (!info[0]) return Status::NotFound("block not stored");
+  const uint64_t max_age_us = options_.tenants[tenant.value].max_age_seconds * 1000000;
+  const uint64_t now = options_.env->NowMicros();
+  if (max_age_us != 0 && now > info[0]->created_us && now - info[0]->created_us > max_age_us) {
+    return Status::NotFound("block expired (maximum age)");
+  }
+  std::vector<Result<std::vector<std::byte>>> got =
+      shared_->GetMany(TenantName(tenant), std::span(&key, 1));
+  if (!got[0].ok()) {
+    // Corrupt, unreadable (shredded key) or unreachable: a miss either way.
+    return Status::NotFound("block not readable from G4: " + got[0].status().ToString());
+  }
+  *meta = {info[0]->session, info[0]->created_us, info[0]->dtype};
+  return std::move(got[0]).value();
+}
+
+Result<std::vector<std::byte>> StoreImpl::ReadFromLowerTiers(TenantId tenant,
+                                                             const BlockKey& key,
+                                                             BlockMeta* meta, TierLevel* from) {
+  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key, meta);
+  *from = TierLevel::kG3;
+  if (block.ok() || !shared_) return block;
+  *from = TierLevel::kG4;
+  return ReadFromShared(tenant, key, meta);
+}
+
 void StoreImpl::Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
-                        const BlockMeta& meta) {
-  if (!options_.promote_on_hit) return;
+                        const BlockMeta& meta, TierLevel from) {
+  const bool promote =
+      from == TierLevel::kG4 ? options_.shared.promote_on_hit : options_.promote_on_hit;
+  if (!promote) return;
   if (memory_->Put(tenant.value, key, value, nullptr, meta).ok()) {
     promoted_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -301,11 +438,12 @@ void StoreImpl::Promote(TenantId tenant, const BlockKey& key, std::span<const st
 Result<BlockHandle> StoreImpl::Get(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   Result<BlockHandle> handle = memory_->Acquire(tenant.value, key);
-  if (handle.ok() || !disk_) return handle;
+  if (handle.ok() || (!disk_ && !shared_)) return handle;
   BlockMeta meta;
-  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key, &meta);
+  TierLevel from;
+  Result<std::vector<std::byte>> block = ReadFromLowerTiers(tenant, key, &meta, &from);
   if (!block.ok()) return block.status();
-  Promote(tenant, key, *block, meta);
+  Promote(tenant, key, *block, meta, from);
   return BlockHandle(std::move(block).value());
 }
 
@@ -320,14 +458,26 @@ Result<size_t> StoreImpl::Read(TenantId tenant, const BlockKey& key, std::span<s
   if (!handle.ok() && disk_) {
     // Straight from G3 into the caller's buffer, then promoted from there.
     Result<DiskBlockInfo> info = disk_->Describe(tenant.value, key);
-    if (!info.ok()) return info.status();
-    if (out.size() < info->value_bytes) {
-      return BufferTooSmall(out.size(), info->value_bytes);
+    if (info.ok()) {
+      if (out.size() < info->value_bytes) return BufferTooSmall(out.size(), info->value_bytes);
+      std::vector<Result<size_t>> read =
+          disk_->ReadMany(tenant.value, std::span(&key, 1), std::span(&out, 1));
+      if (read[0].ok()) {
+        Promote(tenant, key, out.first(*read[0]), MetaOf(*info), TierLevel::kG3);
+      }
+      if (read[0].ok() || !shared_) return std::move(read[0]);
+    } else if (!shared_) {
+      return info.status();
     }
-    std::vector<Result<size_t>> read =
-        disk_->ReadMany(tenant.value, std::span(&key, 1), std::span(&out, 1));
-    if (read[0].ok()) Promote(tenant, key, out.first(*read[0]), MetaOf(*info));
-    return std::move(read[0]);
+  }
+  if (!handle.ok() && shared_) {
+    BlockMeta meta;
+    Result<std::vector<std::byte>> block = ReadFromShared(tenant, key, &meta);
+    if (!block.ok()) return block.status();
+    if (out.size() < block->size()) return BufferTooSmall(out.size(), block->size());
+    std::memcpy(out.data(), block->data(), block->size());
+    Promote(tenant, key, *block, meta, TierLevel::kG4);
+    return block->size();
   }
   if (!handle.ok()) return handle.status();
   if (out.size() < handle->size()) {
@@ -367,6 +517,21 @@ Result<PrefixMatch> StoreImpl::LookupPrefix(TenantId tenant, std::span<const Blo
     match.tiers.insert(match.tiers.end(), on_disk, TierLevel::kG3);
     done += on_disk;
   }
+  if (shared_ && done < keys.size()) {
+    // The rest from G4 in one round of parallel existence checks, not one per block.
+    std::vector<std::optional<SharedObjectInfo>> found =
+        shared_->ExistsMany(TenantName(tenant), keys.subspan(done));
+    const uint64_t max_age_us = options_.tenants[tenant.value].max_age_seconds * 1000000;
+    const uint64_t now = options_.env->NowMicros();
+    size_t in_shared = 0;
+    while (in_shared < found.size() && found[in_shared] &&
+           !(max_age_us != 0 && now > found[in_shared]->created_us &&
+             now - found[in_shared]->created_us > max_age_us)) {
+      ++in_shared;
+    }
+    match.tiers.insert(match.tiers.end(), in_shared, TierLevel::kG4);
+    done += in_shared;
+  }
   match.num_blocks = done;
   return match;
 }
@@ -392,9 +557,15 @@ Status StoreImpl::Delete(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   // G2 first: it waits for a demotion of this block in flight, so the G3 delete sees it.
   Status in_memory = memory_->Erase(tenant.value, key);
-  if (!disk_) return in_memory;
-  Status on_disk = disk_->Erase(tenant.value, key);
-  if (!on_disk.ok() && on_disk.code() != StatusCode::kNotFound) return on_disk;
+  Status on_disk = Status::NotFound("block not stored");
+  if (disk_) {
+    on_disk = disk_->Erase(tenant.value, key);
+    if (!on_disk.ok() && on_disk.code() != StatusCode::kNotFound) return on_disk;
+  }
+  if (shared_) {
+    // G4's delete is OK whether or not the object was there: it cannot tell NotFound.
+    KVTIER_RETURN_IF_ERROR(shared_->Delete(TenantName(tenant), key));
+  }
   return in_memory.ok() ? in_memory : on_disk;
 }
 
@@ -405,10 +576,11 @@ std::vector<Status> StoreImpl::DeleteMany(TenantId tenant, std::span<const Block
 Status StoreImpl::Pin(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   Status s = memory_->Pin(tenant.value, key);
-  if (s.code() != StatusCode::kNotFound || !disk_) return s;
-  // Pinning means "keep it in DRAM": bring a G3 block up first.
+  if (s.code() != StatusCode::kNotFound || (!disk_ && !shared_)) return s;
+  // Pinning means "keep it in DRAM": bring a lower tier's block up first.
   BlockMeta meta;
-  Result<std::vector<std::byte>> block = ReadFromDisk(tenant, key, &meta);
+  TierLevel from;
+  Result<std::vector<std::byte>> block = ReadFromLowerTiers(tenant, key, &meta, &from);
   if (!block.ok()) return block.status();
   KVTIER_RETURN_IF_ERROR(memory_->Put(tenant.value, key, *block, nullptr, meta));
   return memory_->Pin(tenant.value, key);
@@ -456,12 +628,24 @@ StoreStats StoreImpl::Stats() const {
     stats.disk_stored_bytes = d.stored_bytes;
     stats.disk_evictions = d.evictions;
     stats.disk_io_uring = d.io_uring;
-    stats.demoted_blocks = demoter_->demoted_blocks();
-    stats.demotion_failures = demoter_->failures();
     MemoryTier::AdmissionStats a = memory_->admission_stats();
     stats.admitted_blocks = a.admitted;
     stats.skipped_short_prefix = a.skipped_short_prefix;
     stats.skipped_infrequent = a.skipped_infrequent;
+  }
+  if (shared_) {
+    SharedTierStats g4 = shared_->Stats();
+    stats.shared_hits = g4.hits;
+    stats.shared_misses = g4.misses;
+    stats.shared_puts = g4.puts;
+    stats.shared_corrupt = g4.corrupt;
+    stats.shared_errors = g4.errors;
+    stats.shared_janitor_lease = g4.lease_held;
+    if (uploader_) stats.shared_uploads_dropped = uploader_->dropped();
+  }
+  if (demoter_) {
+    stats.demoted_blocks = demoter_->demoted_blocks();
+    stats.demotion_failures = demoter_->failures();
   }
   stats.promoted_blocks = promoted_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
@@ -475,14 +659,22 @@ Result<TenantStats> StoreImpl::StatsForTenant(TenantId tenant) const {
   return memory_->StatsForTenant(tenant.value);
 }
 
-template <typename EraseMemory, typename EraseDisk>
-Result<DeletionReport> StoreImpl::EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk) {
+template <typename EraseMemory, typename EraseDisk, typename EraseShared>
+Result<DeletionReport> StoreImpl::EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk,
+                                                  EraseShared erase_shared) {
   DeletionReport report;
   report.memory_blocks = erase_memory();
   if (disk_) {
     Result<uint64_t> on_disk = erase_disk();
     if (!on_disk.ok()) return on_disk.status();
     report.disk_blocks = *on_disk;
+  }
+  if (shared_) {
+    // Uploads queued before the deletion must not publish a copy after it.
+    if (uploader_) uploader_->Flush();
+    Result<uint64_t> on_shared = erase_shared();
+    if (!on_shared.ok()) return on_shared.status();
+    report.shared_blocks = *on_shared;
   }
   return report;
 }
@@ -493,14 +685,15 @@ Result<DeletionReport> StoreImpl::DeleteSession(TenantId tenant, SessionId sessi
   if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"");
   Result<DeletionReport> report = EraseEverywhere(
       [&] { return memory_->EraseSession(tenant.value, session); },
-      [&] { return disk_->EraseSession(tenant.value, session); });
+      [&] { return disk_->EraseSession(tenant.value, session); },
+      [&] { return shared_->DeleteSession(TenantName(tenant), session); });
   audit::AuditEvent event;
   event.op = audit::AuditOp::kDeleteSession;
   event.scope = audit::AuditScope::kSession;
-  event.tenant = options_.tenants[tenant.value].name;
+  event.tenant = TenantName(tenant);
   event.actor = std::string(actor);
   event.scope_id = std::to_string(session);
-  if (report.ok()) event.blocks = report->memory_blocks + report->disk_blocks;
+  if (report.ok()) event.blocks = BlocksRemoved(*report);
   event.result = report.status().code();
   Audit(event);
   return report;
@@ -510,12 +703,13 @@ Result<DeletionReport> StoreImpl::DeleteTenant(TenantId tenant, std::string_view
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   Result<DeletionReport> report =
       EraseEverywhere([&] { return memory_->EraseTenant(tenant.value); },
-                      [&] { return disk_->EraseTenant(tenant.value); });
+                      [&] { return disk_->EraseTenant(tenant.value); },
+                      [&] { return shared_->DeleteTenant(TenantName(tenant)); });
   audit::AuditEvent event;
   event.op = audit::AuditOp::kDeleteTenant;
-  event.tenant = options_.tenants[tenant.value].name;
+  event.tenant = TenantName(tenant);
   event.actor = std::string(actor);
-  if (report.ok()) event.blocks = report->memory_blocks + report->disk_blocks;
+  if (report.ok()) event.blocks = BlocksRemoved(*report);
   event.result = report.status().code();
   Audit(event);
   return report;
@@ -528,8 +722,7 @@ Result<DeletionReport> StoreImpl::ShredTenant(TenantId tenant, std::string_view 
   }
   // The keys first: from this moment no encrypted copy anywhere can be read. The KeyManager
   // records the shred in the audit log. A tenant that never sealed anything has no keys.
-  const std::string& name = options_.tenants[tenant.value].name;
-  Status shred = services_.keys->ShredTenant(name, actor);
+  Status shred = services_.keys->ShredTenant(TenantName(tenant), actor);
   if (!shred.ok() && shred.code() != StatusCode::kNotFound) return shred;
   return DeleteTenant(tenant, actor);
 }

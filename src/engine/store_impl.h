@@ -24,6 +24,7 @@
 #include "kvtier/store.h"
 #include "src/common/mutex.h"
 #include "src/engine/demoter.h"
+#include "src/engine/shared_uploader.h"
 #include "src/services/audit/audit_log.h"
 #include "src/services/block_codec.h"
 #include "src/services/encryption/key_manager.h"
@@ -39,15 +40,16 @@ Result<Options> SanitizeOptions(const Options& options);
 struct StoreServices {
   std::unique_ptr<audit::AuditLog> audit;
   std::unique_ptr<encryption::KeyManager> keys;
-  std::unique_ptr<BlockCodec> disk_codec;  // Used by the DiskTier.
+  std::unique_ptr<BlockCodec> disk_codec;    // Used by the DiskTier.
+  std::unique_ptr<BlockCodec> shared_codec;  // Used by the SharedTier.
 };
 
 class StoreImpl final : public Store, private BlockAllocation::Owner {
  public:
-  // REQUIRES: `options` came from SanitizeOptions. `disk` may be null (no G3); it was opened
-  // with services.disk_codec.
+  // REQUIRES: `options` came from SanitizeOptions. `disk` (G3) and `shared` (G4) may be null;
+  // they were opened with services.disk_codec and services.shared_codec.
   StoreImpl(const Options& options, StoreServices services, std::unique_ptr<MemoryTier> memory,
-            std::unique_ptr<DiskTier> disk);
+            std::unique_ptr<DiskTier> disk, std::unique_ptr<SharedTier> shared);
   ~StoreImpl() override;
 
   Result<TenantId> FindTenant(std::string_view name) const override;
@@ -89,12 +91,21 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // without G3 or on a miss.
   Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key,
                                               BlockMeta* meta);
-  // Copies a G3 hit into G2 when promote_on_hit; failures only cost the promotion.
+  // Reads a block from G4 (a miss when older than the tenant's maximum age).
+  Result<std::vector<std::byte>> ReadFromShared(TenantId tenant, const BlockKey& key,
+                                                BlockMeta* meta);
+  // G3, then G4.
+  Result<std::vector<std::byte>> ReadFromLowerTiers(TenantId tenant, const BlockKey& key,
+                                                    BlockMeta* meta, TierLevel* from);
+  // Copies a lower-tier hit into G2 when that tier promotes; failures only cost the promotion.
   void Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
-               const BlockMeta& meta);
-  // G2 then G3 (G2 first: it waits for demotions in flight, so G3 sees their copies).
-  template <typename EraseMemory, typename EraseDisk>
-  Result<DeletionReport> EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk);
+               const BlockMeta& meta, TierLevel from);
+  const std::string& TenantName(TenantId tenant) const { return tenant_names_[tenant.value]; }
+  // G2, G3, then G4 (G2 first: it waits for demotions in flight, so the lower tiers see their
+  // copies).
+  template <typename EraseMemory, typename EraseDisk, typename EraseShared>
+  Result<DeletionReport> EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk,
+                                         EraseShared erase_shared);
   void AbortAllocation(uint64_t id) override { memory_->AbortReserved(id); }
   // Records an act in the audit log, when there is one; a failed append is logged, not fatal.
   void Audit(const audit::AuditEvent& event);
@@ -105,8 +116,11 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   const StoreServices services_;
   const std::unique_ptr<MemoryTier> memory_;
   const std::unique_ptr<DiskTier> disk_;
-  // Declared after the tiers so it stops (and drains) before they are destroyed.
+  const std::unique_ptr<SharedTier> shared_;
+  const std::vector<std::string> tenant_names_;
+  // Declared after the tiers so they stop (and drain) before the tiers are destroyed.
   std::unique_ptr<Demoter> demoter_;
+  std::unique_ptr<SharedUploader> uploader_;
   std::atomic<uint64_t> promoted_{0};
   std::unordered_map<std::string, uint32_t> tenant_ids_;  // Immutable after construction.
 

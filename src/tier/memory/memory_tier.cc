@@ -326,6 +326,20 @@ Result<BlockHandle> MemoryTier::Acquire(uint32_t tenant, const BlockKey& key) {
   return BlockHandle(this, idx, e.size, Spans(idx));
 }
 
+Result<BlockHandle> MemoryTier::LeaseForCopy(uint32_t tenant, const BlockKey& key,
+                                             BlockMeta* meta) {
+  MutexLock l(&mu_);
+  uint32_t idx = FindLive(tenant, key, NowSeconds());
+  if (idx == kNil) return Status::NotFound("block not in G2");
+  Entry& e = table_.at(idx);
+  if (e.readers == UINT16_MAX) {
+    return Status::ResourceExhausted("too many concurrent read leases on one block");
+  }
+  ++e.readers;
+  *meta = MetaOf(e);
+  return BlockHandle(this, idx, e.size, Spans(idx));
+}
+
 void MemoryTier::ReleaseLease(uint32_t entry) {
   MutexLock l(&mu_);
   --table_.at(entry).readers;

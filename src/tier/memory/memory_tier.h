@@ -104,6 +104,10 @@ class MemoryTier final : public BlockHandle::Releaser {
 
   // A read lease on the block; NotFound on a miss.
   Result<BlockHandle> Acquire(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // A read lease for copying the block to another tier, with what the tier keeps about it;
+  // unlike Acquire it is not an access (no hit, no recency).
+  Result<BlockHandle> LeaseForCopy(uint32_t tenant, const BlockKey& key, BlockMeta* meta)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Number of leading keys resident; each found block counts as accessed.
   size_t LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for a demotion of the same block in flight to finish first.
