@@ -2,8 +2,12 @@
 
 #include <zstd.h>
 #include <zstd_errors.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -54,6 +58,51 @@ void MergePlanes(const std::byte* const* planes, size_t n, std::byte* out) {
   }
 }
 
+#if defined(__SSE2__)
+// Interleaving is decompression's last pass over every byte; done a byte at a time through
+// the plane pointers it ran at a fifth of memcpy speed. SSE2 (baseline on x86-64) unpacks 16
+// elements per step.
+void MergePlanes2(const std::byte* const* planes, size_t n, std::byte* out) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[0] + i));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[1] + i));
+    __m128i* o = reinterpret_cast<__m128i*>(out + 2 * i);
+    _mm_storeu_si128(o, _mm_unpacklo_epi8(lo, hi));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi8(lo, hi));
+  }
+  MergePlanes<2>(std::array<const std::byte*, 2>{planes[0] + i, planes[1] + i}.data(), n - i,
+                 out + 2 * i);
+}
+
+void MergePlanes4(const std::byte* const* planes, size_t n, std::byte* out) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[0] + i));
+    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[1] + i));
+    const __m128i b2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[2] + i));
+    const __m128i b3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[3] + i));
+    const __m128i lo01 = _mm_unpacklo_epi8(b0, b1), hi01 = _mm_unpackhi_epi8(b0, b1);
+    const __m128i lo23 = _mm_unpacklo_epi8(b2, b3), hi23 = _mm_unpackhi_epi8(b2, b3);
+    __m128i* o = reinterpret_cast<__m128i*>(out + 4 * i);
+    _mm_storeu_si128(o, _mm_unpacklo_epi16(lo01, lo23));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(hi01, hi23));
+  }
+  MergePlanes<4>(std::array<const std::byte*, 4>{planes[0] + i, planes[1] + i, planes[2] + i,
+                                                 planes[3] + i}.data(),
+                 n - i, out + 4 * i);
+}
+#else
+void MergePlanes2(const std::byte* const* planes, size_t n, std::byte* out) {
+  MergePlanes<2>(planes, n, out);
+}
+void MergePlanes4(const std::byte* const* planes, size_t n, std::byte* out) {
+  MergePlanes<4>(planes, n, out);
+}
+#endif
+
 void Split(size_t width, const std::byte* in, size_t n, std::byte* planes) {
   switch (width) {
     case 2: SplitPlanes<2>(in, n, planes); break;
@@ -64,8 +113,8 @@ void Split(size_t width, const std::byte* in, size_t n, std::byte* planes) {
 
 void Merge(size_t width, const std::byte* const* planes, size_t n, std::byte* out) {
   switch (width) {
-    case 2: MergePlanes<2>(planes, n, out); break;
-    case 4: MergePlanes<4>(planes, n, out); break;
+    case 2: MergePlanes2(planes, n, out); break;
+    case 4: MergePlanes4(planes, n, out); break;
     default: std::memcpy(out, planes[0], n * width); break;
   }
 }
