@@ -403,8 +403,8 @@ uint64_t MemoryTier::EraseSession(uint32_t tenant, SessionId session) {
   if (session == 0 || it == session_index_.end()) return 0;
   const uint32_t slot = it->second;
   // While EraseWhere waits for demotions the slot may be freed and reused by another session;
-  // its fields tell them apart.
-  return EraseWhere(tenant, [&](const Entry& e) {
+  // its fields tell them apart. (EraseWhere calls the predicate with mu_ held.)
+  return EraseWhere(tenant, [&](const Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return e.session == slot && session_slots_[slot].id == session &&
            session_slots_[slot].tenant == tenant;
   });
