@@ -9,20 +9,37 @@
 //     then a child process puts 64 MiB more and dies without closing the tier (no footer on
 //     its last segment, which recovery must scan), and the reopen is timed again
 //     ("recovery_after_kill_s"). Also prints "index_bytes_per_block".
+//   kvtier_disk_bench services DIR BLOCK_BYTES TOTAL_BYTES DEPTH ROUNDS [MODEL_DIR]
+//     The data services' cost: the throughput run on bf16 KV blocks, with the tier's
+//     BlockCodec off (values stored as they are), compressing only, encrypting only, and both
+//     (KV compression + AES-256-GCM under a per-tenant key), in turn for ROUNDS rounds. The
+//     blocks are real K and V of the model in MODEL_DIR (stories260K, converted to bf16) when
+//     it loads, else synthetic bf16 with normally distributed values (said on the first line).
+//     Prints per round and the medians of put and get MB/s for each, the ratio both/off
+//     ("RATIO"), and the compression ratio (logical / stored bytes). MB = 10^6 bytes of values
+//     as the user sees them.
 //
 // DIR is emptied first and left in place.
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "src/model/kv_capture.h"
+#include "src/services/block_codec.h"
+#include "src/services/compression/dtype_convert.h"
+#include "src/services/encryption/key_manager.h"
+#include "src/services/encryption/master_key.h"
 #include "src/tier/disk/disk_tier.h"
 
 namespace kvtier {
@@ -51,13 +68,13 @@ void Fill(std::vector<std::byte>& v, uint64_t n) {
 }
 
 Result<std::unique_ptr<DiskTier>> OpenTier(const std::string& dir, uint64_t capacity,
-                                           uint32_t depth) {
+                                           uint32_t depth, BlockCodec* codec = nullptr) {
   DiskTierOptions o;
   o.dir = dir;
   o.capacity_bytes = capacity;
   o.segment_bytes = 256 * kMiB;
   o.io_depth = depth;
-  return DiskTier::Open(o, {DiskTenantConfig{"bench"}}, nullptr);
+  return DiskTier::Open(o, {DiskTenantConfig{"bench"}}, nullptr, codec);
 }
 
 int Throughput(const std::string& dir, uint64_t block, uint64_t total, uint32_t depth) {
@@ -114,6 +131,212 @@ int Throughput(const std::string& dir, uint64_t block, uint64_t total, uint32_t 
   std::printf("io_uring %d\n", s.io_uring ? 1 : 0);
   std::printf("write_MBps %.1f\n", static_cast<double>(blocks * block) / write_s / 1e6);
   std::printf("read_MBps %.1f\n", static_cast<double>(blocks * block) / read_s / 1e6);
+  return 0;
+}
+
+struct ServiceRun {
+  double put_mbps = 0;
+  double get_mbps = 0;
+  double compression = 0;  // Logical / stored bytes.
+};
+
+// Puts TOTAL_BYTES cycling through `values` (bf16, so tagged kBf16) and reads them back, with
+// `codec` (null: off). Checks every byte of the first and last batch.
+bool RunServices(const std::string& dir, const std::vector<std::vector<std::byte>>& values,
+                 uint64_t total, uint32_t depth, BlockCodec* codec, ServiceRun* run) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const uint64_t block = values[0].size();
+  const uint64_t blocks = total / block;
+  Result<std::unique_ptr<DiskTier>> tier = OpenTier(dir, total * 2 + kGiB, depth, codec);
+  if (!tier.ok()) {
+    std::fprintf(stderr, "open: %s\n", tier.status().ToString().c_str());
+    return false;
+  }
+  const size_t batch = 4 * depth;
+  auto start = Clock::now();
+  for (uint64_t n = 0; n < blocks; n += batch) {
+    std::vector<DiskTier::PutRequest> reqs;
+    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
+      reqs.push_back({KeyOf(k), values[k % values.size()], 1 + k / 64, 0, KvDtype::kBf16});
+    }
+    for (const Status& s : (*tier)->PutMany(0, reqs)) {
+      if (!s.ok()) {
+        std::fprintf(stderr, "put: %s\n", s.ToString().c_str());
+        return false;
+      }
+    }
+  }
+  const double put_s = Seconds(start);
+  std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
+  start = Clock::now();
+  for (uint64_t n = 0; n < blocks; n += batch) {
+    std::vector<BlockKey> keys;
+    std::vector<std::span<std::byte>> spans;
+    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
+      keys.push_back(KeyOf(k));
+      spans.emplace_back(outs[k - n]);
+    }
+    std::vector<Result<size_t>> got = (*tier)->ReadMany(0, keys, spans);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!got[i].ok() || *got[i] != block) {
+        std::fprintf(stderr, "read %zu: %s\n", i, got[i].status().ToString().c_str());
+        return false;
+      }
+      if ((n == 0 || n + batch >= blocks) &&
+          std::memcmp(outs[i].data(), values[(n + i) % values.size()].data(), block) != 0) {
+        std::fprintf(stderr, "wrong bytes read back\n");
+        return false;
+      }
+    }
+  }
+  const double get_s = Seconds(start);
+  const DiskTierStats s = (*tier)->Stats();
+  run->put_mbps = static_cast<double>(blocks * block) / put_s / 1e6;
+  run->get_mbps = static_cast<double>(blocks * block) / get_s / 1e6;
+  run->compression = static_cast<double>(s.logical_bytes) / static_cast<double>(s.stored_bytes);
+  return true;
+}
+
+// Blocks of bf16 K and V, [layer][K then V][token][kv_dim], cut from the model's KV when
+// `model_dir` holds it, else synthetic. At least `count` distinct blocks of about `bytes`.
+std::vector<std::vector<std::byte>> KvBlocks(const std::string& model_dir, size_t bytes,
+                                             size_t count) {
+  static const char* const kPrompts[] = {
+      "Once upon a time",    "Lily and Ben went to the park", "One day, a little dog",
+      "The sun was shining", "Tom had a red ball",           "There was a big tree",
+      "Sara wanted to bake", "In a small house near the sea",
+  };
+  std::vector<model::CapturedKv> seqs;
+  for (const char* prompt : kPrompts) {
+    if (model_dir.empty()) break;
+    Result<model::CapturedKv> kv = model::CaptureKv(model_dir, prompt, 512);
+    if (!kv.ok()) {
+      std::fprintf(stderr, "no real KV (%s): synthetic bf16 instead\n",
+                   kv.status().ToString().c_str());
+      seqs.clear();
+      break;
+    }
+    seqs.push_back(std::move(kv).value());
+  }
+  std::vector<std::vector<std::byte>> blocks;
+  if (!seqs.empty()) {
+    const model::Llama2cConfig& cfg = seqs[0].config;
+    const size_t layers = static_cast<size_t>(cfg.n_layers);
+    const size_t dim = static_cast<size_t>(cfg.kv_dim());
+    const size_t positions = seqs[0].positions;
+    const size_t total_tokens = seqs.size() * positions;
+    const size_t tokens = std::max<size_t>(1, bytes / (2 * layers * dim * 2));
+    std::printf("data: real KV of stories260K (%zu sequences x %zu positions, %zu layers x %zu "
+                "K/V dims, bf16), %zu tokens per block\n",
+                seqs.size(), positions, layers, dim, tokens);
+    for (size_t b = 0; b < count; ++b) {
+      std::vector<std::byte> out(2 * layers * tokens * dim * 2);
+      std::byte* p = out.data();
+      for (size_t l = 0; l < layers; ++l) {
+        for (int kv = 0; kv < 2; ++kv) {
+          for (size_t t = 0; t < tokens; ++t) {
+            // Blocks start at different tokens, so that no two are the same.
+            const size_t g = (b * 997 + t) % total_tokens;
+            const model::CapturedKv& s = seqs[g / positions];
+            const std::vector<float>& src = kv == 0 ? s.k : s.v;
+            const float* row = src.data() + (l * positions + g % positions) * dim;
+            for (size_t d = 0; d < dim; ++d, p += 2) {
+              const uint16_t h = compression::FloatToBf16(row[d]);
+              std::memcpy(p, &h, 2);
+            }
+          }
+        }
+      }
+      blocks.push_back(std::move(out));
+    }
+    return blocks;
+  }
+  std::printf("data: synthetic bf16, values ~ N(0, 1)\n");
+  std::mt19937_64 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (size_t b = 0; b < count; ++b) {
+    std::vector<std::byte> out(bytes / 2 * 2);
+    for (size_t i = 0; i < out.size(); i += 2) {
+      const uint16_t h = compression::FloatToBf16(normal(rng));
+      std::memcpy(out.data() + i, &h, 2);
+    }
+    blocks.push_back(std::move(out));
+  }
+  return blocks;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+int Services(const std::string& dir, uint64_t block, uint64_t total, uint32_t depth,
+             int rounds, const std::string& model_dir) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/keys");
+  const std::vector<std::vector<std::byte>> values = KvBlocks(model_dir, block, 4 * depth);
+  Result<encryption::MasterKey> master = encryption::MasterKey::FromHex(
+      "6b7674696572206469736b2062656e6368206d6173746572206b657920212121");
+  Result<std::unique_ptr<encryption::KeyManager>> keys =
+      master.ok() ? encryption::KeyManager::Open(Env::Default(), dir + "/keys", *master, {})
+                  : Result<std::unique_ptr<encryption::KeyManager>>(master.status());
+  if (!keys.ok()) {
+    std::fprintf(stderr, "keys: %s\n", keys.status().ToString().c_str());
+    return 1;
+  }
+  // Off, then each service alone (where the cost goes), then both (the configuration the
+  // target is about).
+  struct Config {
+    const char* name;
+    bool compress;
+    bool encrypt;
+    std::unique_ptr<BlockCodec> codec;
+    std::vector<double> put, get, ratio;
+  };
+  std::vector<Config> configs;
+  configs.push_back({"off", false, false, nullptr, {}, {}, {}});
+  configs.push_back({"compress", true, false, nullptr, {}, {}, {}});
+  configs.push_back({"encrypt", false, true, nullptr, {}, {}, {}});
+  configs.push_back({"compress+encrypt", true, true, nullptr, {}, {}, {}});
+  for (Config& c : configs) {
+    if (!c.compress && !c.encrypt) continue;
+    TierDataOptions data;
+    data.compress = c.compress;
+    data.encrypt = c.encrypt;
+    Result<std::unique_ptr<BlockCodec>> codec = BlockCodec::Create(data, keys->get());
+    if (!codec.ok()) {
+      std::fprintf(stderr, "codec: %s\n", codec.status().ToString().c_str());
+      return 1;
+    }
+    c.codec = std::move(codec).value();
+  }
+  std::printf("blocks of %zu bytes, %llu MB per run, depth %u, one PutMany/ReadMany caller\n",
+              values[0].size(), static_cast<unsigned long long>(total / 1000000), depth);
+  for (int r = 0; r < rounds; ++r) {
+    std::printf("round %d:", r + 1);
+    for (Config& c : configs) {
+      ServiceRun run;
+      if (!RunServices(dir + "/tier", values, total, depth, c.codec.get(), &run)) return 1;
+      std::printf(" %s put %.1f get %.1f MB/s (%.3fx);", c.name, run.put_mbps, run.get_mbps,
+                  run.compression);
+      c.put.push_back(run.put_mbps);
+      c.get.push_back(run.get_mbps);
+      c.ratio.push_back(run.compression);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  std::filesystem::remove_all(dir + "/tier");
+  for (const Config& c : configs) {
+    std::printf("median %-16s put_MBps %.1f get_MBps %.1f compression %.3fx\n", c.name,
+                Median(c.put), Median(c.get), Median(c.ratio));
+  }
+  const Config& off = configs.front();
+  const Config& on = configs.back();
+  std::printf("RATIO compress+encrypt / off: put %.2fx, get %.2fx (target >= 0.7x)\n",
+              Median(on.put) / Median(off.put), Median(on.get) / Median(off.get));
+  std::printf("compression_ratio %.3f (logical / stored bytes)\n", Median(on.ratio));
   return 0;
 }
 
@@ -201,13 +424,20 @@ int main(int argc, char** argv) {
                               std::strtoull(argv[4], nullptr, 10),
                               static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 10)));
   }
+  if (mode == "services" && (argc == 7 || argc == 8)) {
+    return kvtier::Services(argv[2], std::strtoull(argv[3], nullptr, 10),
+                            std::strtoull(argv[4], nullptr, 10),
+                            static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 10)),
+                            std::atoi(argv[6]), argc == 8 ? argv[7] : "");
+  }
   if (mode == "recovery" && argc == 5) {
     return kvtier::Recovery(argv[2], std::strtoull(argv[3], nullptr, 10),
                             std::strtoull(argv[4], nullptr, 10));
   }
   std::fprintf(stderr,
                "usage: %s throughput DIR BLOCK_BYTES TOTAL_BYTES DEPTH\n"
+               "       %s services DIR BLOCK_BYTES TOTAL_BYTES DEPTH ROUNDS [MODEL_DIR]\n"
                "       %s recovery DIR BLOCKS VALUE_BYTES\n",
-               argv[0], argv[0]);
+               argv[0], argv[0], argv[0]);
   return 1;
 }

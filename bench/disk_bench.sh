@@ -3,13 +3,18 @@
 # measured"): fio with O_DIRECT sequential 2 MiB writes and reads at queue depth 16 through
 # io_uring, then the DiskTier writing and reading 2 MiB blocks with the same depth. Rounds
 # alternate fio and the tier so both see the same background load; the medians are compared.
-# Then: recovery time of a tier holding 1M small blocks, and index memory per block.
+# Then the data services: the tier's put/get throughput on bf16 KV blocks (real K and V of the
+# reference model when ../shared/data holds it, else synthetic) with compression and
+# encryption off, each alone and both on, in alternating rounds, the ratio both/off and the
+# compression ratio. Then: recovery time of a tier holding 1M small blocks, and index memory
+# per block.
 #
 # usage: bench/disk_bench.sh [DIR] [SIZE_MiB]
 #   DIR       where the files go (default: $BUILD/disk-bench); emptied, then removed
 #   SIZE_MiB  bytes written and read per measurement (default 2048)
 # environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), RECOVERY_BLOCKS (1000000),
-#   RECOVERY_VALUE_BYTES (1024)
+#   RECOVERY_VALUE_BYTES (1024), SERVICES_MiB (SIZE_MiB / 4, per run), KVTIER_MODEL_DIR
+#   (default ../shared/data)
 # needs: fio (Debian package fio), a build with kvtier_disk_bench.
 set -euo pipefail
 
@@ -21,6 +26,8 @@ SIZE_MIB=${2:-2048}
 ROUNDS=${ROUNDS:-3}
 RECOVERY_BLOCKS=${RECOVERY_BLOCKS:-1000000}
 RECOVERY_VALUE_BYTES=${RECOVERY_VALUE_BYTES:-1024}
+SERVICES_MIB=${SERVICES_MiB:-$((SIZE_MIB / 4))}
+MODEL_DIR=${KVTIER_MODEL_DIR:-$ROOT/../shared/data}
 DEPTH=16
 BLOCK=$((2 * 1024 * 1024))
 
@@ -59,6 +66,11 @@ mtr=$(printf '%s\n' "${tier_r[@]}" | median)
 echo "median: fio write $mfw MB/s, read $mfr MB/s; DiskTier write $mtw MB/s, read $mtr MB/s"
 awk -v tw="$mtw" -v fw="$mfw" -v tr="$mtr" -v fr="$mfr" 'BEGIN {
   printf "RATIO write %.2fx fio, read %.2fx fio (target >= 0.85x)\n", tw / fw, tr / fr }'
+
+echo "data services (compression + AES-256-GCM) on bf16 KV, ${SERVICES_MIB} MiB per run"
+"$BIN" services "$DIR/services" $BLOCK $((SERVICES_MIB * 1024 * 1024)) $DEPTH "$ROUNDS" \
+  "$MODEL_DIR" | sed 's/^/  /'
+rm -rf "$DIR/services"
 
 echo "recovery: $RECOVERY_BLOCKS blocks of $RECOVERY_VALUE_BYTES bytes"
 "$BIN" recovery "$DIR/recovery" "$RECOVERY_BLOCKS" "$RECOVERY_VALUE_BYTES" | sed 's/^/  /'

@@ -1,9 +1,14 @@
 // kvtier_disk_crash_writer DIR FIRST_BLOCK: the process the crash harness kills. Opens a
-// DiskTier on DIR and puts blocks FIRST_BLOCK, FIRST_BLOCK+1, ... in small batches, erasing one
-// now and then, until killed. On stdout, one line per event, written only after the tier
-// acknowledged it:
+// DiskTier (compressing) on DIR and puts blocks FIRST_BLOCK, FIRST_BLOCK+1, ... in small
+// batches, each in its session (SessionOf), erasing a block or a whole session now and then,
+// until killed. On stdout, one line per event, written only after the tier acknowledged it:
 //   A <n>   block n is acknowledged (durability kWritten: it must survive kill -9)
+//   e <n>   block n's erase is about to start (from now on the block may be gone)
 //   E <n>   block n's erase is acknowledged (it must never be served again)
+//   s <s>   session s's erase is about to start (its blocks may be gone)
+//   S <s>   session s's erase is acknowledged (none of its blocks may be served again)
+// An erase that a kill interrupts may or may not have reached the disk: its "e"/"s" line tells
+// the driver not to count the blocks as lost.
 // Meanwhile a reader thread reads acknowledged blocks back; wrong bytes print "BAD <n>" and
 // exit with status 3. Exit status 2: the tier failed to open or to write.
 
@@ -30,7 +35,10 @@ void Say(char what, uint64_t n) {
 }
 
 int Run(const std::string& dir, uint64_t first) {
-  Result<std::unique_ptr<DiskTier>> opened = DiskTier::Open(TierOptions(dir), Tenants(), nullptr);
+  std::unique_ptr<BlockCodec> codec = NewCodec();
+  if (codec == nullptr) return 2;
+  Result<std::unique_ptr<DiskTier>> opened =
+      DiskTier::Open(TierOptions(dir), Tenants(), nullptr, codec.get());
   if (!opened.ok()) {
     std::fprintf(stderr, "open: %s\n", opened.status().ToString().c_str());
     return 2;
@@ -67,7 +75,9 @@ int Run(const std::string& dir, uint64_t first) {
     std::vector<std::vector<std::byte>> values;
     std::vector<DiskTier::PutRequest> reqs;
     for (size_t i = 0; i < batch; ++i) values.push_back(ValueOf(next + i));
-    for (size_t i = 0; i < batch; ++i) reqs.push_back({KeyOf(next + i), values[i]});
+    for (size_t i = 0; i < batch; ++i) {
+      reqs.push_back({KeyOf(next + i), values[i], SessionOf(next + i), 0, KvDtype::kBf16});
+    }
     std::vector<Status> st = tier.PutMany(0, reqs);
     for (size_t i = 0; i < batch; ++i) {
       if (!st[i].ok()) {
@@ -80,8 +90,18 @@ int Run(const std::string& dir, uint64_t first) {
     acked_below.store(next);
     if (x % 5 == 0) {
       const uint64_t victim = first + Mix(x) % (next - first);
+      Say('e', victim);
       Status s = tier.Erase(0, KeyOf(victim));
       if (s.ok() || s.code() == StatusCode::kNotFound) Say('E', victim);
+    } else if (x % 7 == 0) {
+      // A session all of whose blocks this process has put (and had acknowledged).
+      const SessionId newest = SessionOf(next - 1);
+      const uint64_t back = 1 + Mix(x) % 4;
+      const SessionId session = newest > back ? newest - back : 0;
+      if (session >= 1 && FirstBlockOf(session) >= first) {
+        Say('s', session);
+        if (tier.EraseSession(0, session).ok()) Say('S', session);
+      }
     }
   }
 }

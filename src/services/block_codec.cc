@@ -8,6 +8,19 @@
 #include "src/services/encryption/record_cipher.h"
 
 namespace kvtier {
+namespace {
+
+// What a record's ciphertext is bound to besides its block: the codec that produced the
+// plaintext and the length of the block, so that a header altered to "not compressed" or to
+// another length fails authentication instead of serving the wrong bytes.
+std::array<std::byte, 9> SealContext(uint8_t codec, uint64_t value_bytes) {
+  std::array<std::byte, 9> c;
+  c[0] = static_cast<std::byte>(codec);
+  for (int i = 0; i < 8; ++i) c[1 + i] = static_cast<std::byte>(value_bytes >> (8 * i));
+  return c;
+}
+
+}  // namespace
 
 struct BlockCodec::Worker {
   compression::KvCodec kv;
@@ -87,8 +100,9 @@ Result<size_t> BlockCodec::Encode(uint16_t format_version, std::string_view tena
   }
   Status status;
   if (options_.encrypt) {
-    Result<encryption::SealedRecordInfo> sealed = (*worker)->cipher->Seal(
-        format_version, tenant, key, plain, out.first(plain.size()));
+    Result<encryption::SealedRecordInfo> sealed =
+        (*worker)->cipher->Seal(format_version, tenant, key, plain, out.first(plain.size()),
+                                SealContext(info->codec, value.size()));
     if (sealed.ok()) {
       info->encrypted = true;
       info->key_version = sealed->key_version;
@@ -147,7 +161,8 @@ Status BlockCodec::DecodeUnchecked(uint16_t format_version, std::string_view ten
       encryption::SealedRecordInfo sealed{info.key_version, info.nonce, info.tag};
       // Uncompressed: straight into `out`; compressed: in place, then decompressed.
       std::span<std::byte> target = info.codec == kPayloadCodecNone ? out : stored;
-      status = cipher->Open(format_version, tenant, key, sealed, stored, target);
+      status = cipher->Open(format_version, tenant, key, sealed, stored, target,
+                            SealContext(info.codec, out.size()));
     }
   }
   if (status.ok() && info.codec == kPayloadCodecKv) {

@@ -9,9 +9,12 @@
 namespace kvtier::encryption {
 
 Result<RecordAad> RecordAad::Build(uint16_t format_version, std::string_view tenant,
-                                   const BlockKey& key) {
+                                   const BlockKey& key, std::span<const std::byte> context) {
   if (tenant.empty() || tenant.size() > 255) {
     return Status::InvalidArgument("tenant name must be 1 to 255 bytes");
+  }
+  if (context.size() > kMaxContextBytes) {
+    return Status::InvalidArgument("record context over 16 bytes");
   }
   RecordAad aad;
   std::byte* out = aad.bytes_.data();
@@ -23,6 +26,7 @@ Result<RecordAad> RecordAad::Build(uint16_t format_version, std::string_view ten
                        [](char c) { return static_cast<std::byte>(c); });
   out = std::transform(key.bytes().begin(), key.bytes().end(), out,
                        [](uint8_t b) { return static_cast<std::byte>(b); });
+  out = std::copy(context.begin(), context.end(), out);
   aad.size_ = static_cast<size_t>(out - aad.bytes_.data());
   return aad;
 }
@@ -36,8 +40,9 @@ Result<std::unique_ptr<RecordCipher>> RecordCipher::Create(KeyManager* keys) {
 Result<SealedRecordInfo> RecordCipher::Seal(uint16_t format_version, std::string_view tenant,
                                             const BlockKey& key,
                                             std::span<const std::byte> plaintext,
-                                            std::span<std::byte> ciphertext) {
-  Result<RecordAad> aad = RecordAad::Build(format_version, tenant, key);
+                                            std::span<std::byte> ciphertext,
+                                            std::span<const std::byte> context) {
+  Result<RecordAad> aad = RecordAad::Build(format_version, tenant, key, context);
   if (!aad.ok()) return aad.status();
   if (plaintext.size() != ciphertext.size()) {
     return Status::InvalidArgument("record seal: output size differs from input size");
@@ -55,8 +60,8 @@ Result<SealedRecordInfo> RecordCipher::Seal(uint16_t format_version, std::string
 
 Status RecordCipher::Open(uint16_t format_version, std::string_view tenant, const BlockKey& key,
                           const SealedRecordInfo& info, std::span<const std::byte> ciphertext,
-                          std::span<std::byte> plaintext) {
-  Result<RecordAad> aad = RecordAad::Build(format_version, tenant, key);
+                          std::span<std::byte> plaintext, std::span<const std::byte> context) {
+  Result<RecordAad> aad = RecordAad::Build(format_version, tenant, key, context);
   Status status = aad.status();
   SecretKey data_key;
   if (status.ok()) status = keys_->GetKey(tenant, info.key_version, &data_key);

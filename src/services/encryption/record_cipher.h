@@ -38,14 +38,19 @@ namespace kvtier::encryption {
 //   u8     tenant_len      1..255
 //   u8[]   tenant          the namespace owner, as stored in the record header
 //   u8[32] block key       identifies the namespace (model, layout, TP rank) and the tokens
+//   u8[]   context         what the caller binds besides (BlockCodec: the payload codec and
+//                          the block's length), at most kMaxContextBytes; may be empty
 // Held inline: building it allocates nothing.
 class RecordAad {
  public:
-  static constexpr size_t kMaxBytes = 4 + 2 + 1 + 255 + kBlockKeySize;
+  static constexpr size_t kMaxContextBytes = 16;
+  static constexpr size_t kMaxBytes = 4 + 2 + 1 + 255 + kBlockKeySize + kMaxContextBytes;
 
-  // InvalidArgument for a tenant name outside 1..255 bytes.
+  // InvalidArgument for a tenant name outside 1..255 bytes or a context over
+  // kMaxContextBytes.
   [[nodiscard]] static Result<RecordAad> Build(uint16_t format_version, std::string_view tenant,
-                                               const BlockKey& key);
+                                               const BlockKey& key,
+                                               std::span<const std::byte> context = {});
 
   std::span<const std::byte> bytes() const { return std::span(bytes_).first(size_); }
 
@@ -69,16 +74,19 @@ class RecordCipher {
   // Encrypts `plaintext` into `ciphertext` (same size; may be the same buffer) under
   // `tenant`'s current key. Errors: InvalidArgument for bad sizes or names; the KeyManager's
   // errors (a keystore that cannot record the nonce budget).
+  // `context` is bound as the tail of the associated data (RecordAad).
   [[nodiscard]] Result<SealedRecordInfo> Seal(uint16_t format_version, std::string_view tenant,
                                               const BlockKey& key,
                                               std::span<const std::byte> plaintext,
-                                              std::span<std::byte> ciphertext);
+                                              std::span<std::byte> ciphertext,
+                                              std::span<const std::byte> context = {});
 
   // Decrypts a record sealed by Seal() with the same format version, tenant and block key.
   // See the header comment for the errors.
   [[nodiscard]] Status Open(uint16_t format_version, std::string_view tenant, const BlockKey& key,
                             const SealedRecordInfo& info, std::span<const std::byte> ciphertext,
-                            std::span<std::byte> plaintext);
+                            std::span<std::byte> plaintext,
+                            std::span<const std::byte> context = {});
 
  private:
   RecordCipher(KeyManager* keys, std::unique_ptr<AesGcm> gcm) : keys_(keys), gcm_(std::move(gcm)) {}

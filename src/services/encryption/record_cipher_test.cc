@@ -36,8 +36,15 @@ TEST(RecordAadTest, LayoutIsAsDocumented) {
   EXPECT_EQ(RecordAad::Build(1, "", KeyOf(0)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(RecordAad::Build(1, std::string(256, 't'), KeyOf(0)).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(RecordAad::Build(1, std::string(255, 't'), KeyOf(0))->bytes().size(),
+  const std::array<std::byte, RecordAad::kMaxContextBytes> context{std::byte{9}};
+  EXPECT_EQ(RecordAad::Build(1, std::string(255, 't'), KeyOf(0), context)->bytes().size(),
             RecordAad::kMaxBytes);
+  EXPECT_EQ(RecordAad::Build(1, "ab", KeyOf(0), context)->bytes().back(), std::byte{0});
+  EXPECT_EQ(RecordAad::Build(1, "ab", KeyOf(0), context)->bytes()[expected.size()],
+            std::byte{9});
+  const std::array<std::byte, RecordAad::kMaxContextBytes + 1> too_long{};
+  EXPECT_EQ(RecordAad::Build(1, "ab", KeyOf(0), too_long).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 class RecordCipherTest : public ::testing::Test {

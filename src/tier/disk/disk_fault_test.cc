@@ -1,9 +1,12 @@
 // The DiskTier under faults: torn and corrupt records, garbage segments, full disk, EIO on
-// write, read and fsync, and power loss. Each must be a clear error or a counted miss, never a
-// crash and never wrong bytes.
+// write, read and fsync, power loss, tampered ciphertexts and shredded keys. Each must be a
+// clear error or a counted miss, never a crash and never wrong bytes.
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "src/common/checksum.h"
 #include "src/tier/disk/disk_format.h"
 #include "src/tier/disk/disk_test_util.h"
 
@@ -26,6 +29,40 @@ class DiskFaultTest : public DiskTierTestBase {
   }
   uint64_t FileSize(const std::string& path) {
     return *(*mem_->OpenFile(path, FileOptions{}))->Size();
+  }
+  // Rewrites the record at `offset` of a segment with `edit` applied to its stored payload,
+  // and a payload checksum (and header checksum) that match the edited bytes: damage that only
+  // the codec (the GCM tag) can catch.
+  void TamperWithValidChecksum(const std::string& path, uint64_t offset,
+                               const std::function<void(std::span<std::byte>)>& edit) {
+    Result<std::unique_ptr<File>> f = mem_->OpenFile(path, FileOptions{});
+    ASSERT_TRUE(f.ok());
+    std::vector<std::byte> record(64 * 1024);
+    size_t got = 0;
+    ASSERT_TRUE((*f)->Read(offset, record, &got).ok());
+    size_t header_bytes = 0;
+    Result<disk::RecordHeader> h = disk::DecodeRecordHeader(record, &header_bytes);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_LE(header_bytes + h->stored_bytes, got);
+    std::span<std::byte> payload = std::span(record).subspan(header_bytes, h->stored_bytes);
+    edit(payload);
+    h->payload_checksum = Checksum64(payload);
+    disk::EncodeRecordHeader(*h, record);
+    ASSERT_TRUE((*f)->Write(offset, std::span(record).first(header_bytes + h->stored_bytes)).ok());
+  }
+  // Offset of the record of `key` in the only segment, by scanning its record headers.
+  uint64_t RecordOffset(const std::string& path, uint64_t key) {
+    const std::vector<std::byte> bytes = ReadFile(path);
+    for (uint64_t pos = disk::kSegmentHeaderBytes; pos + disk::kPageBytes <= bytes.size();) {
+      size_t header_bytes = 0;
+      Result<disk::RecordHeader> h =
+          disk::DecodeRecordHeader(std::span(bytes).subspan(pos), &header_bytes);
+      if (!h.ok()) break;
+      if (h->key == Key(key)) return pos;
+      pos += disk::RecordBytes(h->tenant.size(), h->stored_bytes);
+    }
+    ADD_FAILURE() << "no record of key " << key;
+    return 0;
   }
   // Every key in [0, n) either reads back exactly or misses; returns how many read back.
   size_t CountIntact(uint64_t n) {
@@ -223,6 +260,66 @@ TEST_F(DiskFaultTest, PowerLossWithWrittenDurabilityKeepsWhatSyncCovered) {
   ASSERT_TRUE(Open().ok());
   for (uint64_t k = 0; k < 10; ++k) EXPECT_TRUE(Check(k).ok()) << k;
   CountIntact(20);  // The rest may be gone, but nothing is wrong.
+}
+
+TEST_F(DiskFaultTest, FlippedBitsInAnEncryptedPayloadAreACountedMiss) {
+  ASSERT_NO_FATAL_FAILURE(UseDataServices(/*compress=*/true, /*encrypt=*/true));
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 3; ++k) ASSERT_TRUE(PutBf16(k).ok());
+  const std::string seg = SegmentFiles().back();
+  Scribble(seg, RecordOffset(seg, 1) + disk::kPageBytes, 4);  // Payload bytes, not the header.
+  EXPECT_EQ(CheckBf16(1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(CheckBf16(1).code(), StatusCode::kNotFound);  // Removed: a plain miss now.
+  DiskTierStats s = tier_->Stats();
+  EXPECT_EQ(s.corrupt_records, 1u);
+  EXPECT_EQ(s.blocks, 2u);
+  EXPECT_TRUE(CheckBf16(0).ok());
+  EXPECT_TRUE(CheckBf16(2).ok());
+}
+
+TEST_F(DiskFaultTest, TamperedCiphertextWithAValidChecksumIsACountedMissNeverServed) {
+  ASSERT_NO_FATAL_FAILURE(UseDataServices(/*compress=*/true, /*encrypt=*/true));
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 3; ++k) ASSERT_TRUE(PutBf16(k).ok());
+  ASSERT_TRUE(Put(7, 5000).ok());  // Stored uncompressed, still sealed.
+  Crash();
+  const std::string seg = SegmentFiles().back();
+  ASSERT_NO_FATAL_FAILURE(TamperWithValidChecksum(
+      seg, RecordOffset(seg, 1), [](std::span<std::byte> p) { p[p.size() / 2] ^= std::byte{1}; }));
+  ASSERT_NO_FATAL_FAILURE(TamperWithValidChecksum(
+      seg, RecordOffset(seg, 7), [](std::span<std::byte> p) { p[0] ^= std::byte{0x80}; }));
+  ASSERT_TRUE(Open().ok());
+  EXPECT_EQ(tier_->Stats().corrupt_records, 0u);  // Checksums hold: recovery indexes them.
+  EXPECT_EQ(CheckBf16(1).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Check(7, 5000).code(), StatusCode::kNotFound);
+  DiskTierStats s = tier_->Stats();
+  EXPECT_EQ(s.corrupt_records, 2u);
+  EXPECT_EQ(s.unreadable_records, 0u);
+  EXPECT_EQ(s.hits, 0u);
+  EXPECT_TRUE(CheckBf16(0).ok());
+  EXPECT_TRUE(CheckBf16(2).ok());
+}
+
+TEST_F(DiskFaultTest, BlocksOfAShreddedTenantAreCountedUnreadableMisses) {
+  ASSERT_NO_FATAL_FAILURE(UseDataServices(/*compress=*/true, /*encrypt=*/true));
+  ASSERT_TRUE(Open().ok());
+  for (uint64_t k = 0; k < 3; ++k) ASSERT_TRUE(PutBf16(k).ok());
+  ASSERT_TRUE(PutBf16(5, 0, kBlock, 1).ok());
+  ASSERT_TRUE(keys_->ShredTenant("alpha", "test").ok());
+  for (uint64_t k = 0; k < 3; ++k) EXPECT_EQ(CheckBf16(k).code(), StatusCode::kNotFound) << k;
+  DiskTierStats s = tier_->Stats();
+  EXPECT_EQ(s.unreadable_records, 3u);
+  EXPECT_EQ(s.corrupt_records, 0u);
+  EXPECT_EQ(s.blocks, 1u);
+  EXPECT_TRUE(CheckBf16(5, kBlock, 1).ok());  // Another tenant's key is untouched.
+  // After a restart the records are still on disk, and still unreadable.
+  tier_.reset();
+  ASSERT_TRUE(Open().ok());
+  EXPECT_EQ(CheckBf16(0).code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier_->Stats().unreadable_records, 1u);
+  // New puts of the tenant are sealed under a fresh key and read back.
+  ASSERT_TRUE(PutBf16(9).ok());
+  EXPECT_TRUE(CheckBf16(9).ok());
 }
 
 TEST_F(DiskFaultTest, FailedTombstoneIsReported) {

@@ -9,9 +9,9 @@ namespace kvtier::disk {
 namespace {
 
 // Fixed part of a record header, before the tenant name.
-constexpr size_t kRecordFixedBytes = 120;
+constexpr size_t kRecordFixedBytes = 136;
 constexpr size_t kFooterFixedBytes = 16;
-constexpr size_t kFooterEntryBytes = 72;
+constexpr size_t kFooterEntryBytes = 88;
 constexpr size_t kTrailerUsedBytes = 48;
 
 class Writer {
@@ -109,7 +109,7 @@ void EncodeRecordHeader(const RecordHeader& h, std::span<std::byte> out) {
   w.U8(h.codec);
   w.U8(static_cast<uint8_t>(h.tenant.size()));
   w.U16(static_cast<uint16_t>(header_bytes));
-  w.U32(0);
+  w.U32(h.key_version);
   w.Raw(h.key.data(), kBlockKeySize);
   w.U64(h.sequence);
   w.U64(h.timestamp_us);
@@ -118,7 +118,11 @@ void EncodeRecordHeader(const RecordHeader& h, std::span<std::byte> out) {
   w.U64(h.payload_checksum);
   w.Raw(h.nonce.data(), h.nonce.size());
   w.Raw(h.tag.data(), h.tag.size());
-  w.U32(0);
+  w.U8(h.dtype);
+  w.U8(0);
+  w.U16(0);
+  w.U64(h.session);
+  w.U64(h.created_us);
   w.Raw(h.tenant.data(), h.tenant.size());
   w.PadTo(header_bytes - 8);
   w.U64(Hash(out, header_bytes - 8));
@@ -134,7 +138,7 @@ Result<RecordHeader> DecodeRecordHeader(std::span<const std::byte> in, size_t* h
   h.codec = r.U8();
   const uint8_t tenant_bytes = r.U8();
   const uint16_t length = r.U16();
-  r.Skip(4);
+  h.key_version = r.U32();
   if (!r.ok() || length != RecordHeaderBytes(tenant_bytes) || tenant_bytes == 0 ||
       length > in.size()) {
     return Status::DataLoss("record header has a bad length");
@@ -146,13 +150,9 @@ Result<RecordHeader> DecodeRecordHeader(std::span<const std::byte> in, size_t* h
   }
   // A valid checksum over a newer version's header: this build cannot interpret it.
   if (version != kFormatVersion) return Status::DataLoss("record of an unknown format version");
-  if (kind > static_cast<uint8_t>(RecordKind::kEraseTenant)) {
-    return Status::DataLoss("record of an unknown kind");
-  }
+  if (kind > kMaxRecordKind) return Status::DataLoss("record of an unknown kind");
   h.kind = static_cast<RecordKind>(kind);
-  if (h.flags != 0 || h.codec != kCodecNone) {
-    return Status::DataLoss("record uses a codec or encryption this build does not support");
-  }
+  if ((h.flags & ~kKnownFlags) != 0) return Status::DataLoss("record has unknown flags");
   std::array<uint8_t, kBlockKeySize> key;
   r.Raw(key.data(), key.size());
   h.key = BlockKey(key);
@@ -163,15 +163,26 @@ Result<RecordHeader> DecodeRecordHeader(std::span<const std::byte> in, size_t* h
   h.payload_checksum = r.U64();
   r.Raw(h.nonce.data(), h.nonce.size());
   r.Raw(h.tag.data(), h.tag.size());
-  r.Skip(4);
+  h.dtype = r.U8();
+  r.Skip(3);
+  h.session = r.U64();
+  h.created_us = r.U64();
   h.tenant.resize(tenant_bytes);
   r.Raw(h.tenant.data(), tenant_bytes);
   if (!r.ok()) return Status::DataLoss("truncated record header");
-  if (h.stored_bytes != h.value_bytes) {
+  if (h.dtype > kMaxDtype) return Status::DataLoss("record of an unknown dtype");
+  if ((h.flags & kFlagEncrypted) == 0 && h.key_version != 0) {
+    return Status::DataLoss("unencrypted record names a key version");
+  }
+  if (h.codec == kCodecNone && h.stored_bytes != h.value_bytes) {
     return Status::DataLoss("record lengths disagree for an uncompressed payload");
   }
-  if (h.kind != RecordKind::kBlock && h.stored_bytes != 0) {
+  if (h.kind != RecordKind::kBlock &&
+      (h.stored_bytes != 0 || h.value_bytes != 0 || h.flags != 0 || h.codec != kCodecNone)) {
     return Status::DataLoss("tombstone with a payload");
+  }
+  if (h.kind == RecordKind::kEraseSession && h.session == 0) {
+    return Status::DataLoss("session tombstone without a session");
   }
   *header_bytes = length;
   return h;
@@ -205,6 +216,12 @@ Result<SegmentHeader> DecodeSegmentHeader(std::span<const std::byte> in) {
         "segment written by disk format version " + std::to_string(version) +
         "; this build reads up to version " + std::to_string(kFormatVersion) +
         ": upgrade kvtier or use another directory");
+  }
+  if (version != 0 && version < kFormatVersion) {
+    return Status::FailedPrecondition(
+        "segment written by disk format version " + std::to_string(version) +
+        "; this build reads only version " + std::to_string(kFormatVersion) +
+        " and does not migrate older directories: remove it or use another directory");
   }
   if (version == 0 || Hash(in, 24) != checksum) {
     return Status::DataLoss("segment header is corrupt");
@@ -241,15 +258,17 @@ AlignedBuffer EncodeFooter(const Footer& footer, uint64_t segment_id, uint64_t f
   w.PadTo(Align8(w.pos()));
   for (const FooterEntry& e : footer.entries) {
     w.U8(static_cast<uint8_t>(e.kind));
-    w.U8(0);
+    w.U8(e.dtype);
     w.U16(e.tenant);
     w.U32(e.offset_pages);
     w.U32(e.record_pages);
-    w.U32(0);
+    w.U32(e.stored_bytes);
     w.U64(e.value_bytes);
     w.U64(e.sequence);
     w.U64(e.timestamp_us);
     w.Raw(e.key.data(), kBlockKeySize);
+    w.U64(e.session);
+    w.U64(e.created_us);
   }
   const uint64_t body_checksum = Hash(buf.span(), body_bytes);
   std::span<std::byte> trailer = buf.span().subspan(padded);
@@ -315,21 +334,26 @@ Result<Footer> DecodeFooter(std::span<const std::byte> body, const Trailer& trai
   for (uint32_t i = 0; i < entries; ++i) {
     FooterEntry e;
     const uint8_t kind = r.U8();
-    r.Skip(1);
+    e.dtype = r.U8();
     e.tenant = r.U16();
     e.offset_pages = r.U32();
     e.record_pages = r.U32();
-    r.Skip(4);
+    e.stored_bytes = r.U32();
     e.value_bytes = r.U64();
     e.sequence = r.U64();
     e.timestamp_us = r.U64();
     std::array<uint8_t, kBlockKeySize> key;
     r.Raw(key.data(), key.size());
     e.key = BlockKey(key);
-    if (kind > static_cast<uint8_t>(RecordKind::kEraseTenant) || e.tenant >= f.tenants.size() ||
+    e.session = r.U64();
+    e.created_us = r.U64();
+    // value_bytes is not bounded by the record: a compressed payload is smaller than its value.
+    // It must fit the index's 32-bit length, like every value the tier accepts.
+    if (kind > kMaxRecordKind || e.dtype > kMaxDtype || e.tenant >= f.tenants.size() ||
         e.offset_pages < kSegmentHeaderBytes / kPageBytes || e.record_pages == 0 ||
         uint64_t{e.offset_pages} + e.record_pages > limit_pages ||
-        e.value_bytes > uint64_t{e.record_pages} * kPageBytes) {
+        e.stored_bytes > uint64_t{e.record_pages} * kPageBytes || e.value_bytes > UINT32_MAX ||
+        (kind == static_cast<uint8_t>(RecordKind::kEraseSession) && e.session == 0)) {
       return Status::DataLoss("segment footer entry out of range");
     }
     e.kind = static_cast<RecordKind>(kind);

@@ -1,7 +1,7 @@
-// The on-disk format of the DiskTier, version 1: segment headers, records, segment footers.
+// The on-disk format of the DiskTier, version 2: segment headers, records, segment footers.
 // docs/disk_format.md is the specification; this is its only encoder and decoder. All integers
 // are little-endian. Decoders take untrusted bytes: anything malformed is a DataLoss status
-// (a newer format version is FailedPrecondition), never a crash.
+// (a segment of another format version is FailedPrecondition), never a crash.
 //
 // Thread safety: pure functions.
 
@@ -22,7 +22,9 @@
 
 namespace kvtier::disk {
 
-inline constexpr uint16_t kFormatVersion = 1;
+// Version 2 added sessions, creation times, dtypes, key versions and session tombstones.
+// Version 1 directories are refused (nothing was deployed with them).
+inline constexpr uint16_t kFormatVersion = 2;
 inline constexpr size_t kPageBytes = kDirectIoAlignment;  // Records and footers are page-aligned.
 inline constexpr uint32_t kSegmentMagic = 0x4753564B;     // "KVSG"
 inline constexpr uint32_t kRecordMagic = 0x4352564B;      // "KVRC"
@@ -31,14 +33,19 @@ inline constexpr uint32_t kTrailerMagic = 0x5446564B;     // "KVFT"
 inline constexpr size_t kSegmentHeaderBytes = kPageBytes;
 inline constexpr size_t kTrailerBytes = kPageBytes;
 inline constexpr size_t kMaxTenantNameBytes = 255;
-inline constexpr uint8_t kFlagEncrypted = 0x01;  // Reserved for issue 5; version 1 writes 0.
-inline constexpr uint8_t kCodecNone = 0;
+inline constexpr uint8_t kFlagEncrypted = 0x01;  // Payload sealed with AES-256-GCM.
+inline constexpr uint8_t kKnownFlags = kFlagEncrypted;
+inline constexpr uint8_t kCodecNone = 0;         // Payload = the value's bytes (maybe sealed).
+inline constexpr uint8_t kDtypeUnknown = 0;      // Opaque bytes; otherwise a KvDtype value.
+inline constexpr uint8_t kMaxDtype = static_cast<uint8_t>(KvDtype::kFp8E5M2);
 
 enum class RecordKind : uint8_t {
   kBlock = 0,        // A block's bytes.
   kEraseKey = 1,     // Tombstone: the key's older records are deleted.
   kEraseTenant = 2,  // Tombstone: every older record of the tenant is deleted.
+  kEraseSession = 3, // Tombstone: every older record of the tenant with that session is deleted.
 };
+inline constexpr uint8_t kMaxRecordKind = static_cast<uint8_t>(RecordKind::kEraseSession);
 
 struct SegmentHeader {
   uint64_t segment_id = 0;
@@ -47,9 +54,10 @@ struct SegmentHeader {
 
 struct RecordHeader {
   RecordKind kind = RecordKind::kBlock;
-  uint8_t flags = 0;
-  uint8_t codec = kCodecNone;
-  BlockKey key;
+  uint8_t flags = 0;             // kFlagEncrypted or 0.
+  uint8_t codec = kCodecNone;    // PayloadInfo::codec (block_codec.h); opaque to the format.
+  uint32_t key_version = 0;      // Tenant data-key version when encrypted, else 0.
+  BlockKey key;                  // All zero for tenant and session tombstones.
   std::string tenant;            // 1 to 255 bytes.
   uint64_t sequence = 0;         // Logical time of the put or erase; kept by relocation.
   uint64_t timestamp_us = 0;     // Last access known when the record was written.
@@ -58,9 +66,13 @@ struct RecordHeader {
   uint64_t payload_checksum = 0; // XXH3-64 of the stored payload.
   std::array<uint8_t, 12> nonce{};
   std::array<uint8_t, 16> tag{};
+  uint8_t dtype = kDtypeUnknown; // KvDtype of the values, or kDtypeUnknown.
+  uint64_t session = 0;          // The block's session (0 = none); the erased session.
+  uint64_t created_us = 0;       // When the block was first stored; kept by relocation.
 };
 
-// One record as listed in a segment footer.
+// One record as listed in a segment footer: everything the index needs, so that recovery
+// from a footer alone restores what a scan of the records would.
 struct FooterEntry {
   RecordKind kind = RecordKind::kBlock;
   uint16_t tenant = 0;         // Index into Footer::tenants (or the caller's tenant table).
@@ -70,6 +82,10 @@ struct FooterEntry {
   uint64_t value_bytes = 0;
   uint64_t sequence = 0;
   uint64_t timestamp_us = 0;
+  uint32_t stored_bytes = 0;   // Payload length (a record never exceeds a 4 GiB segment).
+  uint8_t dtype = kDtypeUnknown;
+  uint64_t session = 0;
+  uint64_t created_us = 0;
 };
 
 struct Footer {
@@ -92,12 +108,15 @@ uint64_t RecordBytes(size_t tenant_bytes, uint64_t stored_bytes);
 // REQUIRES: out.size() >= RecordHeaderBytes(h.tenant.size()); 1 <= tenant size <= 255.
 void EncodeRecordHeader(const RecordHeader& h, std::span<std::byte> out);
 // Decodes the header at the start of `in`; *header_bytes receives its length. DataLoss for a
-// bad magic, checksum, length or unknown kind/flags/codec.
+// bad magic, checksum, length, version, unknown kind, flag or dtype, or fields that contradict
+// each other (an unsealed raw payload whose length differs from the value's, a tombstone with
+// a payload). The codec id is not interpreted here: BlockCodec::Decode rejects unknown ids.
 Result<RecordHeader> DecodeRecordHeader(std::span<const std::byte> in, size_t* header_bytes);
 
 // REQUIRES: out.size() >= kSegmentHeaderBytes.
 void EncodeSegmentHeader(const SegmentHeader& h, std::span<std::byte> out);
-// FailedPrecondition when written by a newer format version; DataLoss when not a segment.
+// FailedPrecondition when written by another format version (older ones are not migrated);
+// DataLoss when not a segment.
 Result<SegmentHeader> DecodeSegmentHeader(std::span<const std::byte> in);
 
 // Length of the encoded footer body for these tenant names and `entries` entries.

@@ -1,5 +1,5 @@
 // DiskIndex: the DiskTier's in-memory index, (tenant, key) -> record location, built compactly
-// because a tier holds millions of blocks: entries live in one slab (72 bytes each) and the
+// because a tier holds millions of blocks: entries live in one slab (96 bytes each) and the
 // hash set stores only 4-byte slab indices. Each tenant's entries also form a FIFO list that
 // the budget's CLOCK hand walks (second chance for entries accessed since it last passed).
 //
@@ -22,13 +22,17 @@ inline constexpr uint32_t kNoEntry = UINT32_MAX;
 struct DiskEntry {
   BlockKey key;
   uint64_t last_access_us = 0;
+  uint64_t created_us = 0;     // When the block was first stored (max age).
+  uint64_t session = 0;
   uint32_t segment = 0;        // Segment id.
   uint32_t offset_pages = 0;   // Record offset within the segment, in pages.
   uint32_t record_pages = 0;   // Record length, in pages.
   uint32_t value_bytes = 0;
+  uint32_t stored_bytes = 0;   // Payload length on disk.
   uint32_t prev = kNoEntry;    // Tenant FIFO list.
   uint32_t next = kNoEntry;
   uint16_t tenant = 0;
+  uint8_t dtype = 0;           // RecordHeader::dtype.
   bool accessed = false;       // Read or looked up since written, relocated or last passed over.
   bool in_use = false;
 };

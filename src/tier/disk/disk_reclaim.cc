@@ -143,7 +143,9 @@ Result<std::vector<FooterEntry>> DiskTierImpl::ScanSegment(File* file, uint64_t 
       entries.push_back(FooterEntry{h->kind, static_cast<uint16_t>(tenant), h->key,
                                     static_cast<uint32_t>(pos / kPageBytes),
                                     static_cast<uint32_t>(record_bytes / kPageBytes),
-                                    h->value_bytes, h->sequence, h->timestamp_us});
+                                    h->value_bytes, h->sequence, h->timestamp_us,
+                                    static_cast<uint32_t>(h->stored_bytes), h->dtype, h->session,
+                                    h->created_us});
     }
     pos += record_bytes;
   }

@@ -1,9 +1,9 @@
 // Rebuilding the index at open (docs/disk_format.md, "Recovery"). Every segment contributes the
 // records its footer lists, or, without a valid footer, those a scan finds intact. Records are
 // applied by sequence number, whatever segment they sit in (relocation keeps a record's
-// sequence): a block is indexed unless a newer copy of it, or a newer tombstone for its key or
-// tenant, exists. Recovered segments are never appended to: new records go to a new segment,
-// so a write still landing from a killed process cannot collide with ours.
+// sequence): a block is indexed unless a newer copy of it, or a newer tombstone for its key,
+// tenant or session, exists. Recovered segments are never appended to: new records go to a new
+// segment, so a write still landing from a killed process cannot collide with ours.
 
 #include <algorithm>
 #include <utility>
@@ -37,6 +37,16 @@ struct TenantKey {
   }
 };
 
+struct TenantSession {
+  uint16_t tenant;
+  uint64_t session;
+  friend bool operator==(const TenantSession&, const TenantSession&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const TenantSession& s) {
+    return H::combine(std::move(h), s.tenant, s.session);
+  }
+};
+
 }  // namespace
 
 Status DiskTierImpl::Recover() {
@@ -51,6 +61,7 @@ Status DiskTierImpl::Recover() {
 
   absl::flat_hash_map<TenantKey, uint64_t> erased_keys;      // Newest key tombstones.
   std::vector<uint64_t> erased_tenants(tenant_names_.size());  // Newest tenant tombstones.
+  absl::flat_hash_map<TenantSession, uint64_t> erased_sessions;  // Newest session tombstones.
   std::vector<uint64_t> sequence_of;                         // Slab index -> sequence.
   uint64_t corrupt = 0;
   uint64_t max_sequence = 0;
@@ -109,10 +120,20 @@ Status DiskTierImpl::Recover() {
           if (idx != kNoEntry && sequence_of[idx] < e.sequence) Drop(idx, DropReason::kDeleted);
           break;
         }
+        case RecordKind::kEraseSession: {
+          // Blocks indexed before this tombstone was seen are dropped in one pass at the end.
+          uint64_t& newest = erased_sessions[TenantSession{e.tenant, e.session}];
+          newest = std::max(newest, e.sequence);
+          break;
+        }
         case RecordKind::kBlock: {
           if (e.sequence <= erased_tenants[e.tenant]) break;
           auto erased = erased_keys.find(tk);
           if (erased != erased_keys.end() && e.sequence <= erased->second) break;
+          if (e.session != 0) {
+            auto session = erased_sessions.find(TenantSession{e.tenant, e.session});
+            if (session != erased_sessions.end() && e.sequence <= session->second) break;
+          }
           uint32_t idx = index_.Find(e.tenant, e.key);
           if (idx != kNoEntry) {
             if (sequence_of[idx] >= e.sequence) break;
@@ -121,10 +142,14 @@ Status DiskTierImpl::Recover() {
           DiskEntry d;
           d.key = e.key;
           d.last_access_us = e.timestamp_us;
+          d.created_us = e.created_us;
+          d.session = e.session;
           d.segment = id;
           d.offset_pages = e.offset_pages;
           d.record_pages = e.record_pages;
           d.value_bytes = static_cast<uint32_t>(std::min<uint64_t>(e.value_bytes, UINT32_MAX));
+          d.stored_bytes = e.stored_bytes;
+          d.dtype = e.dtype;
           d.tenant = e.tenant;
           const uint32_t added = AddEntry(d);
           if (added >= sequence_of.size()) sequence_of.resize(added + 1);
@@ -138,6 +163,16 @@ Status DiskTierImpl::Recover() {
   next_sequence_ = max_sequence + 1;
 
   MutexLock l(&mu_);
+  if (!erased_sessions.empty()) {
+    for (uint32_t i = 0; i < index_.SlabSize(); ++i) {
+      const DiskEntry& d = index_.at(i);
+      if (!d.in_use || d.session == 0) continue;
+      auto erased = erased_sessions.find(TenantSession{d.tenant, d.session});
+      if (erased != erased_sessions.end() && sequence_of[i] < erased->second) {
+        Drop(i, DropReason::kDeleted);
+      }
+    }
+  }
   stats_.corrupt_records += corrupt;
   // Over-budget tenants (the budget shrank, or evictions were not yet reclaimed) shed their
   // own blocks now; expiry is applied lazily by reads and PurgeExpired.

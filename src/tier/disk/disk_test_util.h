@@ -1,5 +1,6 @@
 // Helpers shared by the disk tier's unit tests: a settable clock, keys and values derived from
-// a number, and a fixture that opens a DiskTier on an in-memory Env behind fault injection.
+// a number, a fixture that opens a DiskTier on an in-memory Env behind fault injection, and
+// the data services (a BlockCodec, with a KeyManager when encrypting) it can be given.
 
 #ifndef KVTIER_TIER_DISK_DISK_TEST_UTIL_H_
 #define KVTIER_TIER_DISK_DISK_TEST_UTIL_H_
@@ -15,6 +16,9 @@
 #include "kvtier/env.h"
 #include "src/env/fault_injection_env.h"
 #include "src/env/mem_env.h"
+#include "src/services/block_codec.h"
+#include "src/services/encryption/key_manager.h"
+#include "src/services/encryption/master_key.h"
 #include "src/tier/disk/disk_tier.h"
 
 namespace kvtier::disk_test {
@@ -40,6 +44,21 @@ inline std::vector<std::byte> Value(uint64_t seed, size_t size) {
   return v;
 }
 
+// bf16-like KV values: random signs and mantissas, exponents in a narrow band around 1.0, as
+// trained models' K and V mostly are, so that the KV codec finds something to compress.
+inline std::vector<std::byte> Bf16Value(uint64_t seed, size_t size) {
+  std::vector<std::byte> v(size);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (size_t i = 0; i + 1 < size; i += 2) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = std::byte(static_cast<uint8_t>(x));                                  // Mantissa.
+    v[i + 1] = std::byte(static_cast<uint8_t>(0x3c + (x >> 60) % 4) | ((x >> 40) & 0x80));
+  }
+  return v;
+}
+
 class DiskTierTestBase : public ::testing::Test {
  protected:
   static constexpr size_t kBlock = 16 * 1024;
@@ -52,9 +71,31 @@ class DiskTierTestBase : public ::testing::Test {
     tenants_ = {DiskTenantConfig{"alpha"}, DiskTenantConfig{"beta"}};
   }
 
+  // Gives the tier a BlockCodec from now on (the next Open). With `encrypt`, a KeyManager on
+  // the in-memory Env holds the tenants' keys (outside the fault injection).
+  void UseDataServices(bool compress, bool encrypt) {
+    codec_.reset();
+    if (encrypt && keys_ == nullptr) {
+      ASSERT_TRUE(mem_->CreateDir("/keys").ok());
+      Result<encryption::MasterKey> master = encryption::MasterKey::FromHex(
+          "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+      ASSERT_TRUE(master.ok());
+      Result<std::unique_ptr<encryption::KeyManager>> keys =
+          encryption::KeyManager::Open(mem_.get(), "/keys", *master, {});
+      ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+      keys_ = std::move(keys).value();
+    }
+    TierDataOptions data;
+    data.compress = compress;
+    data.encrypt = encrypt;
+    Result<std::unique_ptr<BlockCodec>> codec = BlockCodec::Create(data, keys_.get());
+    ASSERT_TRUE(codec.ok()) << codec.status().ToString();
+    codec_ = std::move(codec).value();
+  }
+
   Status Open() {
     tier_.reset();
-    Result<std::unique_ptr<DiskTier>> t = DiskTier::Open(options_, tenants_, &env_);
+    Result<std::unique_ptr<DiskTier>> t = DiskTier::Open(options_, tenants_, &env_, codec_.get());
     if (!t.ok()) return t.status();
     tier_ = std::move(t).value();
     return Status::OK();
@@ -89,6 +130,34 @@ class DiskTierTestBase : public ::testing::Test {
     }
     return Status::OK();
   }
+  // Puts Bf16Value(k, size) as a bf16 block of `session`.
+  Status PutBf16(uint64_t k, SessionId session = 0, size_t size = kBlock, uint32_t tenant = 0) {
+    std::vector<std::byte> v = Bf16Value(k, size);
+    DiskTier::PutRequest req{Key(k), v, session, 0, KvDtype::kBf16};
+    return tier_->PutMany(tenant, {&req, 1})[0];
+  }
+  // Like Check, for a block put by PutBf16.
+  Status CheckBf16(uint64_t k, size_t size = kBlock, uint32_t tenant = 0) {
+    std::vector<std::byte> out(size + 100);
+    BlockKey key = Key(k);
+    std::span<std::byte> span(out);
+    Result<size_t> r = tier_->ReadMany(tenant, {&key, 1}, {&span, 1})[0];
+    if (!r.ok()) return r.status();
+    if (*r != size || std::memcmp(out.data(), Bf16Value(k, size).data(), size) != 0) {
+      return Status::DataLoss("wrong bytes served for key " + std::to_string(k));
+    }
+    return Status::OK();
+  }
+  std::vector<std::byte> ReadFile(const std::string& path) {
+    Result<std::unique_ptr<File>> f = mem_->OpenFile(path, FileOptions{});
+    EXPECT_TRUE(f.ok());
+    if (!f.ok()) return {};
+    std::vector<std::byte> bytes(*(*f)->Size());
+    size_t got = 0;
+    EXPECT_TRUE((*f)->Read(0, bytes, &got).ok());
+    bytes.resize(got);
+    return bytes;
+  }
   std::vector<std::string> SegmentFiles() {
     std::vector<std::string> segs;
     Result<std::vector<std::string>> names = mem_->ListDir(options_.dir);
@@ -105,7 +174,9 @@ class DiskTierTestBase : public ::testing::Test {
   FaultInjectionEnv env_;
   DiskTierOptions options_;
   std::vector<DiskTenantConfig> tenants_;
-  std::unique_ptr<DiskTier> tier_;
+  std::unique_ptr<encryption::KeyManager> keys_;
+  std::unique_ptr<BlockCodec> codec_;
+  std::unique_ptr<DiskTier> tier_;  // Declared last: closed before the codec and keys go.
 };
 
 }  // namespace kvtier::disk_test

@@ -4,6 +4,11 @@
 // memory and is rebuilt from the segments on open; torn or corrupt records are dropped and
 // counted. The on-disk format is specified in docs/disk_format.md.
 //
+// Data services (compression, encryption) come from an optional BlockCodec decorator
+// (src/services/block_codec.h): a put encodes each block straight into its record buffer, a
+// read decodes from the record's buffer straight into the caller's output. Without one, values
+// are stored as they are.
+//
 // Thread safety: all methods are thread-safe.
 
 #ifndef KVTIER_TIER_DISK_DISK_TIER_H_
@@ -12,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,8 +26,11 @@
 #include "kvtier/env.h"
 #include "kvtier/options.h"
 #include "kvtier/status.h"
+#include "kvtier/store.h"
 
 namespace kvtier {
+
+class BlockCodec;
 
 // DiskTierOptions is public: include/kvtier/options.h.
 
@@ -29,6 +38,17 @@ struct DiskTenantConfig {
   std::string name;           // Stored in every record: tenants are matched by name on reopen.
   uint64_t budget_bytes = 0;  // 0 = no per-tenant limit. Over budget, a tenant's own blocks go.
   uint64_t ttl_us = 0;        // Since last access; 0 = never expires.
+  // Since the block was first stored (DiskTier::PutRequest::created_us), whatever its
+  // accesses; 0 = no limit. An older block is a miss and is removed, also after a restart.
+  uint64_t max_age_us = 0;
+};
+
+// What the index knows about a block, without reading it.
+struct DiskBlockInfo {
+  uint64_t value_bytes = 0;          // Length of the block as the user sees it.
+  SessionId session = 0;             // 0 = none.
+  uint64_t created_us = 0;           // When it was first stored.
+  std::optional<KvDtype> dtype;      // nullopt = opaque bytes.
 };
 
 struct DiskTierStats {
@@ -42,6 +62,7 @@ struct DiskTierStats {
   uint64_t misses = 0;
   uint64_t read_bytes = 0;
   uint64_t corrupt_records = 0;    // Found at open or on read; dropped, never served.
+  uint64_t unreadable_records = 0; // Intact but undecodable: tenant key shredded or unknown.
   uint64_t evictions = 0;
   uint64_t expirations = 0;
   uint64_t relocated_blocks = 0;   // Live blocks moved by segment reclamation.
@@ -51,21 +72,31 @@ struct DiskTierStats {
   uint64_t write_errors = 0;       // Records not written because of an I/O error.
   uint64_t index_memory_bytes = 0; // Heap bytes of the in-memory index.
   uint64_t segments = 0;           // Segment files in the directory.
+  uint64_t logical_bytes = 0;      // Sum of the live blocks' lengths as users see them.
+  uint64_t stored_bytes = 0;       // Sum of their payloads as stored (after compression).
   bool io_uring = false;           // Whether I/O goes through io_uring.
 };
 
 class DiskTier {
  public:
   // InvalidArgument for bad options; FailedPrecondition when another process holds the
-  // directory or it was written by a newer format version; IOError-class statuses (Internal /
-  // Unavailable) for I/O failures.
+  // directory or it was written by another format version; IOError-class statuses (Internal /
+  // Unavailable) for I/O failures. `codec` (not owned, must outlive the tier) encodes and
+  // decodes payloads; nullptr stores values as they are (and records written with a codec are
+  // then unreadable: counted misses).
   static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
-                                                std::vector<DiskTenantConfig> tenants, Env* env);
+                                                std::vector<DiskTenantConfig> tenants, Env* env,
+                                                BlockCodec* codec = nullptr);
   virtual ~DiskTier() = default;
 
   struct PutRequest {
     BlockKey key;
     std::span<const std::byte> value;  // Read during the call only.
+    SessionId session = 0;             // 0 = none; EraseSession removes a session's blocks.
+    // When the block was first stored (max_age_us counts from it); 0 = now. A block promoted
+    // and demoted again passes its original time so that its age is kept.
+    uint64_t created_us = 0;
+    std::optional<KvDtype> dtype = std::nullopt;  // Element type for compression; nullopt = bytes.
   };
   // Writes the blocks (batched, several in flight) and returns when each is acknowledged per
   // options.durability. One status per request: OK (also when the key was already present),
@@ -79,9 +110,15 @@ class DiskTier {
 
   // Size of the block; NotFound when absent or expired.
   virtual Result<size_t> BlockSize(uint32_t tenant, const BlockKey& key) = 0;
+  // Size, session, creation time and dtype of the block; NotFound when absent or expired.
+  virtual Result<DiskBlockInfo> Describe(uint32_t tenant, const BlockKey& key) = 0;
 
   // Reads blocks into `outs` (each at least BlockSize bytes) and returns their sizes. A block
-  // whose checksum fails is removed, counted in corrupt_records and reported as NotFound.
+  // whose checksum, authentication tag or compressed form fails is removed, counted in
+  // corrupt_records and reported as NotFound; one that cannot be decrypted because its
+  // tenant's key was shredded (or its key version is unknown) likewise, counted in
+  // unreadable_records. Other codec errors (out of memory, a keystore I/O error) fail the read
+  // with their status and keep the block. A failing record never leaves plaintext in `outs`.
   virtual std::vector<Result<size_t>> ReadMany(uint32_t tenant, std::span<const BlockKey> keys,
                                                std::span<const std::span<std::byte>> outs) = 0;
 
@@ -96,6 +133,10 @@ class DiskTier {
   virtual Status Erase(uint32_t tenant, const BlockKey& key) = 0;
   // Removes every block of the tenant, recorded on disk like Erase; returns how many.
   virtual Result<uint64_t> EraseTenant(uint32_t tenant) = 0;
+  // Removes every block of the tenant put with `session`, recorded on disk like Erase (a
+  // session tombstone: no older record of that tenant and session comes back after a
+  // restart); returns how many. InvalidArgument for session 0 or an unknown tenant.
+  virtual Result<uint64_t> EraseSession(uint32_t tenant, SessionId session) = 0;
   virtual size_t PurgeExpired() = 0;
 
   // Makes every acknowledged write durable against power loss.

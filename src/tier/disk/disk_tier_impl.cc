@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "src/common/checksum.h"
@@ -12,9 +13,9 @@
 namespace kvtier {
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options,
-                                                 std::vector<DiskTenantConfig> tenants,
-                                                 Env* env) {
-  return disk::DiskTierImpl::Open(options, std::move(tenants), env);
+                                                 std::vector<DiskTenantConfig> tenants, Env* env,
+                                                 BlockCodec* codec) {
+  return disk::DiskTierImpl::Open(options, std::move(tenants), env, codec);
 }
 
 namespace disk {
@@ -64,13 +65,14 @@ Status DiskTierImpl::CheckOptions(const DiskTierOptions& o,
 
 Result<std::unique_ptr<DiskTier>> DiskTierImpl::Open(const DiskTierOptions& options,
                                                      std::vector<DiskTenantConfig> tenants,
-                                                     Env* env) {
+                                                     Env* env, BlockCodec* codec) {
   KVTIER_RETURN_IF_ERROR(CheckOptions(options, tenants));
   if (env == nullptr) env = Env::Default();
   KVTIER_RETURN_IF_ERROR(env->CreateDir(options.dir));
   Result<std::unique_ptr<FileLock>> lock = env->LockFile(options.dir + "/LOCK");
   if (!lock.ok()) return lock.status();
-  std::unique_ptr<DiskTierImpl> tier(new DiskTierImpl(options, std::move(tenants), env));
+  std::unique_ptr<DiskTierImpl> tier(
+      new DiskTierImpl(options, std::move(tenants), env, codec));
   tier->lock_ = std::move(lock).value();
   {
     MutexLock w(&tier->write_mu_);
@@ -83,9 +85,11 @@ Result<std::unique_ptr<DiskTier>> DiskTierImpl::Open(const DiskTierOptions& opti
 }
 
 DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, std::vector<DiskTenantConfig> tenants,
-                           Env* env)
+                           Env* env, BlockCodec* codec)
     : options_(options),
       env_(env),
+      codec_(codec),
+      encode_threads_(std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8)),
       max_segments_(options.capacity_bytes / options.segment_bytes),
       tenant_table_bytes_(TenantTableBytes(Names(tenants))),
       tenant_names_(Names(tenants)),
@@ -116,8 +120,16 @@ int DiskTierImpl::TenantIndex(const std::string& name) const {
 }
 
 bool DiskTierImpl::Expired(const DiskEntry& e, uint64_t now) const {
-  const uint64_t ttl = tenants_[e.tenant].config.ttl_us;
-  return ttl != 0 && now > e.last_access_us && now - e.last_access_us > ttl;
+  const DiskTenantConfig& config = tenants_[e.tenant].config;
+  const bool idle = config.ttl_us != 0 && now > e.last_access_us &&
+                    now - e.last_access_us > config.ttl_us;
+  const bool old = config.max_age_us != 0 && now > e.created_us &&
+                   now - e.created_us > config.max_age_us;
+  return idle || old;
+}
+
+uint64_t DiskTierImpl::MaxStoredBytes(uint64_t value_bytes) const {
+  return codec_ == nullptr ? value_bytes : codec_->MaxEncodedBytes(value_bytes);
 }
 
 uint32_t DiskTierImpl::FindLive(uint32_t tenant, const BlockKey& key, uint64_t now) {
@@ -133,6 +145,8 @@ uint32_t DiskTierImpl::AddEntry(const DiskEntry& e) {
   const uint64_t bytes = uint64_t{e.record_pages} * kPageBytes;
   segments_[e.segment].live_bytes += bytes;
   tenants_[e.tenant].used_bytes += bytes;
+  stats_.logical_bytes += e.value_bytes;
+  stats_.stored_bytes += e.stored_bytes;
   return index_.Insert(e);
 }
 
@@ -142,10 +156,13 @@ void DiskTierImpl::Drop(uint32_t index, DropReason reason) {
   auto seg = segments_.find(e.segment);
   if (seg != segments_.end()) seg->second.live_bytes -= bytes;
   tenants_[e.tenant].used_bytes -= bytes;
+  stats_.logical_bytes -= e.value_bytes;
+  stats_.stored_bytes -= e.stored_bytes;
   switch (reason) {
     case DropReason::kEvicted: ++stats_.evictions; break;
     case DropReason::kExpired: ++stats_.expirations; break;
     case DropReason::kCorrupt: ++stats_.corrupt_records; break;
+    case DropReason::kUnreadable: ++stats_.unreadable_records; break;
     case DropReason::kReadError: ++stats_.read_errors; break;
     case DropReason::kDeleted: break;
   }
@@ -168,6 +185,20 @@ Result<size_t> DiskTierImpl::BlockSize(uint32_t tenant, const BlockKey& key) {
   return static_cast<size_t>(index_.at(idx).value_bytes);
 }
 
+Result<DiskBlockInfo> DiskTierImpl::Describe(uint32_t tenant, const BlockKey& key) {
+  if (!ValidTenant(tenant)) return Status::InvalidArgument("disk tier: unknown tenant");
+  MutexLock l(&mu_);
+  uint32_t idx = FindLive(tenant, key, env_->NowMicros());
+  if (idx == kNoEntry) return Status::NotFound("block not on disk");
+  const DiskEntry& e = index_.at(idx);
+  DiskBlockInfo info;
+  info.value_bytes = e.value_bytes;
+  info.session = e.session;
+  info.created_us = e.created_us;
+  if (e.dtype != kDtypeUnknown) info.dtype = static_cast<KvDtype>(e.dtype);
+  return info;
+}
+
 size_t DiskTierImpl::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) {
   if (!ValidTenant(tenant)) return 0;
   MutexLock l(&mu_);
@@ -184,22 +215,59 @@ size_t DiskTierImpl::LookupPrefix(uint32_t tenant, std::span<const BlockKey> key
   return n;
 }
 
-Result<size_t> DiskTierImpl::VerifyBlock(std::span<const std::byte> record, uint32_t tenant,
-                                         const BlockKey& key, uint32_t value_bytes,
-                                         std::span<std::byte> out) const {
+DiskTierImpl::ReadOutcome DiskTierImpl::DecodeBlock(std::span<std::byte> record, uint32_t tenant,
+                                                    const BlockKey& key, uint32_t value_bytes,
+                                                    std::span<std::byte> out) const {
+  ReadOutcome bad{Status::DataLoss(""), DropReason::kCorrupt, true};
   size_t header_bytes = 0;
   Result<RecordHeader> h = DecodeRecordHeader(record, &header_bytes);
-  if (!h.ok()) return h.status();
+  if (!h.ok()) {
+    bad.status = h.status();
+    return bad;
+  }
   if (h->kind != RecordKind::kBlock || h->key != key || h->tenant != tenant_names_[tenant] ||
       h->value_bytes != value_bytes || header_bytes + h->stored_bytes > record.size()) {
-    return Status::DataLoss("record does not match its index entry");
+    bad.status = Status::DataLoss("record does not match its index entry");
+    return bad;
   }
-  std::span<const std::byte> payload = record.subspan(header_bytes, h->stored_bytes);
+  std::span<std::byte> payload = record.subspan(header_bytes, h->stored_bytes);
   if (Checksum64(payload) != h->payload_checksum) {
-    return Status::DataLoss("payload checksum mismatch");
+    bad.status = Status::DataLoss("payload checksum mismatch");
+    return bad;
   }
-  std::memcpy(out.data(), payload.data(), payload.size());
-  return payload.size();
+  std::span<std::byte> value = out.first(value_bytes);
+  const bool encoded = (h->flags & kFlagEncrypted) != 0 || h->codec != kCodecNone;
+  Status s;
+  if (codec_ != nullptr) {
+    PayloadInfo info;
+    info.codec = h->codec;
+    info.encrypted = (h->flags & kFlagEncrypted) != 0;
+    info.key_version = h->key_version;
+    info.nonce = h->nonce;
+    info.tag = h->tag;
+    s = codec_->Decode(kFormatVersion, h->tenant, key, info, payload, value);
+  } else if (encoded) {
+    s = Status::FailedPrecondition("record was compressed or encrypted, and this tier has no "
+                                   "block codec");
+  } else {
+    std::memcpy(value.data(), payload.data(), value.size());
+  }
+  if (s.ok()) return ReadOutcome{};
+  ReadOutcome failed{s, DropReason::kCorrupt, false};
+  switch (s.code()) {
+    case StatusCode::kDataLoss:
+    case StatusCode::kInvalidArgument:
+      failed.drop_entry = true;
+      break;
+    case StatusCode::kFailedPrecondition:  // Shredded (BlockCodec::IsShredded), or no codec.
+    case StatusCode::kNotFound:            // A key version the keystore never had.
+      failed.drop = DropReason::kUnreadable;
+      failed.drop_entry = true;
+      break;
+    default:  // Out of memory, a key store I/O error: the record may be fine; keep it.
+      break;
+  }
+  return failed;
 }
 
 std::vector<Result<size_t>> DiskTierImpl::ReadMany(uint32_t tenant,
@@ -249,9 +317,10 @@ std::vector<Result<size_t>> DiskTierImpl::ReadMany(uint32_t tenant,
   std::vector<DropReason> failure(n, DropReason::kEvicted);
   std::vector<bool> failed(n, false);
   uint64_t hits = 0;
+  uint64_t kept_failures = 0;  // Failed reads of blocks that stay indexed.
   uint64_t read_bytes = 0;
   size_t handled = 0;
-  // Verifies and copies out what has completed, while later reads are still in flight.
+  // Verifies and decodes what has completed, while later reads are still in flight.
   auto handle_completions = [&] {
     for (; handled < done.size(); ++handled) {
       const IoCompletion& c = done[handled];
@@ -259,15 +328,18 @@ std::vector<Result<size_t>> DiskTierImpl::ReadMany(uint32_t tenant,
       if (!c.status.ok()) {
         failed[i] = true;
         failure[i] = DropReason::kReadError;
-      } else if (Result<size_t> got = VerifyBlock(bufs[i].prefix(std::min(c.bytes, bufs[i].size())),
-                                                  tenant, keys[i], locs[i].value_bytes, outs[i]);
-                 got.ok()) {
-        results[i] = *got;
+      } else if (ReadOutcome got = DecodeBlock(bufs[i].prefix(std::min(c.bytes, bufs[i].size())),
+                                               tenant, keys[i], locs[i].value_bytes, outs[i]);
+                 got.status.ok()) {
+        results[i] = size_t{locs[i].value_bytes};
         ++hits;
-        read_bytes += *got;
-      } else {
+        read_bytes += locs[i].value_bytes;
+      } else if (got.drop_entry) {
         failed[i] = true;
-        failure[i] = DropReason::kCorrupt;
+        failure[i] = got.drop;
+      } else {
+        results[i] = std::move(got.status);
+        ++kept_failures;
       }
       ReturnBuffer(std::move(bufs[i]));
     }
@@ -293,6 +365,7 @@ std::vector<Result<size_t>> DiskTierImpl::ReadMany(uint32_t tenant,
 
   MutexLock l(&mu_);
   stats_.hits += hits;
+  stats_.misses += kept_failures;
   stats_.read_bytes += read_bytes;
   for (size_t i = 0; i < n; ++i) {
     if (!failed[i]) continue;
@@ -316,15 +389,19 @@ Status DiskTierImpl::Erase(uint32_t tenant, const BlockKey& key) {
   }
   // Written even when the index has no entry: an evicted copy may still sit in a segment and
   // must not come back at the next open.
-  std::vector<PendingRecord> records;
-  records.push_back(Tombstone(RecordKind::kEraseKey, tenant, key));
-  AppendRecords(records);
-  if (!records[0].status.ok()) {
-    return Status(records[0].status.code(),
-                  "block no longer served, but its deletion was not recorded on disk (it may "
-                  "return after a restart): " + std::string(records[0].status.message()));
-  }
+  KVTIER_RETURN_IF_ERROR(
+      WriteTombstone(Tombstone(RecordKind::kEraseKey, tenant, key), "block no longer served"));
   return present ? Status::OK() : Status::NotFound("block not on disk");
+}
+
+Status DiskTierImpl::WriteTombstone(PendingRecord tombstone, const std::string& what) {
+  std::vector<PendingRecord> records;
+  records.push_back(std::move(tombstone));
+  AppendRecords(records);
+  if (records[0].status.ok()) return Status::OK();
+  return Status(records[0].status.code(),
+                what + ", but the deletion was not recorded on disk (it may return after a "
+                       "restart): " + std::string(records[0].status.message()));
 }
 
 Result<uint64_t> DiskTierImpl::EraseTenant(uint32_t tenant) {
@@ -339,15 +416,32 @@ Result<uint64_t> DiskTierImpl::EraseTenant(uint32_t tenant) {
       ++removed;
     }
   }
-  std::vector<PendingRecord> records;
-  records.push_back(Tombstone(RecordKind::kEraseTenant, tenant, BlockKey()));
-  AppendRecords(records);
-  if (!records[0].status.ok()) {
-    return Status(records[0].status.code(),
-                  "tenant's blocks no longer served, but the deletion was not recorded on disk "
-                  "(they may return after a restart): " +
-                      std::string(records[0].status.message()));
+  KVTIER_RETURN_IF_ERROR(WriteTombstone(Tombstone(RecordKind::kEraseTenant, tenant, BlockKey()),
+                                        "tenant's blocks no longer served"));
+  return removed;
+}
+
+Result<uint64_t> DiskTierImpl::EraseSession(uint32_t tenant, SessionId session) {
+  if (!ValidTenant(tenant)) return Status::InvalidArgument("disk tier: unknown tenant");
+  if (session == 0) return Status::InvalidArgument("disk tier: session 0 names no session");
+  MutexLock w(&write_mu_);
+  uint64_t removed = 0;
+  {
+    MutexLock l(&mu_);
+    const auto t = static_cast<uint16_t>(tenant);
+    for (uint32_t idx = index_.Front(t); idx != kNoEntry;) {
+      const uint32_t next = index_.at(idx).next;
+      if (index_.at(idx).session == session) {
+        Drop(idx, DropReason::kDeleted);
+        ++removed;
+      }
+      idx = next;
+    }
   }
+  // Written even when nothing was indexed: evicted copies may still sit in segments.
+  KVTIER_RETURN_IF_ERROR(
+      WriteTombstone(Tombstone(RecordKind::kEraseSession, tenant, BlockKey(), session),
+                     "session's blocks no longer served"));
   return removed;
 }
 

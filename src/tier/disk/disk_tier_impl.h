@@ -10,6 +10,11 @@
 // I/O. Order: write_mu_, then mu_, then pool_mu_. Readers take only mu_ (and pool_mu_), so a
 // get never waits for a write in flight. A segment's File is shared: a reader keeps a deleted
 // segment's file open until its read completes.
+//
+// Data services: puts are encoded by the BlockCodec a window (io_depth records) at a time, on
+// short-lived helper threads started by the writer that holds write_mu_; a helper touches only
+// its own records and buffers (and the thread-safe codec). Reads decode on the reader's thread
+// as their I/Os complete, without any lock.
 
 #ifndef KVTIER_TIER_DISK_DISK_TIER_IMPL_H_
 #define KVTIER_TIER_DISK_DISK_TIER_IMPL_H_
@@ -23,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "src/common/mutex.h"
 #include "src/env/aligned_buffer.h"
+#include "src/services/block_codec.h"
 #include "src/tier/disk/disk_format.h"
 #include "src/tier/disk/disk_index.h"
 #include "src/tier/disk/disk_tier.h"
@@ -32,12 +38,15 @@ namespace kvtier::disk {
 class DiskTierImpl final : public DiskTier {
  public:
   static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options,
-                                                std::vector<DiskTenantConfig> tenants, Env* env);
+                                                std::vector<DiskTenantConfig> tenants, Env* env,
+                                                BlockCodec* codec);
   ~DiskTierImpl() override;
 
   std::vector<Status> PutMany(uint32_t tenant, std::span<const PutRequest> requests) override
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   Result<size_t> BlockSize(uint32_t tenant, const BlockKey& key) override ABSL_LOCKS_EXCLUDED(mu_);
+  Result<DiskBlockInfo> Describe(uint32_t tenant, const BlockKey& key) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<Result<size_t>> ReadMany(uint32_t tenant, std::span<const BlockKey> keys,
                                        std::span<const std::span<std::byte>> outs) override
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -45,6 +54,8 @@ class DiskTierImpl final : public DiskTier {
       ABSL_LOCKS_EXCLUDED(mu_);
   Status Erase(uint32_t tenant, const BlockKey& key) override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   Result<uint64_t> EraseTenant(uint32_t tenant) override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  Result<uint64_t> EraseSession(uint32_t tenant, SessionId session) override
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   size_t PurgeExpired() override ABSL_LOCKS_EXCLUDED(mu_);
   Status Sync() override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   DiskTierStats Stats() const override ABSL_LOCKS_EXCLUDED(mu_);
@@ -66,14 +77,16 @@ class DiskTierImpl final : public DiskTier {
     bool dir_synced = false;             // Its creation survives power loss.
     bool data_synced = true;             // Every acknowledged record survives power loss.
   };
-  // A record to append. For a put, `payload` is copied in at submission; for a relocation or a
-  // tombstone, `prebuilt` already holds the whole encoded record.
+  // A record to append. For a put, `payload` is encoded in at submission (record_bytes is the
+  // largest the encoding can need until then, the exact length after); for a relocation,
+  // `prebuilt` already holds the whole record.
   struct PendingRecord {
     RecordHeader header;
     uint16_t tenant = 0;
     std::span<const std::byte> payload;
     AlignedBuffer prebuilt;
     uint64_t record_bytes = 0;
+    bool consumed_space = false;  // Written or attempted: its bytes of the segment are used.
     // For a relocation: where the block was, and its last access.
     bool relocation = false;
     uint32_t from_segment = 0;
@@ -96,9 +109,16 @@ class DiskTierImpl final : public DiskTier {
     uint32_t record_pages = 0;
     uint32_t value_bytes = 0;
   };
-  enum class DropReason { kEvicted, kExpired, kDeleted, kCorrupt, kReadError };
+  enum class DropReason { kEvicted, kExpired, kDeleted, kCorrupt, kUnreadable, kReadError };
+  // Outcome of checking and decoding one block record read from disk.
+  struct ReadOutcome {
+    Status status;  // OK, or why nothing was returned.
+    DropReason drop = DropReason::kCorrupt;
+    bool drop_entry = false;  // The record is bad for good: remove it from the index.
+  };
 
-  DiskTierImpl(const DiskTierOptions& options, std::vector<DiskTenantConfig> tenants, Env* env);
+  DiskTierImpl(const DiskTierOptions& options, std::vector<DiskTenantConfig> tenants, Env* env,
+               BlockCodec* codec);
 
   std::string SegmentPath(uint32_t id) const;
   static Status CheckOptions(const DiskTierOptions& o, const std::vector<DiskTenantConfig>& t);
@@ -117,11 +137,13 @@ class DiskTierImpl final : public DiskTier {
   // Evicts the tenant's own blocks (CLOCK order) until `incoming` more bytes fit its budget.
   Status MakeTenantRoom(uint32_t tenant, uint64_t incoming) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Checks a block record read from disk against its index entry and its checksum, then copies
-  // the payload to `out`. DataLoss when anything disagrees.
-  Result<size_t> VerifyBlock(std::span<const std::byte> record, uint32_t tenant,
-                             const BlockKey& key, uint32_t value_bytes,
-                             std::span<std::byte> out) const;
+  // Checks a block record read from disk against its index entry and its checksum, then
+  // decodes the payload into `out` (REQUIRES: out.size() >= value_bytes); `record` may be
+  // overwritten (decrypted in place). On failure nothing of the record is left in `out`.
+  ReadOutcome DecodeBlock(std::span<std::byte> record, uint32_t tenant, const BlockKey& key,
+                          uint32_t value_bytes, std::span<std::byte> out) const;
+  // Largest payload a value of `value_bytes` may be stored as.
+  uint64_t MaxStoredBytes(uint64_t value_bytes) const;
 
   // --- Appending (disk_writer.cc) ---
   // Appends the records, opening segments as needed; sets each one's status and location.
@@ -129,6 +151,11 @@ class DiskTierImpl final : public DiskTier {
   // Writes records[begin, end) into the open segment, which must have room for all of them.
   void WriteRound(std::vector<PendingRecord>& records, size_t begin, size_t end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Takes write buffers for records[from, to) (bufs[k - base] for record k) and encodes them,
+  // the blocks on up to encode_threads_ threads; a record that fails gets its status and no
+  // buffer. Prebuilt records are left as they are.
+  void PrepareRecords(std::vector<PendingRecord>& records, std::vector<AlignedBuffer>& bufs,
+                      size_t base, size_t from, size_t to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Whether a record of `record_bytes` (and its footer entry) fits in a segment whose next
   // record would go at `end` and which already lists `entries` records.
   bool FitsAfter(uint64_t end, size_t entries, uint64_t record_bytes) const;
@@ -146,9 +173,14 @@ class DiskTierImpl final : public DiskTier {
   Status SealOpenSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Makes the open segment's acknowledged records survive power loss.
   Status SyncOpenSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Encodes a put's record into `buf`. REQUIRES: buf.size() >= record_bytes.
-  static void EncodeRecord(PendingRecord& r, std::span<std::byte> buf);
-  PendingRecord Tombstone(RecordKind kind, uint32_t tenant, const BlockKey& key)
+  // Encodes a put's record into `buf` (REQUIRES: buf.size() >= r.record_bytes, the bound) and
+  // sets r.record_bytes to its exact length. The codec's errors (a key manager failure).
+  Status EncodeRecord(PendingRecord& r, std::span<std::byte> buf) const;
+  PendingRecord Tombstone(RecordKind kind, uint32_t tenant, const BlockKey& key,
+                          SessionId session = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Appends one tombstone; the status says whether it was acknowledged. `what` names the
+  // deletion for the error message.
+  Status WriteTombstone(PendingRecord tombstone, const std::string& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // --- Space (disk_reclaim.cc) ---
@@ -178,6 +210,12 @@ class DiskTierImpl final : public DiskTier {
 
   const DiskTierOptions options_;
   Env* const env_;
+  BlockCodec* const codec_;  // Not owned; null: values stored as they are.
+  // Threads that encode a window of puts (compression, encryption) at once: the codec costs
+  // far more CPU per byte than the device does, so one core cannot keep up with an NVMe.
+  const size_t encode_threads_;
+  // Below this many value bytes in a window, encoding on one thread beats starting others.
+  static constexpr uint64_t kParallelEncodeBytes = 256 * kKiB;
   const uint64_t max_segments_;
   const size_t tenant_table_bytes_;  // Of every configured tenant name, for footer sizing.
   const std::vector<std::string> tenant_names_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -17,21 +18,41 @@ bool DiskTierImpl::FitsAfter(uint64_t end, size_t entries, uint64_t record_bytes
   return end + record_bytes + footer + kTrailerBytes <= options_.segment_bytes;
 }
 
-void DiskTierImpl::EncodeRecord(PendingRecord& r, std::span<std::byte> buf) {
+Status DiskTierImpl::EncodeRecord(PendingRecord& r, std::span<std::byte> buf) const {
   const size_t header_bytes = RecordHeaderBytes(r.header.tenant.size());
-  std::byte* payload = buf.data() + header_bytes;
-  std::memcpy(payload, r.payload.data(), r.payload.size());
+  std::span<std::byte> payload = buf.subspan(header_bytes, r.record_bytes - header_bytes);
+  size_t stored = r.payload.size();
+  if (codec_ != nullptr) {
+    std::optional<KvDtype> dtype;
+    if (r.header.dtype != kDtypeUnknown) dtype = static_cast<KvDtype>(r.header.dtype);
+    PayloadInfo info;
+    Result<size_t> encoded = codec_->Encode(kFormatVersion, r.header.tenant, r.header.key, dtype,
+                                            r.payload, payload, &info);
+    if (!encoded.ok()) return encoded.status();
+    stored = *encoded;
+    r.header.codec = info.codec;
+    r.header.flags = info.encrypted ? kFlagEncrypted : 0;
+    r.header.key_version = info.key_version;
+    r.header.nonce = info.nonce;
+    r.header.tag = info.tag;
+  } else {
+    std::memcpy(payload.data(), r.payload.data(), stored);
+  }
+  r.header.stored_bytes = stored;
+  r.record_bytes = RecordBytes(r.header.tenant.size(), stored);
   // Padding is zeroed so that a reused buffer never carries old bytes to disk.
-  std::memset(payload + r.payload.size(), 0, r.record_bytes - header_bytes - r.payload.size());
-  r.header.payload_checksum = Checksum64({payload, r.payload.size()});
+  std::memset(payload.data() + stored, 0, r.record_bytes - header_bytes - stored);
+  r.header.payload_checksum = Checksum64(payload.first(stored));
   EncodeRecordHeader(r.header, buf);
+  return Status::OK();
 }
 
 DiskTierImpl::PendingRecord DiskTierImpl::Tombstone(RecordKind kind, uint32_t tenant,
-                                                    const BlockKey& key) {
+                                                    const BlockKey& key, SessionId session) {
   PendingRecord r;
   r.header.kind = kind;
   r.header.key = key;
+  r.header.session = session;
   r.header.tenant = tenant_names_[tenant];
   r.header.sequence = next_sequence_++;
   r.header.timestamp_us = env_->NowMicros();
@@ -59,12 +80,18 @@ std::vector<Status> DiskTierImpl::PutMany(uint32_t tenant, std::span<const PutRe
     uint64_t pending = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       const PutRequest& req = requests[i];
-      const uint64_t record_bytes = RecordBytes(name.size(), req.value.size());
+      // The most the record can take; the exact length is known once it is encoded.
+      const uint64_t record_bytes = RecordBytes(name.size(), MaxStoredBytes(req.value.size()));
       if (req.value.empty() || req.value.size() > UINT32_MAX ||
           !FitsAfter(kSegmentHeaderBytes, 0, record_bytes)) {
         statuses[i] = Status::InvalidArgument(
             "disk tier: a block of " + std::to_string(req.value.size()) +
             " bytes cannot be stored in segments of " + std::to_string(options_.segment_bytes));
+        continue;
+      }
+      const uint8_t dtype = req.dtype ? static_cast<uint8_t>(*req.dtype) : kDtypeUnknown;
+      if (dtype > kMaxDtype) {
+        statuses[i] = Status::InvalidArgument("disk tier: unknown dtype " + std::to_string(dtype));
         continue;
       }
       uint32_t idx = FindLive(tenant, req.key, now);
@@ -86,7 +113,10 @@ std::vector<Status> DiskTierImpl::PutMany(uint32_t tenant, std::span<const PutRe
       r.header.key = req.key;
       r.header.tenant = name;
       r.header.timestamp_us = now;
-      r.header.value_bytes = r.header.stored_bytes = req.value.size();
+      r.header.created_us = req.created_us != 0 ? req.created_us : now;
+      r.header.session = req.session;
+      r.header.dtype = dtype;
+      r.header.value_bytes = req.value.size();
       r.tenant = static_cast<uint16_t>(tenant);
       r.payload = req.value;
       r.record_bytes = record_bytes;
@@ -126,6 +156,46 @@ void DiskTierImpl::AppendRecords(std::vector<PendingRecord>& records) {
   }
 }
 
+void DiskTierImpl::PrepareRecords(std::vector<PendingRecord>& records,
+                                  std::vector<AlignedBuffer>& bufs, size_t base, size_t from,
+                                  size_t to) {
+  std::vector<size_t> blocks;  // Records whose value is to be encoded.
+  uint64_t value_bytes = 0;
+  for (size_t k = from; k < to; ++k) {
+    PendingRecord& r = records[k];
+    if (r.prebuilt.size() != 0) continue;
+    AlignedBuffer& buf = bufs[k - base];
+    buf = TakeBuffer(r.record_bytes);
+    if (buf.size() == 0) {
+      r.status = Status::ResourceExhausted("disk tier: no memory for a write buffer");
+    } else if (r.header.kind == RecordKind::kBlock) {
+      blocks.push_back(k);
+      value_bytes += r.payload.size();
+    } else {
+      std::memset(buf.data(), 0, r.record_bytes);
+      EncodeRecordHeader(r.header, buf.prefix(r.record_bytes));
+    }
+  }
+  // Straight into each record buffer; record_bytes shrinks to the encoded length.
+  auto encode = [&](size_t first, size_t stride) {
+    for (size_t i = first; i < blocks.size(); i += stride) {
+      PendingRecord& r = records[blocks[i]];
+      r.status = EncodeRecord(r, bufs[blocks[i] - base].prefix(r.record_bytes));
+    }
+  };
+  // Only a codec makes encoding cost more than a copy, and only large windows repay threads.
+  const size_t threads = codec_ != nullptr && value_bytes >= kParallelEncodeBytes
+                             ? std::min(blocks.size(), encode_threads_)
+                             : 1;
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(encode, t, threads);
+  encode(0, threads);
+  for (std::thread& h : helpers) h.join();
+  for (size_t k : blocks) {
+    if (!records[k].status.ok()) ReturnBuffer(std::move(bufs[k - base]));
+  }
+}
+
 void DiskTierImpl::WriteRound(std::vector<PendingRecord>& records, size_t begin, size_t end) {
   std::unique_ptr<IoQueue> queue = TakeQueue();
   std::vector<AlignedBuffer> bufs(end - begin);
@@ -141,28 +211,25 @@ void DiskTierImpl::WriteRound(std::vector<PendingRecord>& records, size_t begin,
     }
   };
   uint64_t offset = open_.end;
+  // Records are encoded a window (one queue depth) at a time, in parallel, while the previous
+  // window's writes are in flight.
+  const size_t window = std::max<size_t>(1, options_.io_depth);
+  size_t prepared = begin;
   for (size_t k = begin; k < end; ++k) {
+    if (k == prepared) {
+      prepared = std::min(end, k + window);
+      PrepareRecords(records, bufs, begin, k, prepared);
+    }
     PendingRecord& r = records[k];
+    // A record that failed before it was submitted takes no space: the next one goes in its
+    // place, and no hole is left.
+    if (!r.status.ok()) continue;
     r.segment = open_.id;
     r.offset_pages = static_cast<uint32_t>(offset / kPageBytes);
-    std::span<std::byte> data;
-    if (r.prebuilt.size() != 0) {
-      data = r.prebuilt.prefix(r.record_bytes);
-    } else {
-      bufs[k - begin] = TakeBuffer(r.record_bytes);
-      if (bufs[k - begin].size() == 0) {
-        r.status = Status::ResourceExhausted("disk tier: no memory for a write buffer");
-        offset += r.record_bytes;
-        continue;
-      }
-      data = bufs[k - begin].prefix(r.record_bytes);
-      if (r.header.kind == RecordKind::kBlock) {
-        EncodeRecord(r, data);
-      } else {
-        std::memset(data.data(), 0, data.size());
-        EncodeRecordHeader(r.header, data);
-      }
-    }
+    std::span<std::byte> data = r.prebuilt.size() != 0
+                                    ? r.prebuilt.prefix(r.record_bytes)
+                                    : bufs[k - begin].prefix(r.record_bytes);
+    r.consumed_space = true;
     Status s = queue->Submit(IoOp{open_.file.get(), true, offset, data, k}, &done);
     if (!s.ok()) done.push_back(IoCompletion{k, std::move(s), 0});
     offset += r.record_bytes;
@@ -174,9 +241,9 @@ void DiskTierImpl::WriteRound(std::vector<PendingRecord>& records, size_t begin,
 
   // The space is used whether or not each write succeeded.
   open_.end = offset;
-  size_t first_failure = end;
+  size_t first_failure = end;  // The first hole: a record whose write failed.
   for (size_t k = begin; k < end; ++k) {
-    if (!records[k].status.ok()) {
+    if (records[k].consumed_space && !records[k].status.ok()) {
       first_failure = k;
       break;
     }
@@ -187,7 +254,9 @@ void DiskTierImpl::WriteRound(std::vector<PendingRecord>& records, size_t begin,
     open_.entries.push_back(FooterEntry{r.header.kind, r.tenant, r.header.key, r.offset_pages,
                                         static_cast<uint32_t>(r.record_bytes / kPageBytes),
                                         r.header.value_bytes, r.header.sequence,
-                                        r.header.timestamp_us});
+                                        r.header.timestamp_us,
+                                        static_cast<uint32_t>(r.header.stored_bytes),
+                                        r.header.dtype, r.header.session, r.header.created_us});
   }
   {
     MutexLock l(&mu_);
@@ -263,10 +332,14 @@ void DiskTierImpl::IndexRound(std::vector<PendingRecord>& records, size_t begin,
     DiskEntry e;
     e.key = r.header.key;
     e.last_access_us = r.header.timestamp_us;
+    e.created_us = r.header.created_us;
+    e.session = r.header.session;
     e.segment = r.segment;
     e.offset_pages = r.offset_pages;
     e.record_pages = record_pages;
     e.value_bytes = static_cast<uint32_t>(r.header.value_bytes);
+    e.stored_bytes = static_cast<uint32_t>(r.header.stored_bytes);
+    e.dtype = r.header.dtype;
     e.tenant = r.tenant;
     AddEntry(e);
     ++stats_.puts;
