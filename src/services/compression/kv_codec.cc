@@ -1,5 +1,6 @@
 #include "src/services/compression/kv_codec.h"
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_literalCompressionMode (stable since 1.5.0).
 #include <zstd.h>
 #include <zstd_errors.h>
 #if defined(__SSE2__)
@@ -130,6 +131,9 @@ KvCodec::KvCodec(const KvCodecOptions& options)
   options_.zstd_level = std::clamp(options_.zstd_level, ZSTD_minCLevel(), ZSTD_maxCLevel());
   if (cctx_ != nullptr) {
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, options_.zstd_level);
+    // Negative (fastest) levels skip entropy-coding literals by default, and the literals are
+    // everything a KV plane has to offer; keep Huffman on for them.
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_literalCompressionMode, ZSTD_ps_enable);
   }
 }
 
