@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
   uint32_t clients = 4;
   uint32_t ops = 200;
   std::string value_size = "2097152";
+  std::string tls_ca;
   app.add_option("--endpoint", endpoint, "host:port or unix:/path");
+  app.add_option("--tls-ca", tls_ca, "Speak TLS 1.3, trusting this PEM CA file");
   app.add_option("--clients", clients, "Concurrent clients, one connection and thread each");
   app.add_option("--ops", ops, "Operations per client per phase");
   app.add_option("--value-bytes", value_size, "Bytes per value");
@@ -88,6 +90,8 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < clients; ++i) {
     kvtier::ClientOptions o;
     o.endpoint = endpoint;
+    o.tls.enabled = !tls_ca.empty();
+    o.tls.ca_file = tls_ca;
     kvtier::Result<std::unique_ptr<kvtier::Client>> c = kvtier::Client::Connect(o);
     if (!c.ok()) {
       std::fprintf(stderr, "connect: %s\n", c.status().ToString().c_str());

@@ -4,6 +4,8 @@
 #   redis-server GET/SET with redis-benchmark    (the peer)
 #   kvtierd RESP GET/SET with the same redis-benchmark, same concurrency
 #   kvtierd native TCP GET/PUT (kvtier_daemon_bench, same concurrency)
+#   kvtierd native TCP GET/PUT over TLS 1.3 (a second kvtierd, self-signed certificate; skipped
+#   without the openssl CLI)
 # and prints the ratios. Usage: bench/daemon_bench.sh BUILD_DIR [clients] [ops_per_client]
 # Needs iperf3, redis-server and redis-tools (Debian packages of those names).
 set -euo pipefail
@@ -84,6 +86,23 @@ source "$DIR/ports"
 KV_RESP=$(redis_bench "$resp_port")
 KV_NATIVE=$("$NATIVE_BENCH" --endpoint "127.0.0.1:$native_port" --clients "$CLIENTS" --ops "$OPS" --value-bytes "$VALUE")
 
+# 5. The same native run over TLS 1.3, against a second kvtierd.
+KV_TLS=""
+if command -v openssl >/dev/null; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$DIR/key.pem" -out "$DIR/cert.pem" >/dev/null 2>&1
+  mkdir -p "$DIR/tls"
+  sed -e "s|^data_dir = .*|data_dir = \"$DIR/tls\"|" "$DIR/kvtierd.toml" >"$DIR/tls.toml"
+  "$KVTIERD" --config "$DIR/tls.toml" --port-file "$DIR/tls_ports" --unix-socket "" \
+    --tls-cert "$DIR/cert.pem" --tls-key "$DIR/key.pem" 2>"$DIR/kvtierd_tls.log" &
+  PIDS+=($!)
+  for _ in $(seq 1 500); do [ -f "$DIR/tls_ports" ] && break; sleep 0.01; done
+  TLS_NATIVE_PORT=$(sed -n 's/^native_port=//p' "$DIR/tls_ports")
+  KV_TLS=$("$NATIVE_BENCH" --endpoint "127.0.0.1:$TLS_NATIVE_PORT" --tls-ca "$DIR/cert.pem" \
+    --clients "$CLIENTS" --ops "$OPS" --value-bytes "$VALUE")
+fi
+
 python3 - "$IPERF_GBPS" "$VALUE" "$CLIENTS" <<EOF
 import sys
 iperf = float(sys.argv[1]); value = int(sys.argv[2]); clients = sys.argv[3]
@@ -108,6 +127,12 @@ print(f"{'iperf3 -l 1M (1 stream)':28s} {iperf:8.2f}")
 row("redis-server SET", redis["SET"]); row("redis-server GET", redis["GET"])
 row("kvtierd RESP SET", resp["SET"], redis["SET"]); row("kvtierd RESP GET", resp["GET"], redis["GET"])
 row("kvtierd native PUT", native["PUT"]); row("kvtierd native GET", native["GET"])
+tls = {}
+for line in """$KV_TLS""".strip().splitlines()[1:]:
+    f = line.split(",")
+    tls[f[0]] = (float(f[5]), float(f[6]), float(f[7]))
+if tls:
+    row("kvtierd native TLS 1.3 PUT", tls["PUT"]); row("kvtierd native TLS 1.3 GET", tls["GET"])
 print("\ntargets: native GET/PUT >= 0.85x iperf3; RESP GET/SET >= redis-server and >= 0.8x iperf3,"
       " p99 <= redis-server's")
 EOF

@@ -9,9 +9,31 @@ KVTIER_PACKAGES=(
   libzstd-dev liburing-dev libxxhash-dev libgtest-dev libgmock-dev
   # peers and checkers that tests and benchmarks start themselves
   redis-server redis-tools python3-redis prometheus fio iperf3 curl chromium
+  # G4 S3 tier (src/tier/s3): HTTP client and ListObjectsV2 XML
+  libcurl4-openssl-dev libtinyxml2-dev
 )
 
+# The S3 tier's test peer, s3rver (npm), installed into $KVTIER_ROOT/build/npm; quick when it
+# is already there. Node and npm come from Debian when absent. The S3 tests skip without it.
+KVTIER_S3RVER_VERSION=3.7.1
+kvtier_install_s3rver() {
+  local prefix="$KVTIER_ROOT/build/npm"
+  [ -x "$prefix/node_modules/.bin/s3rver" ] && return 0
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "kvtier: installing Debian packages: nodejs npm"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  echo "kvtier: installing s3rver@$KVTIER_S3RVER_VERSION into $prefix"
+  mkdir -p "$prefix"
+  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
+    "s3rver@$KVTIER_S3RVER_VERSION" >/dev/null
+}
+
 kvtier_install_deps() {
+  kvtier_install_s3rver || echo "kvtier: s3rver could not be installed; the S3 tests will skip"
   local missing=()
   for p in "${KVTIER_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

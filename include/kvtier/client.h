@@ -28,9 +28,27 @@
 
 namespace kvtier {
 
+// TLS 1.3 for TCP endpoints (kvtierd's [tls] section). Ignored for Unix sockets.
+struct ClientTlsOptions {
+  // Speak TLS. A "tls://host:port" endpoint turns it on as well.
+  bool enabled = false;
+  // PEM file of the CA certificates the server's certificate must chain to. Empty: the
+  // system's default trust store.
+  std::string ca_file;
+  // Check the server's certificate chain and its name. Turning it off makes the connection
+  // open to impersonation: for tests only.
+  bool verify_peer = true;
+  // The name (or IP address) the server's certificate must carry, also sent as SNI. Empty: the
+  // endpoint's host.
+  std::string server_name;
+  // Client certificate and its private key (PEM), for servers with require_client_cert.
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct ClientOptions {
-  // Where kvtierd listens: "host:port" or "tcp://host:port" for TCP, "unix:/path" or an
-  // absolute path for a Unix socket.
+  // Where kvtierd listens: "host:port" or "tcp://host:port" for TCP, "tls://host:port" for TCP
+  // with TLS, "unix:/path" or an absolute path for a Unix socket.
   std::string endpoint = "127.0.0.1:7380";
   // The tenant to act for and its token. Both empty: the server's anonymous tenant, which
   // kvtierd grants to local clients in its default configuration.
@@ -41,6 +59,7 @@ struct ClientOptions {
   // Connections kept open; calls are spread over them round-robin. More connections let
   // large transfers proceed in parallel on a multi-core server.
   uint32_t connections = 1;
+  ClientTlsOptions tls;
 };
 
 // What the server said in its HELLO reply.
@@ -75,6 +94,8 @@ class Client {
 
   // Stores blocks (a key already present is left as it is and reports OK). Values are read
   // during the call only. Batches larger than one request allows are split and pipelined.
+  // PutOptions/BlockWrite session and dtype travel with each block (docs/protocol.md,
+  // PUT_MANY); parent, session and dtype are all optional.
   virtual Status Put(const BlockKey& key, std::span<const std::byte> value,
                      const PutOptions& options = {}) = 0;
   virtual std::vector<Status> PutMany(std::span<const BlockWrite> writes) = 0;
@@ -90,6 +111,12 @@ class Client {
 
   virtual Status Delete(const BlockKey& key) = 0;
   virtual std::vector<Status> DeleteMany(std::span<const BlockKey> keys) = 0;
+  // Deletes every block this tenant put with `session` (PutOptions::session), on every tier,
+  // and says how many copies went. InvalidArgument for session 0. The server's audit log names
+  // the connection's tenant as the actor.
+  virtual Result<DeletionReport> DeleteSession(SessionId session) = 0;
+  // Deletes every block of the connection's tenant, on every tier. Other tenants are untouched.
+  virtual Result<DeletionReport> DeleteAllBlocks() = 0;
   virtual std::vector<Status> PinMany(std::span<const BlockKey> keys) = 0;
   virtual std::vector<Status> UnpinMany(std::span<const BlockKey> keys) = 0;
   // A hint that these blocks will be read soon. Accepted; the server does not act on it yet.

@@ -166,6 +166,9 @@ struct SharedTierOptions {
   uint64_t tenant_quota_bytes = 0;
   uint64_t ttl_seconds = 0;
   uint64_t janitor_interval_seconds = 60;
+  // How long the janitor lease lasts without renewal; another node takes over a lease left
+  // this long (plus a sixth for clock differences) after its holder stopped renewing.
+  uint64_t janitor_lease_seconds = 60;
 
   // fsync objects before publishing them (shared file systems). Off only for scratch space.
   bool sync = true;

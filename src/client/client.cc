@@ -70,14 +70,14 @@ class ClientImpl final : public Client {
 
   Status Put(const BlockKey& key, std::span<const std::byte> value,
              const PutOptions& options) override {
-    BlockWrite w{key, value, options.parent};
+    BlockWrite w{key, value, options.parent, options.session, options.dtype};
     return PutMany(std::span(&w, 1))[0];
   }
 
   std::vector<Status> PutMany(std::span<const BlockWrite> writes) override {
     // Requests fill up to max_batch entries and max_frame_bytes, and are all sent before the
     // first reply is awaited.
-    constexpr uint64_t kMaxEntryBytes = 4 + 2 * kBlockKeySize + 1 + 8;
+    constexpr uint64_t kMaxEntryBytes = 4 + 2 * kBlockKeySize + 1 + 8 + 1 + 8;
     std::vector<std::future<std::vector<Status>>> futures;
     size_t begin = 0;
     while (begin < writes.size()) {
@@ -105,7 +105,9 @@ class ClientImpl final : public Client {
     }
     std::vector<protocol::PutEntry> entries;
     entries.reserve(writes.size());
-    for (const BlockWrite& w : writes) entries.push_back({w.key, w.parent, w.value.size()});
+    for (const BlockWrite& w : writes) {
+      entries.push_back({w.key, w.parent, w.value.size(), w.session, w.dtype});
+    }
     std::string dir;
     protocol::EncodePutDirectory(entries, &dir);
     std::vector<std::span<const std::byte>> pieces;
@@ -252,6 +254,17 @@ class ClientImpl final : public Client {
     return out;
   }
 
+  Result<DeletionReport> DeleteSession(SessionId session) override {
+    std::string body;
+    protocol::EncodeDeleteSession(session, &body);
+    std::span<const std::byte> piece = AsBytes(body);
+    return DeletionReply(Wait(Opcode::kDeleteSession, std::span(&piece, 1)));
+  }
+
+  Result<DeletionReport> DeleteAllBlocks() override {
+    return DeletionReply(Wait(Opcode::kDeleteTenant, {}));
+  }
+
   std::vector<Status> PinMany(std::span<const BlockKey> keys) override {
     return KeyStatuses(Opcode::kPin, keys);
   }
@@ -305,6 +318,11 @@ class ClientImpl final : public Client {
     if (!statuses.ok()) return Repeat(statuses.status(), n);
     if (statuses->size() != n) return Repeat(Status::Internal("reply has the wrong item count"), n);
     return std::move(statuses).value();
+  }
+
+  static Result<DeletionReport> DeletionReply(const Reply& r) {
+    if (!r.status.ok()) return r.status;
+    return protocol::DecodeDeletionReport(r.bytes());
   }
 
   static void Append(BlockValues part, BlockValues* out) {

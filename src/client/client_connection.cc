@@ -67,14 +67,27 @@ Result<int> ConnectTcp(const std::string& address) {
   return Status::Unavailable("cannot connect to " + address + ": " + error);
 }
 
-Result<int> ConnectEndpoint(const std::string& endpoint) {
-  if (endpoint.starts_with("unix:")) return ConnectUnix(endpoint.substr(5));
-  if (endpoint.starts_with("/")) return ConnectUnix(endpoint);
-  if (endpoint.starts_with("tcp://")) return ConnectTcp(endpoint.substr(6));
-  return ConnectTcp(endpoint);
+struct Endpoint {
+  std::string unix_path;  // Set for a Unix socket.
+  std::string address;    // host:port for TCP.
+  bool tls = false;       // "tls://".
+};
+
+Endpoint ParseEndpoint(const std::string& endpoint) {
+  if (endpoint.starts_with("unix:")) return {endpoint.substr(5), "", false};
+  if (endpoint.starts_with("/")) return {endpoint, "", false};
+  if (endpoint.starts_with("tcp://")) return {"", endpoint.substr(6), false};
+  if (endpoint.starts_with("tls://")) return {"", endpoint.substr(6), true};
+  return {"", endpoint, false};
 }
 
-Status ReadExact(int fd, std::byte* out, size_t n) {
+std::string HostOf(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+Status ReadExactFd(int fd, std::byte* out, size_t n) {
   while (n > 0) {
     ssize_t r = recv(fd, out, n, MSG_WAITALL);
     if (r < 0 && errno == EINTR) continue;
@@ -91,9 +104,15 @@ Status ReadExact(int fd, std::byte* out, size_t n) {
 }  // namespace
 
 Result<std::unique_ptr<ClientConnection>> ClientConnection::Open(const ClientOptions& options) {
-  Result<int> fd = ConnectEndpoint(options.endpoint);
+  Endpoint ep = ParseEndpoint(options.endpoint);
+  Result<int> fd = ep.unix_path.empty() ? ConnectTcp(ep.address) : ConnectUnix(ep.unix_path);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<ClientConnection> conn(new ClientConnection(*fd));
+  if (ep.unix_path.empty() && (ep.tls || options.tls.enabled)) {
+    Result<std::unique_ptr<TlsStream>> tls = TlsStream::Connect(*fd, options.tls, HostOf(ep.address));
+    if (!tls.ok()) return tls.status();
+    conn->tls_ = std::move(tls).value();
+  }
   KVTIER_RETURN_IF_ERROR(conn->Hello(options));
   conn->reader_ = std::thread([c = conn.get()] { c->ReaderLoop(); });
   return conn;
@@ -145,6 +164,7 @@ Status ClientConnection::WriteFrame(const FrameHeader& header,
     if (!p.empty()) iov.push_back({const_cast<std::byte*>(p.data()), p.size()});
   }
   MutexLock lock(&write_mu_);
+  if (tls_ != nullptr) return tls_->WriteAll(iov);
   size_t next = 0;
   while (next < iov.size()) {
     msghdr msg{};
@@ -167,7 +187,7 @@ Status ClientConnection::WriteFrame(const FrameHeader& header,
 
 Status ClientConnection::ReadFrame(FrameHeader* header, Reply* reply) {
   std::byte head[protocol::kHeaderSize];
-  KVTIER_RETURN_IF_ERROR(ReadExact(fd_, head, sizeof(head)));
+  KVTIER_RETURN_IF_ERROR(ReadExact(head, sizeof(head)));
   // Replies may be as large as the largest request plus a directory.
   uint32_t limit = info_.max_frame_bytes == 0 ? (1u << 20) : info_.max_frame_bytes + (1u << 20);
   protocol::DecodedFrame f = protocol::DecodeFrame(std::span(head, sizeof(head)), limit);
@@ -178,12 +198,16 @@ Status ClientConnection::ReadFrame(FrameHeader* header, Reply* reply) {
   }
   reply->size = header->body_length;
   reply->body = std::make_unique_for_overwrite<std::byte[]>(reply->size);
-  KVTIER_RETURN_IF_ERROR(ReadExact(fd_, reply->body.get(), reply->size));
+  KVTIER_RETURN_IF_ERROR(ReadExact(reply->body.get(), reply->size));
   if (header->opcode == static_cast<uint8_t>(Opcode::kError)) {
     Status s = protocol::DecodeResponseStatus(reply->bytes());
     return s.ok() ? Status::Internal("kvtierd sent an ERROR frame with status OK") : s;
   }
   return Status::OK();
+}
+
+Status ClientConnection::ReadExact(std::byte* out, size_t n) {
+  return tls_ != nullptr ? tls_->ReadExact(out, n) : ReadExactFd(fd_, out, n);
 }
 
 void ClientConnection::Send(Opcode opcode, std::span<const std::span<const std::byte>> pieces,

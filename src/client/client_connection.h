@@ -1,5 +1,5 @@
-// One connection of the C++ client: a blocking socket, a writer lock, and a reader thread that
-// matches replies to requests by id.
+// One connection of the C++ client: a blocking socket (or a TLS stream over a TCP socket), a
+// writer lock, and a reader thread that matches replies to requests by id.
 
 #ifndef KVTIER_CLIENT_CLIENT_CONNECTION_H_
 #define KVTIER_CLIENT_CLIENT_CONNECTION_H_
@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "kvtier/client.h"
+#include "src/client/client_tls.h"
 #include "src/common/mutex.h"
 #include "src/protocol/wire.h"
 
@@ -51,6 +52,8 @@ class ClientConnection {
  private:
   explicit ClientConnection(int fd) : fd_(fd) {}
   Status Hello(const ClientOptions& options);
+  // Reads exactly n bytes from the socket or the TLS stream.
+  Status ReadExact(std::byte* out, size_t n);
   Status WriteFrame(const protocol::FrameHeader& header,
                     std::span<const std::span<const std::byte>> pieces);
   // Reads one whole frame. Unavailable on EOF or error; InvalidArgument for a bad frame.
@@ -59,6 +62,7 @@ class ClientConnection {
   void FailAll(const Status& status);
 
   const int fd_;
+  std::unique_ptr<TlsStream> tls_;  // Set before the reader starts; null for plaintext.
   ServerInfo info_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> broken_{false};

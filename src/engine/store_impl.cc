@@ -150,6 +150,8 @@ SharedJanitorOptions JanitorOptions(const SharedTierOptions& o) {
   j.tenant_quota_bytes = o.tenant_quota_bytes;
   j.ttl_us = o.ttl_seconds * 1000000;
   j.janitor_interval_us = o.janitor_interval_seconds * 1000000;
+  j.lease_us = o.janitor_lease_seconds * 1000000;
+  j.clock_margin_us = j.lease_us / 6;
   return j;
 }
 
@@ -165,7 +167,6 @@ Result<std::unique_ptr<SharedTier>> OpenSharedTier(const Options& o, BlockCodec*
     s3.client.path_style = so.s3_path_style;
     s3.client.credentials.access_key_id = so.s3_access_key;
     s3.client.credentials.secret_access_key = so.s3_secret_key;
-    s3.client.env = o.env;
     s3.node_id = so.node_id;
     s3.janitor = JanitorOptions(so);
     s3.codec = codec;

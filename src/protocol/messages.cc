@@ -114,16 +114,7 @@ Result<std::vector<BlockKey>> DecodeKeyList(std::span<const std::byte> body, uin
 void EncodeDelete(const DeleteRequest& m, std::string* out) {
   BodyWriter w(out);
   w.U8(static_cast<uint8_t>(m.scope));
-  switch (m.scope) {
-    case DeleteScope::kKeys:
-      EncodeKeyList(m.keys, out);
-      break;
-    case DeleteScope::kSession:
-      w.String16(m.session);
-      break;
-    case DeleteScope::kTenant:
-      break;
-  }
+  EncodeKeyList(m.keys, out);
 }
 
 Result<DeleteRequest> DecodeDeleteRequest(std::span<const std::byte> body, uint32_t max_batch) {
@@ -131,26 +122,44 @@ Result<DeleteRequest> DecodeDeleteRequest(std::span<const std::byte> body, uint3
   DeleteRequest m;
   uint8_t scope = r.U8();
   if (!r.ok()) return Malformed("DELETE");
-  switch (scope) {
-    case static_cast<uint8_t>(DeleteScope::kKeys): {
-      m.scope = DeleteScope::kKeys;
-      Result<std::vector<BlockKey>> keys = ReadKeyList(&r, max_batch);
-      if (!keys.ok()) return keys.status();
-      m.keys = std::move(keys).value();
-      return m;
-    }
-    case static_cast<uint8_t>(DeleteScope::kSession):
-      m.scope = DeleteScope::kSession;
-      m.session = r.String16();
-      break;
-    case static_cast<uint8_t>(DeleteScope::kTenant):
-      m.scope = DeleteScope::kTenant;
-      break;
-    default:
-      return Status::InvalidArgument("unknown DELETE scope " + std::to_string(scope));
+  if (scope == 1 || scope == 2) {
+    return Status::InvalidArgument("DELETE scope " + std::to_string(scope) +
+                                   " is retired: send DELETE_SESSION or DELETE_TENANT");
   }
-  if (!r.done()) return Malformed("DELETE");
+  if (scope != static_cast<uint8_t>(DeleteScope::kKeys)) {
+    return Status::InvalidArgument("unknown DELETE scope " + std::to_string(scope));
+  }
+  Result<std::vector<BlockKey>> keys = ReadKeyList(&r, max_batch);
+  if (!keys.ok()) return keys.status();
+  m.keys = std::move(keys).value();
   return m;
+}
+
+void EncodeDeleteSession(SessionId session, std::string* out) { BodyWriter(out).U64(session); }
+
+Result<SessionId> DecodeDeleteSessionRequest(std::span<const std::byte> body) {
+  BodyReader r(body);
+  SessionId session = r.U64();
+  if (!r.done()) return Malformed("DELETE_SESSION");
+  if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"; name one");
+  return session;
+}
+
+void EncodeDeletionReport(const DeletionReport& report, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U64(report.memory_blocks);
+  w.U64(report.disk_blocks);
+}
+
+Result<DeletionReport> DecodeDeletionReport(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  DeletionReport report;
+  report.memory_blocks = r.U64();
+  report.disk_blocks = r.U64();
+  if (!r.done()) return Malformed("deletion report");
+  return report;
 }
 
 void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
@@ -158,8 +167,12 @@ void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
   w.U32(static_cast<uint32_t>(entries.size()));
   for (const PutEntry& e : entries) {
     w.Key(e.key);
-    w.U8(e.parent ? 1 : 0);
+    uint8_t flags = (e.parent ? kEntryHasParent : 0) | (e.session != 0 ? kEntryHasSession : 0) |
+                    (e.dtype ? kEntryHasDtype : 0);
+    w.U8(flags);
     if (e.parent) w.Key(*e.parent);
+    if (e.session != 0) w.U64(e.session);
+    if (e.dtype) w.U8(static_cast<uint8_t>(*e.dtype));
     w.U64(e.size);
   }
 }
@@ -181,8 +194,18 @@ Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, u
   for (uint32_t i = 0; i < count; ++i) {
     writes[i].key = r.Key();
     uint8_t flags = r.U8();
-    if (flags & ~1u) return Status::InvalidArgument("unknown PUT_MANY entry flags");
-    if (flags & 1u) writes[i].parent = r.Key();
+    constexpr uint8_t kKnown = kEntryHasParent | kEntryHasSession | kEntryHasDtype;
+    if (flags & ~kKnown) return Status::InvalidArgument("unknown PUT_MANY entry flags");
+    if (flags & kEntryHasParent) writes[i].parent = r.Key();
+    if (flags & kEntryHasSession) writes[i].session = r.U64();
+    if (flags & kEntryHasDtype) {
+      uint8_t dtype = r.U8();
+      if (r.ok() && KvDtypeBytes(static_cast<KvDtype>(dtype)) == 0) {
+        return Status::InvalidArgument("unknown dtype " + std::to_string(dtype) +
+                                       " in a PUT_MANY entry");
+      }
+      writes[i].dtype = static_cast<KvDtype>(dtype);
+    }
     sizes[i] = r.U64();
     if (!r.ok()) return Malformed("PUT_MANY");
     if (sizes[i] == 0) return Status::InvalidArgument("PUT_MANY entry with an empty value");

@@ -46,12 +46,13 @@ struct AuthRequest {
   std::string token;
 };
 
-enum class DeleteScope : uint8_t { kKeys = 0, kSession = 1, kTenant = 2 };
+// DELETE's scope byte. Only keys remain: scopes 1 (session) and 2 (tenant) were never served
+// and are retired in favour of the DELETE_SESSION and DELETE_TENANT requests.
+enum class DeleteScope : uint8_t { kKeys = 0 };
 
 struct DeleteRequest {
   DeleteScope scope = DeleteScope::kKeys;
-  std::vector<BlockKey> keys;  // kKeys.
-  std::string session;         // kSession.
+  std::vector<BlockKey> keys;
 };
 
 // One entry of a PUT_MANY directory; the value bytes follow the directory.
@@ -59,7 +60,14 @@ struct PutEntry {
   BlockKey key;
   std::optional<BlockKey> parent;
   uint64_t size = 0;
+  SessionId session = 0;         // 0: none (not encoded).
+  std::optional<KvDtype> dtype;  // nullopt: unknown (not encoded).
 };
+
+// PUT_MANY entry flag bits.
+inline constexpr uint8_t kEntryHasParent = 1u << 0;
+inline constexpr uint8_t kEntryHasSession = 1u << 1;  // Needs kFeatureSessions.
+inline constexpr uint8_t kEntryHasDtype = 1u << 2;    // Needs kFeatureSessions.
 
 struct NamedCounter {
   std::string name;
@@ -86,17 +94,28 @@ void EncodeKeyList(std::span<const BlockKey> keys, std::string* out);
 Result<std::vector<BlockKey>> DecodeKeyList(std::span<const std::byte> body, uint32_t max_batch);
 
 void EncodeDelete(const DeleteRequest& m, std::string* out);
+// InvalidArgument for a retired or unknown scope, and as DecodeKeyList for the keys.
 Result<DeleteRequest> DecodeDeleteRequest(std::span<const std::byte> body, uint32_t max_batch);
 
+// DELETE_SESSION: u64 session id (non-zero). DELETE_TENANT has an empty body.
+void EncodeDeleteSession(SessionId session, std::string* out);
+// InvalidArgument for a body that is not exactly 8 bytes, or session 0 ("no session").
+Result<SessionId> DecodeDeleteSessionRequest(std::span<const std::byte> body);
+
 // PUT_MANY: the directory (u32 count, entries); the caller sends the values after it, in order.
+// Session and dtype are encoded only when set, so a request without them is byte-for-byte what
+// a server without kFeatureSessions understands.
 void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out);
 // The writes of a PUT_MANY body; their values are views into `body`. InvalidArgument when the
-// sizes do not add up to the bytes after the directory, a size is 0 or over max_block_bytes, or
-// there are more than max_batch entries.
+// sizes do not add up to the bytes after the directory, a size is 0 or over max_block_bytes,
+// an entry has unknown flags or an unknown dtype, or there are more than max_batch entries.
 Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
                                               uint64_t max_block_bytes);
 
 // Response bodies.
+// DELETE_SESSION and DELETE_TENANT: OK, u64 memory_blocks, u64 disk_blocks.
+void EncodeDeletionReport(const DeletionReport& report, std::string* out);
+Result<DeletionReport> DecodeDeletionReport(std::span<const std::byte> body);
 // Just a status (PING, PREFETCH, errors; any response whose status is not OK).
 void EncodeStatusOnly(const Status& status, std::string* out);
 // One status per item (PUT_MANY, DELETE, PIN, UNPIN): OK, u32 count, statuses.

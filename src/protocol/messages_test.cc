@@ -47,7 +47,8 @@ TEST(MessagesTest, KeyListRejectsLyingCountsAndOversizedBatches) {
 
 TEST(MessagesTest, PutManyRoundTripWithParents) {
   std::string v1 = "first value", v2 = "second";
-  std::vector<PutEntry> entries = {{Key(1), std::nullopt, v1.size()}, {Key(2), Key(1), v2.size()}};
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, v1.size(), 0, std::nullopt},
+                                   {Key(2), Key(1), v2.size(), 0, std::nullopt}};
   std::string body;
   EncodePutDirectory(entries, &body);
   body += v1 + v2;
@@ -60,7 +61,7 @@ TEST(MessagesTest, PutManyRoundTripWithParents) {
 }
 
 TEST(MessagesTest, PutManyRejectsSizesThatDoNotAddUp) {
-  std::vector<PutEntry> entries = {{Key(1), std::nullopt, 100}};
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, 100, 0, std::nullopt}};
   std::string body;
   EncodePutDirectory(entries, &body);
   body += "short";
@@ -69,26 +70,90 @@ TEST(MessagesTest, PutManyRejectsSizesThatDoNotAddUp) {
 
 TEST(MessagesTest, PutManyRejectsOversizedAndEmptyValues) {
   std::string body;
-  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 10}}, &body);
+  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 10, 0, std::nullopt}}, &body);
   body += "0123456789";
   Result<std::vector<BlockWrite>> w = DecodePutMany(Bytes(body), 16, 9);
   EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(w.status().message().find("max_block_bytes"), std::string_view::npos);
   std::string empty;
-  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 0}}, &empty);
+  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 0, 0, std::nullopt}}, &empty);
   EXPECT_FALSE(DecodePutMany(Bytes(empty), 16, 9).ok());
 }
 
-TEST(MessagesTest, DeleteScopes) {
-  DeleteRequest session{DeleteScope::kSession, {}, "s-42"};
+TEST(MessagesTest, DeleteByKeysAndRetiredScopes) {
+  DeleteRequest keys{DeleteScope::kKeys, {Key(1), Key(2)}};
   std::string body;
-  EncodeDelete(session, &body);
+  EncodeDelete(keys, &body);
   Result<DeleteRequest> out = DecodeDeleteRequest(Bytes(body), 8);
   ASSERT_TRUE(out.ok());
-  EXPECT_EQ(out->scope, DeleteScope::kSession);
-  EXPECT_EQ(out->session, "s-42");
+  EXPECT_EQ(out->keys, keys.keys);
+  // Scopes 1 (session) and 2 (tenant) moved to their own opcodes; the error says where.
+  std::string session_scope = "\x01";
+  Result<DeleteRequest> retired = DecodeDeleteRequest(Bytes(session_scope), 8);
+  EXPECT_EQ(retired.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(retired.status().message().find("DELETE_SESSION"), std::string_view::npos);
   std::string bad = "\x09";
   EXPECT_FALSE(DecodeDeleteRequest(Bytes(bad), 8).ok());
+}
+
+TEST(MessagesTest, DeleteSessionAndDeletionReportRoundTrip) {
+  std::string body;
+  EncodeDeleteSession(0x1122334455667788ull, &body);
+  EXPECT_EQ(body.size(), 8u);
+  Result<SessionId> session = DecodeDeleteSessionRequest(Bytes(body));
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ(*session, 0x1122334455667788ull);
+  std::string zero;
+  EncodeDeleteSession(0, &zero);
+  EXPECT_EQ(DecodeDeleteSessionRequest(Bytes(zero)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(DecodeDeleteSessionRequest(Bytes(body.substr(0, 7))).ok());
+
+  std::string reply;
+  EncodeDeletionReport(DeletionReport{7, 3}, &reply);
+  Result<DeletionReport> report = DecodeDeletionReport(Bytes(reply));
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->memory_blocks, 7u);
+  EXPECT_EQ(report->disk_blocks, 3u);
+  std::string error;
+  EncodeStatusOnly(Status::Unimplemented("not yet"), &error);
+  EXPECT_EQ(DecodeDeletionReport(Bytes(error)).status().code(), StatusCode::kUnimplemented);
+}
+
+TEST(MessagesTest, PutManyCarriesSessionAndDtype) {
+  std::string v1 = "abc", v2 = "defg";
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, v1.size(), 42, KvDtype::kBf16},
+                                   {Key(2), Key(1), v2.size(), 0, KvDtype::kFp8E4M3},
+                                   {Key(3), Key(2), v1.size(), 43, std::nullopt}};
+  std::string body;
+  EncodePutDirectory(entries, &body);
+  body += v1 + v2 + v1;
+  Result<std::vector<BlockWrite>> w = DecodePutMany(Bytes(body), 16, 1 << 20);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->size(), 3u);
+  EXPECT_EQ((*w)[0].session, 42u);
+  EXPECT_EQ((*w)[0].dtype, KvDtype::kBf16);
+  EXPECT_FALSE((*w)[0].parent.has_value());
+  EXPECT_EQ((*w)[1].session, 0u);
+  EXPECT_EQ((*w)[1].dtype, KvDtype::kFp8E4M3);
+  EXPECT_EQ((*w)[1].parent, Key(1));
+  EXPECT_EQ((*w)[2].session, 43u);
+  EXPECT_FALSE((*w)[2].dtype.has_value());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*w)[1].value.data()), (*w)[1].value.size()), v2);
+
+  // Without session and dtype the entry is the original encoding: flags 0 or 1 only.
+  std::string plain;
+  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 3, 0, std::nullopt}}, &plain);
+  EXPECT_EQ(plain.size(), 4u + 32 + 1 + 8);
+  EXPECT_EQ(plain[4 + 32], 0);
+
+  // A dtype byte outside the enum is rejected by name.
+  std::string bad_dtype;
+  EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 3, 0, KvDtype::kBf16}}, &bad_dtype);
+  bad_dtype[4 + 32 + 1] = 9;
+  bad_dtype += "abc";
+  Result<std::vector<BlockWrite>> rejected = DecodePutMany(Bytes(bad_dtype), 16, 1 << 20);
+  EXPECT_EQ(rejected.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(rejected.status().message().find("dtype"), std::string_view::npos);
 }
 
 TEST(MessagesTest, ItemStatusesAndErrorsRoundTrip) {

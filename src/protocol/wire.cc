@@ -40,6 +40,14 @@ bool IsRequestOpcode(uint8_t opcode) {
     case Opcode::kUnpin:
     case Opcode::kPrefetch:
     case Opcode::kStats:
+    case Opcode::kDeleteSession:
+    case Opcode::kDeleteTenant:
+    case Opcode::kShmAttach:
+    case Opcode::kShmGet:
+    case Opcode::kShmRelease:
+    case Opcode::kShmAlloc:
+    case Opcode::kShmCommit:
+    case Opcode::kShmAbort:
       return true;
     case Opcode::kError:
       return false;
@@ -61,6 +69,14 @@ std::string_view OpcodeName(uint8_t opcode) {
     case Opcode::kUnpin: return "UNPIN";
     case Opcode::kPrefetch: return "PREFETCH";
     case Opcode::kStats: return "STATS";
+    case Opcode::kDeleteSession: return "DELETE_SESSION";
+    case Opcode::kDeleteTenant: return "DELETE_TENANT";
+    case Opcode::kShmAttach: return "SHM_ATTACH";
+    case Opcode::kShmGet: return "SHM_GET";
+    case Opcode::kShmRelease: return "SHM_RELEASE";
+    case Opcode::kShmAlloc: return "SHM_ALLOC";
+    case Opcode::kShmCommit: return "SHM_COMMIT";
+    case Opcode::kShmAbort: return "SHM_ABORT";
     case Opcode::kError: return "ERROR";
   }
   return "UNKNOWN";

@@ -38,6 +38,15 @@ enum class Opcode : uint8_t {
   kUnpin = 0x16,
   kPrefetch = 0x17,
   kStats = 0x18,
+  kDeleteSession = 0x19,
+  kDeleteTenant = 0x1A,
+  // Shared-memory fast path (docs/protocol.md; Unix socket with SHARED_MEMORY granted only).
+  kShmAttach = 0x20,
+  kShmGet = 0x21,
+  kShmRelease = 0x22,
+  kShmAlloc = 0x23,
+  kShmCommit = 0x24,
+  kShmAbort = 0x25,
   // Server only: a connection-level error (bad framing); the server closes after sending it.
   kError = 0x7F,
 };
@@ -53,8 +62,14 @@ inline constexpr uint16_t kFlagResponse = 0x0001;
 // Feature bits negotiated by HELLO: the server grants the intersection of what the client asks
 // for and what it supports. Unknown bits are ignored.
 inline constexpr uint64_t kFeaturePrefetch = 1u << 0;      // PREFETCH hints are accepted.
-inline constexpr uint64_t kFeatureSharedMemory = 1u << 1;  // Reserved; not offered yet.
-inline constexpr uint64_t kServerFeatures = kFeaturePrefetch;
+// The SHM_* requests (the G2 arena mapped by the client). Granted on the Unix socket only, and
+// not part of kServerFeatures: the native handler adds it per connection.
+inline constexpr uint64_t kFeatureSharedMemory = 1u << 1;
+// PUT_MANY entries may carry a session id and a dtype (entry flags bits 1 and 2), and the
+// DELETE_SESSION / DELETE_TENANT requests exist. A server without it rejects those flags as
+// unknown and answers the opcodes UNIMPLEMENTED.
+inline constexpr uint64_t kFeatureSessions = 1u << 2;
+inline constexpr uint64_t kServerFeatures = kFeaturePrefetch | kFeatureSessions;
 
 struct FrameHeader {
   uint8_t version = kVersion;

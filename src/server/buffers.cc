@@ -3,8 +3,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "src/server/tls.h"
 
 namespace kvtier::server {
 
@@ -56,12 +59,21 @@ void OutputQueue::AppendLease(BlockHandle handle) {
   pending_ += p.size;
 }
 
-Result<size_t> OutputQueue::WriteTo(int fd) {
-  constexpr size_t kMaxIov = 64;
-  iovec iov[kMaxIov];
+void OutputQueue::AppendWithFd(std::string_view bytes, int fd) {
+  if (bytes.empty()) return;
+  Piece& p = pieces_.emplace_back();
+  p.bytes.assign(bytes);
+  p.size = p.bytes.size();
+  p.pass_fd = fd;
+  pending_ += p.size;
+}
+
+size_t OutputQueue::Gather(iovec* iov, size_t max_iov) const {
   size_t n_iov = 0;
   for (const Piece& p : pieces_) {
-    if (n_iov == kMaxIov) break;
+    if (n_iov == max_iov) break;
+    // A descriptor goes with its piece's first byte: that byte starts a sendmsg of its own.
+    if (p.pass_fd >= 0 && p.sent == 0 && n_iov > 0) break;
     size_t skip = p.sent;
     if (!p.is_lease) {
       iov[n_iov++] = {const_cast<char*>(p.bytes.data()) + skip, p.size - skip};
@@ -72,21 +84,15 @@ Result<size_t> OutputQueue::WriteTo(int fd) {
         skip -= extent.size();
         continue;
       }
-      if (n_iov == kMaxIov) break;
+      if (n_iov == max_iov) break;
       iov[n_iov++] = {const_cast<std::byte*>(extent.data()) + skip, extent.size() - skip};
       skip = 0;
     }
   }
-  if (n_iov == 0) return size_t{0};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = n_iov;
-  ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
-    return Status::Unavailable(std::string("write to client failed: ") + std::strerror(errno));
-  }
-  size_t written = static_cast<size_t>(n);
+  return n_iov;
+}
+
+void OutputQueue::Advance(size_t written) {
   pending_ -= written;
   size_t left = written;
   while (left > 0) {
@@ -96,7 +102,71 @@ Result<size_t> OutputQueue::WriteTo(int fd) {
     left -= take;
     if (p.sent == p.size) pieces_.pop_front();
   }
-  return written;
+}
+
+Result<size_t> OutputQueue::WriteTo(int fd) {
+  constexpr size_t kMaxIov = 64;
+  iovec iov[kMaxIov];
+  size_t n_iov = Gather(iov, kMaxIov);
+  if (n_iov == 0) return size_t{0};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n_iov;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (pieces_.front().pass_fd >= 0 && pieces_.front().sent == 0) {
+    std::memset(control, 0, sizeof(control));
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pieces_.front().pass_fd, sizeof(int));
+  }
+  ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return size_t{0};
+    return Status::Unavailable(std::string("write to client failed: ") + std::strerror(errno));
+  }
+  Advance(static_cast<size_t>(n));
+  return static_cast<size_t>(n);
+}
+
+Result<size_t> OutputQueue::WriteTo(TlsSession* tls) {
+  // One TLS record carries at most 16 KiB of data.
+  constexpr size_t kRecord = 16 << 10;
+  constexpr size_t kMaxIov = 64;
+  iovec iov[kMaxIov];
+  size_t n_iov = Gather(iov, kMaxIov);
+  if (n_iov == 0) return size_t{0};
+  // The bytes handed to the session always start at the first unsent byte and are chosen the
+  // same way each time, so a write retried after kWantWrite starts with the same bytes, as
+  // OpenSSL requires.
+  const void* data = iov[0].iov_base;
+  size_t size = iov[0].iov_len;
+  if (size < kRecord) {
+    tls_record_.clear();
+    for (size_t i = 0; i < n_iov && tls_record_.size() < kRecord; ++i) {
+      size_t take = std::min(iov[i].iov_len, kRecord - tls_record_.size());
+      tls_record_.append(static_cast<const char*>(iov[i].iov_base), take);
+    }
+    data = tls_record_.data();
+    size = tls_record_.size();
+  }
+  size_t wrote = 0;
+  switch (tls->Write(data, size, &wrote)) {
+    case TlsSession::Io::kOk:
+      Advance(wrote);
+      return wrote;
+    case TlsSession::Io::kWantRead:
+    case TlsSession::Io::kWantWrite:
+      return size_t{0};
+    case TlsSession::Io::kClosed:
+      return Status::Unavailable("client closed the TLS session");
+    case TlsSession::Io::kError:
+      break;
+  }
+  return Status::Unavailable("TLS write to client failed: " + tls->error());
 }
 
 void OutputQueue::Clear() {

@@ -14,7 +14,11 @@
 #include "kvtier/status.h"
 #include "kvtier/store.h"
 
+struct iovec;
+
 namespace kvtier::server {
+
+class TlsSession;
 
 // Bytes read from a socket and not yet consumed. Grows to hold one whole request (the handler
 // says how big through Reserve), so a large put is received straight into the buffer it is
@@ -51,24 +55,38 @@ class OutputQueue {
   void Append(std::string_view bytes);
   // Queues the bytes of `handle` (which stays leased until they are written).
   void AppendLease(BlockHandle handle);
+  // Queues `bytes` with descriptor `fd` attached to their first byte (SCM_RIGHTS): the peer
+  // receives its own descriptor for the same file with them. Unix sockets only (WriteTo(int));
+  // `fd` stays owned by the caller and must stay open until the bytes are written.
+  void AppendWithFd(std::string_view bytes, int fd);
   size_t pending_bytes() const { return pending_; }
   bool empty() const { return pending_ == 0; }
   // Writes as much as the socket takes now. Returns the bytes written (0 when it would block);
   // Unavailable when the peer is gone.
   Result<size_t> WriteTo(int fd);
+  // The same through a TLS session: small pieces are gathered into records of up to 16 KiB
+  // (one copy, which TLS makes anyway when it encrypts); large ones are written in place.
+  Result<size_t> WriteTo(TlsSession* tls);
   // Drops everything queued (releasing leases).
   void Clear();
 
  private:
+  // Fills iov with the unsent bytes, in order; returns how many entries it used.
+  size_t Gather(iovec* iov, size_t max_iov) const;
+  // Marks `written` bytes sent, releasing pieces (and leases) that are done.
+  void Advance(size_t written);
+
   struct Piece {
     std::string bytes;
     BlockHandle lease;
     bool is_lease = false;
+    int pass_fd = -1;  // Sent as SCM_RIGHTS with the piece's first byte.
     size_t size = 0;
     size_t sent = 0;
   };
   std::deque<Piece> pieces_;
   size_t pending_ = 0;
+  std::string tls_record_;  // Gathered small pieces for WriteTo(TlsSession*).
 };
 
 }  // namespace kvtier::server

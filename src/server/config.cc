@@ -32,6 +32,19 @@ shutdown_grace_seconds = 5         # on SIGTERM, time to flush replies already c
 anonymous_tenant = "default"
 admin_token = ""                   # if set, /admin/ needs "Authorization: Bearer <token>"
 
+[tls]
+# TLS 1.3 (only) on the TCP listeners; off while cert_file is "". The Unix socket stays
+# plaintext (local; file permissions guard it). With TLS off, keep the listeners on loopback:
+# tokens would otherwise cross the network in the clear. Flags: --tls-cert, --tls-key, --tls-ca,
+# --tls-require-client-cert.
+cert_file = ""                     # PEM certificate chain, server certificate first
+key_file = ""                      # PEM private key of that certificate
+ca_file = ""                       # PEM CAs for client certificates ("" = none requested)
+require_client_cert = false        # refuse clients without a valid certificate (needs ca_file)
+native = true                      # which TCP listeners speak TLS when it is on
+resp = false
+http = false
+
 [memory]                           # G2: host DRAM
 capacity = "1GiB"
 page_bytes = "4KiB"
@@ -43,6 +56,32 @@ capacity = "16GiB"                 # an upper bound: segments are created as dat
 segment_bytes = "256MiB"
 durability = "written"             # "written" (survives kill -9) or "synced" (power loss)
 use_io_uring = true
+compress = true                    # lossless KV compression of records (byte planes + zstd)
+encrypt = false                    # AES-256-GCM per tenant key; needs [security] master_key
+
+[shared]                           # G4: storage the cluster shares; off while location is ""
+location = ""                      # "/mnt/nfs/kvtier", "file:/path" or "s3://bucket"
+s3_endpoint = ""                   # e.g. "http://127.0.0.1:4568", "https://s3.us-east-1.amazonaws.com"
+s3_region = ""                     # "" = $AWS_REGION, else "us-east-1"
+s3_path_style = true               # false = virtual-host style (bucket.host)
+s3_access_key = ""                 # "" = $AWS_ACCESS_KEY_ID (and $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN)
+s3_secret_key = ""
+node_id = ""                       # this node's unique name; "" = hostname-pid
+write_policy = "on_demotion"       # "on_put" (upload every put at once) or "on_demotion"
+promote_on_hit = true              # copy G4 hits into G2
+capacity = 0                       # bytes of G4 for this root/bucket; 0 = no limit
+tenant_quota = 0                   # bytes per tenant; 0 = no limit
+ttl_seconds = 0                    # delete objects idle this long; 0 = never
+janitor_interval_seconds = 60      # housekeeping pass (by the node holding the lease); 0 = off here
+janitor_lease_seconds = 60         # a dead janitor's lease is taken over after this (+1/6)
+sync = true                        # fsync objects before publishing (shared file systems)
+compress = true
+encrypt = false                    # nodes must share [security] keystore_dir to read each other's
+
+[security]
+master_key = ""                    # "file:/path/to/key" (64 hex digits, mode 0600) or "env:VARIABLE"
+keystore_dir = ""                  # wrapped per-tenant data keys; "" = the disk tier's dir
+audit_log = "audit.log"            # JSON lines of deletions, shreds, key changes; under data_dir; "" = off
 
 [admission]                        # which G2 evictions are written to G3
 min_prefix_blocks = 0
@@ -52,6 +91,7 @@ min_accesses = 2
 [store]
 max_block_bytes = "64MiB"
 promote_on_hit = true
+retention_scan_seconds = 60        # background removal of expired blocks; 0 = only on access
 
 [[tenants]]
 name = "default"
@@ -59,6 +99,7 @@ token = ""                         # secret clients present for this tenant ("" 
 memory_budget = 0                  # bytes of G2; 0 = no limit
 disk_budget = 0                    # bytes of G3; 0 = no limit
 ttl_seconds = 0                    # expire blocks idle this long; 0 = never
+max_age_seconds = 0                # expire blocks this long after they were stored; 0 = never
 )";
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
@@ -187,7 +228,8 @@ class TableReader {
 void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   TableReader top(&root, "", error);
   top.String("data_dir", &c->data_dir);
-  for (const char* section : {"server", "auth", "memory", "disk", "admission", "store", "tenants"}) {
+  for (const char* section : {"server", "auth", "tls", "memory", "disk", "shared", "security",
+                              "admission", "store", "tenants"}) {
     top.Expect(section);
   }
   top.RejectUnknown();
@@ -211,6 +253,16 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   auth.String("admin_token", &c->admin_token);
   auth.RejectUnknown();
 
+  TableReader tls(root["tls"].as_table(), "tls", error);
+  tls.String("cert_file", &c->tls.cert_file);
+  tls.String("key_file", &c->tls.key_file);
+  tls.String("ca_file", &c->tls.ca_file);
+  tls.Bool("require_client_cert", &c->tls.require_client_cert);
+  tls.Bool("native", &c->tls.native);
+  tls.Bool("resp", &c->tls.resp);
+  tls.Bool("http", &c->tls.http);
+  tls.RejectUnknown();
+
   TableReader memory(root["memory"].as_table(), "memory", error);
   memory.Size("capacity", &c->store.memory.capacity_bytes);
   memory.Size("page_bytes", &c->store.memory.page_bytes);
@@ -231,7 +283,44 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
     *error = Status::InvalidArgument("'disk.durability' must be \"written\" or \"synced\"");
   }
   disk.Bool("use_io_uring", &c->store.disk.use_io_uring);
+  disk.Bool("compress", &c->store.disk_data.compress);
+  disk.Bool("encrypt", &c->store.disk_data.encrypt);
   disk.RejectUnknown();
+
+  SharedTierOptions& g4 = c->store.shared;
+  TableReader shared(root["shared"].as_table(), "shared", error);
+  shared.String("location", &g4.location);
+  shared.String("s3_endpoint", &g4.s3_endpoint);
+  shared.String("s3_region", &g4.s3_region);
+  shared.Bool("s3_path_style", &g4.s3_path_style);
+  shared.String("s3_access_key", &g4.s3_access_key);
+  shared.String("s3_secret_key", &g4.s3_secret_key);
+  shared.String("node_id", &g4.node_id);
+  std::string write_policy;
+  shared.String("write_policy", &write_policy);
+  if (write_policy == "on_put") {
+    g4.write_policy = SharedTierOptions::WritePolicy::kOnPut;
+  } else if (write_policy == "on_demotion") {
+    g4.write_policy = SharedTierOptions::WritePolicy::kOnDemotion;
+  } else if (!write_policy.empty() && error->ok()) {
+    *error = Status::InvalidArgument("'shared.write_policy' must be \"on_put\" or \"on_demotion\"");
+  }
+  shared.Bool("promote_on_hit", &g4.promote_on_hit);
+  shared.Size("capacity", &g4.capacity_bytes);
+  shared.Size("tenant_quota", &g4.tenant_quota_bytes);
+  shared.Uint("ttl_seconds", &g4.ttl_seconds);
+  shared.Uint("janitor_interval_seconds", &g4.janitor_interval_seconds);
+  shared.Uint("janitor_lease_seconds", &g4.janitor_lease_seconds);
+  shared.Bool("sync", &g4.sync);
+  shared.Bool("compress", &c->store.shared_data.compress);
+  shared.Bool("encrypt", &c->store.shared_data.encrypt);
+  shared.RejectUnknown();
+
+  TableReader security(root["security"].as_table(), "security", error);
+  security.String("master_key", &c->store.security.master_key);
+  security.String("keystore_dir", &c->store.security.keystore_dir);
+  security.String("audit_log", &c->store.security.audit_log_path);
+  security.RejectUnknown();
 
   TableReader admission(root["admission"].as_table(), "admission", error);
   admission.Uint("min_prefix_blocks", &c->store.disk_admission.min_prefix_blocks);
@@ -242,6 +331,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   TableReader store(root["store"].as_table(), "store", error);
   store.Size("max_block_bytes", &c->store.max_block_bytes);
   store.Bool("promote_on_hit", &c->store.promote_on_hit);
+  store.Uint("retention_scan_seconds", &c->store.retention_scan_seconds);
   store.RejectUnknown();
 
   if (const toml::node* tenants = root.get("tenants")) {
@@ -264,6 +354,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
       r.Size("memory_budget", &tc.options.memory_budget_bytes);
       r.Size("disk_budget", &tc.options.disk_budget_bytes);
       r.Uint("ttl_seconds", &tc.options.ttl_seconds);
+      r.Uint("max_age_seconds", &tc.options.max_age_seconds);
       r.RejectUnknown();
       c->tenants.push_back(std::move(tc));
     }
@@ -293,7 +384,12 @@ Options ServerConfig::StoreOptions() const {
   Options o = store;
   o.tenants.clear();
   for (const TenantConfig& t : tenants) o.tenants.push_back(t.options);
-  if (!o.disk.dir.empty() && o.disk.dir[0] != '/') o.disk.dir = data_dir + "/" + o.disk.dir;
+  auto under_data_dir = [&](std::string* path) {
+    if (!path->empty() && (*path)[0] != '/') *path = data_dir + "/" + *path;
+  };
+  under_data_dir(&o.disk.dir);
+  under_data_dir(&o.security.keystore_dir);
+  under_data_dir(&o.security.audit_log_path);
   return o;
 }
 
@@ -323,6 +419,12 @@ Status ServerConfig::Validate() const {
   }
   if (EffectiveMaxFrameBytes() > UINT32_MAX) {
     return Status::InvalidArgument("server.max_frame_bytes must be below 4 GiB");
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return Status::InvalidArgument("tls.cert_file and tls.key_file go together: set both or neither");
+  }
+  if (tls.require_client_cert && tls.ca_file.empty()) {
+    return Status::InvalidArgument("tls.require_client_cert needs tls.ca_file");
   }
   if (max_batch == 0) return Status::InvalidArgument("server.max_batch must be at least 1");
   if (max_output_bytes == 0) return Status::InvalidArgument("server.max_output_bytes must be positive");

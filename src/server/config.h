@@ -28,6 +28,25 @@ struct TenantConfig {
   std::string token;
 };
 
+// TLS 1.3 on the TCP listeners ([tls]). Off while cert_file is empty. The Unix socket is never
+// encrypted: it is local and guarded by file permissions.
+struct TlsConfig {
+  // PEM certificate chain (server certificate first) and its private key. Both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // PEM CA certificates that client certificates must chain to. Empty: clients are not asked
+  // for a certificate.
+  std::string ca_file;
+  // Refuse clients without a valid certificate. REQUIRES: ca_file.
+  bool require_client_cert = false;
+  // Which TCP listeners speak TLS (only TLS: a TLS listener refuses plaintext clients).
+  bool native = true;
+  bool resp = false;
+  bool http = false;
+
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct ServerConfig {
   // Directory for the Unix socket and (relative) disk tier paths. Created at start.
   std::string data_dir = "./kvtier-data";
@@ -63,6 +82,8 @@ struct ServerConfig {
   // Required as "Authorization: Bearer <token>" for /admin/ endpoints. Empty: the admin API is
   // open to whoever reaches the HTTP listener (keep it on localhost then).
   std::string admin_token;
+
+  TlsConfig tls;
 
   std::vector<TenantConfig> tenants;
 

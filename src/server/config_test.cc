@@ -24,6 +24,27 @@ TEST(ConfigTest, EmbeddedDefaultServesLocalhostWithOneAnonymousTenant) {
   ASSERT_EQ(c.tenants.size(), 1u);
   EXPECT_EQ(c.tenants[0].options.name, "default");
   EXPECT_EQ(c.anonymous_tenant, "default");
+  EXPECT_FALSE(c.tls.enabled());  // TLS off by default: the listeners are on loopback.
+}
+
+TEST(ConfigTest, TlsSectionIsReadAndCheckedForConsistency) {
+  ServerConfig c = Defaults();
+  Status s = ApplyConfigToml(
+      "[tls]\ncert_file = \"/etc/kvtier/cert.pem\"\nkey_file = \"/etc/kvtier/key.pem\"\n"
+      "resp = true\n", "x.toml", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(c.tls.enabled());
+  EXPECT_TRUE(c.tls.native);
+  EXPECT_TRUE(c.tls.resp);
+  EXPECT_FALSE(c.tls.http);
+  EXPECT_TRUE(c.Validate().ok());
+  c.tls.key_file.clear();
+  EXPECT_NE(c.Validate().message().find("tls.key_file"), std::string_view::npos);
+  c = Defaults();
+  c.tls.require_client_cert = true;
+  EXPECT_NE(c.Validate().message().find("tls.ca_file"), std::string_view::npos);
+  s = ApplyConfigToml("[tls]\ncert = \"x\"\n", "x.toml", &c);
+  EXPECT_NE(s.message().find("tls.cert"), std::string_view::npos) << s.ToString();
 }
 
 TEST(ConfigTest, FileOverridesOnlyWhatItSets) {

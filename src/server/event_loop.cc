@@ -12,6 +12,7 @@
 
 #include "kvtier/env.h"
 #include "src/server/net.h"
+#include "src/server/tls.h"
 
 namespace kvtier::server {
 
@@ -34,6 +35,7 @@ constexpr std::chrono::seconds kMaxLinger{10};
 class Connection {
  public:
   enum class State {
+    kHandshaking,  // TLS handshake in progress; nothing handled yet.
     kOpen,       // Reading and handling requests.
     kClosing,    // No more requests; close once the queued replies are written.
     kLingering,  // Replies written and our side shut down; discarding input until the peer
@@ -42,11 +44,19 @@ class Connection {
     kDead,
   };
 
-  Connection(EventLoop* loop, int fd, std::unique_ptr<ProtocolHandler> handler)
-      : loop_(loop), fd_(fd), handler_(std::move(handler)), last_activity_(Clock::now()) {
+  // `tls`: the connection's TLS session (the handshake has not started), or null for plaintext.
+  Connection(EventLoop* loop, int fd, std::unique_ptr<ProtocolHandler> handler,
+             std::unique_ptr<TlsSession> tls)
+      : loop_(loop),
+        fd_(fd),
+        handler_(std::move(handler)),
+        tls_(std::move(tls)),
+        last_activity_(Clock::now()) {
     loop_->ctx_->metrics->ConnectionOpened(handler_->proto());
+    if (tls_ != nullptr) state_ = State::kHandshaking;
   }
   ~Connection() {
+    tls_.reset();
     close(fd_);
     loop_->ctx_->metrics->ConnectionClosed(handler_->proto());
   }
@@ -57,12 +67,13 @@ class Connection {
   uint32_t registered_events = 0;
 
   uint32_t WantedEvents() const {
+    if (state_ == State::kHandshaking) return handshake_wants_write_ ? EPOLLOUT : EPOLLIN;
     uint32_t events = 0;
     if ((state_ == State::kOpen && out_.pending_bytes() <= MaxOutput()) ||
         state_ == State::kLingering) {
       events |= EPOLLIN;
     }
-    if (!out_.empty()) events |= EPOLLOUT;
+    if (!out_.empty() || read_wants_write_) events |= EPOLLOUT;
     return events;
   }
 
@@ -74,8 +85,18 @@ class Connection {
         return;
       }
     }
+    if (state_ == State::kHandshaking) {
+      Handshake();
+      return;
+    }
+    if ((events & EPOLLOUT) && read_wants_write_) {
+      read_wants_write_ = false;
+      OnReadable();
+    }
     if (events & EPOLLOUT) Pump();
-    if ((events & EPOLLIN) && state_ != State::kDead) OnReadable();
+    // Reading stopped for backpressure may resume now that replies were written; input that
+    // OpenSSL buffered meanwhile would raise no EPOLLIN.
+    if (((events & EPOLLIN) || TlsPending()) && state_ != State::kDead) OnReadable();
   }
 
   void OnIdle() {
@@ -86,6 +107,10 @@ class Connection {
   }
 
   void BeginClose() {
+    if (state_ == State::kHandshaking) {
+      state_ = State::kDead;
+      return;
+    }
     if (state_ == State::kOpen) state_ = State::kClosing;
     Pump();
   }
@@ -95,16 +120,21 @@ class Connection {
  private:
   uint64_t MaxOutput() const { return loop_->ctx_->config->max_output_bytes; }
 
+  // True when a TLS session holds input that epoll cannot see.
+  bool TlsPending() const { return tls_ != nullptr && tls_->HasPending(); }
+
   void OnReadable() {
-    for (int i = 0; i < kReadsPerEvent; ++i) {
+    // Past kReadsPerEvent reads, input already buffered by OpenSSL is still drained: no
+    // readiness event would bring the loop back for it.
+    for (int i = 0; i < kReadsPerEvent || TlsPending(); ++i) {
       if (state_ != State::kOpen && state_ != State::kLingering) return;
       if (state_ == State::kOpen && out_.pending_bytes() > MaxOutput()) return;
       size_t want = kReadChunk;
       if (state_ == State::kOpen && needed_ > in_.size()) want = std::max(want, needed_ - in_.size());
       in_.Reserve(want);
-      ssize_t n = read(fd_, in_.write_ptr(), in_.writable_size());
+      ssize_t n = Receive(in_.write_ptr(), in_.writable_size());
+      if (n == kWouldBlock) return;
       if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
         state_ = State::kDead;
         return;
       }
@@ -153,9 +183,61 @@ class Connection {
     Flush();
   }
 
+  static constexpr ssize_t kWouldBlock = -2;
+
+  // Reads into buf: the byte count, 0 at end of stream, kWouldBlock, or -1 on error. Input of a
+  // TLS connection is decrypted here; a lingering connection's input is discarded raw.
+  ssize_t Receive(std::byte* buf, size_t n) {
+    if (tls_ == nullptr || state_ == State::kLingering) {
+      ssize_t r = read(fd_, buf, n);
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return kWouldBlock;
+      return r;
+    }
+    size_t got = 0;
+    switch (tls_->Read(buf, n, &got)) {
+      case TlsSession::Io::kOk: return static_cast<ssize_t>(got);
+      case TlsSession::Io::kWantRead: return kWouldBlock;
+      case TlsSession::Io::kWantWrite:
+        read_wants_write_ = true;
+        return kWouldBlock;
+      case TlsSession::Io::kClosed: return 0;
+      case TlsSession::Io::kError: break;
+    }
+    return -1;
+  }
+
+  void Handshake() {
+    switch (tls_->Handshake()) {
+      case TlsSession::Io::kOk:
+        state_ = State::kOpen;
+        last_activity_ = Clock::now();
+        // The client's first request may have arrived with its last handshake message.
+        OnReadable();
+        return;
+      case TlsSession::Io::kWantRead:
+        handshake_wants_write_ = false;
+        return;
+      case TlsSession::Io::kWantWrite:
+        handshake_wants_write_ = true;
+        return;
+      case TlsSession::Io::kClosed:
+        state_ = State::kDead;
+        return;
+      case TlsSession::Io::kError:
+        break;
+    }
+    // Not TLS 1.3, not TLS at all (a plaintext client), or a bad client certificate. OpenSSL
+    // has sent its alert; close our side and discard input until the peer closes, so that the
+    // alert is not destroyed by a reset.
+    loop_->ctx_->metrics->ProtocolError(handler_->proto());
+    tls_.reset();
+    state_ = State::kClosing;
+    Flush();
+  }
+
   void Flush() {
     while (!out_.empty() && state_ != State::kDead) {
-      Result<size_t> n = out_.WriteTo(fd_);
+      Result<size_t> n = tls_ != nullptr ? out_.WriteTo(tls_.get()) : out_.WriteTo(fd_);
       if (!n.ok()) {
         state_ = State::kDead;
         return;
@@ -165,6 +247,10 @@ class Connection {
       loop_->ctx_->metrics->BytesSent(handler_->proto(), *n);
     }
     if (state_ == State::kClosing && out_.empty()) {
+      if (tls_ != nullptr) {
+        tls_->Shutdown();  // close_notify; from here on the socket is only drained.
+        tls_.reset();
+      }
       if (peer_done_) {
         state_ = State::kDead;
       } else {
@@ -178,7 +264,10 @@ class Connection {
   EventLoop* loop_;
   int fd_;
   std::unique_ptr<ProtocolHandler> handler_;
+  std::unique_ptr<TlsSession> tls_;  // Null for plaintext, and once the session is over.
   State state_ = State::kOpen;
+  bool handshake_wants_write_ = false;
+  bool read_wants_write_ = false;  // A TLS read needs the socket writable to progress.
   bool peer_done_ = false;
   size_t needed_ = 0;  // Input bytes the handler needs before it can make progress.
   InputBuffer in_;
@@ -230,8 +319,8 @@ Status EventLoop::Init() {
   return Status::OK();
 }
 
-void EventLoop::AddListener(int fd, Proto proto) {
-  listeners_.push_back({fd, proto});
+void EventLoop::AddListener(int fd, Proto proto, bool tls) {
+  listeners_.push_back({fd, proto, tls});
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = listeners_.size();  // 1-based; 0 is the wake-up fd.
@@ -240,10 +329,10 @@ void EventLoop::AddListener(int fd, Proto proto) {
 
 void EventLoop::Start() { thread_ = std::thread([this] { Run(); }); }
 
-void EventLoop::Adopt(int fd, Proto proto, bool local_peer) {
+void EventLoop::Adopt(int fd, Proto proto, bool local_peer, bool tls) {
   {
     MutexLock lock(&mu_);
-    adopted_.push_back({fd, proto, local_peer});
+    adopted_.push_back({fd, proto, local_peer, tls});
   }
   uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof(one));
@@ -282,7 +371,7 @@ void EventLoop::Accept(const Listener& listener) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // Fails harmlessly on Unix.
     bool local = IsLocalPeer(fd);
     EventLoop* target = (*loops_)[next_loop_++ % loops_->size()];
-    target->Adopt(fd, listener.proto, local);
+    target->Adopt(fd, listener.proto, local, listener.tls);
   }
 }
 
@@ -302,12 +391,23 @@ void EventLoop::TakeAdopted() {
     }
     std::unique_ptr<ProtocolHandler> handler;
     switch (p.proto) {
-      case Proto::kNative: handler = NewNativeHandler(ctx_, p.local_peer); break;
+      case Proto::kNative:
+        handler = NewNativeHandler(ctx_, p.local_peer, IsUnixSocket(p.fd));
+        break;
       case Proto::kResp: handler = NewRespHandler(ctx_, p.local_peer); break;
       case Proto::kHttp:
       case Proto::kCount: handler = NewHttpHandler(ctx_); break;
     }
-    auto conn = std::make_unique<Connection>(this, p.fd, std::move(handler));
+    std::unique_ptr<TlsSession> tls;
+    if (p.tls) {
+      tls = TlsSession::Accept(*ctx_->tls, p.fd);
+      if (tls == nullptr) {
+        Env::Default()->Log("kvtierd: cannot create a TLS session: " + TlsErrors());
+        close(p.fd);
+        continue;
+      }
+    }
+    auto conn = std::make_unique<Connection>(this, p.fd, std::move(handler), std::move(tls));
     Connection* raw = conn.get();
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -348,6 +448,9 @@ void EventLoop::SweepIdle(Clock::time_point now) {
     auto quiet = now - raw->last_activity();
     if (raw->state() == Connection::State::kOpen) {
       if (idle.count() > 0 && quiet > idle) raw->OnIdle();
+    } else if (raw->state() == Connection::State::kHandshaking) {
+      // A handshake gets the idle timeout (or the linger bound when there is none).
+      if (quiet > (idle.count() > 0 ? idle : std::chrono::seconds(kMaxLinger))) raw->Kill();
     } else if (quiet > linger) {
       raw->Kill();
     }

@@ -36,12 +36,14 @@ class EventLoop {
 
   // Creates the epoll set and wake-up eventfd. Call once, before Start.
   Status Init();
-  // REQUIRES: before Start. Takes ownership of listening socket `fd`.
-  void AddListener(int fd, Proto proto);
+  // REQUIRES: before Start. Takes ownership of listening socket `fd`. `tls`: its connections
+  // speak TLS (REQUIRES: ServerContext::tls).
+  void AddListener(int fd, Proto proto, bool tls);
   void Start();
 
-  // Thread-safe: gives an accepted socket to this loop (which then owns it).
-  void Adopt(int fd, Proto proto, bool local_peer);
+  // Thread-safe: gives an accepted socket to this loop (which then owns it). `tls`: the loop
+  // runs the TLS handshake (non-blocking, bounded by the idle timeout) before any request.
+  void Adopt(int fd, Proto proto, bool local_peer, bool tls);
   // Thread-safe: closes the listeners, stops reading, flushes, closes; the thread then exits.
   void BeginShutdown();
   // Waits for the thread to exit. REQUIRES: BeginShutdown was called.
@@ -52,11 +54,13 @@ class EventLoop {
   struct Listener {
     int fd;
     Proto proto;
+    bool tls;
   };
   struct Pending {
     int fd;
     Proto proto;
     bool local_peer;
+    bool tls;
   };
 
   void Run();

@@ -24,6 +24,8 @@
 
 namespace kvtier::server {
 
+class TlsContext;
+
 // Tenant authentication: tenant tokens from the config, and the anonymous tenant for local
 // clients. Immutable after construction; thread-safe.
 class Authenticator {
@@ -57,6 +59,7 @@ struct ServerContext {
   Store* store = nullptr;
   Metrics* metrics = nullptr;
   const Authenticator* auth = nullptr;
+  const TlsContext* tls = nullptr;  // Null when TLS is off.
   uint32_t max_frame_bytes = 0;  // ServerConfig::EffectiveMaxFrameBytes().
   std::chrono::steady_clock::time_point started;  // When the server started (for uptime).
 };
@@ -92,7 +95,10 @@ class ProtocolHandler {
 
 // Creates the handler for a new connection. `local_peer`: the client is on this host (Unix
 // socket or loopback), which is what entitles it to the anonymous tenant.
-std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, bool local_peer);
+// `unix_socket`: the connection is on the Unix socket, where the shared-memory fast path is
+// offered.
+std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, bool local_peer,
+                                                  bool unix_socket = false);
 std::unique_ptr<ProtocolHandler> NewRespHandler(const ServerContext* ctx, bool local_peer);
 std::unique_ptr<ProtocolHandler> NewHttpHandler(const ServerContext* ctx);
 

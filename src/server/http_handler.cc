@@ -44,11 +44,13 @@ std::string_view Reason(int status) {
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
     case 411: return "Length Required";
     case 413: return "Payload Too Large";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
     default: return "Error";
   }
 }
@@ -208,7 +210,8 @@ class HttpHandler final : public ProtocolHandler {
               "kvtierd\n  GET /metrics          Prometheus metrics\n  GET /healthz          "
               "liveness\n  GET /admin/tenants    tenant statistics (JSON)\n  POST /admin/pin       "
               "{\"tenant\":..,\"keys\":[hex..]}\n  POST /admin/unpin     same\n  DELETE "
-              "/admin/blocks/<hex key>?tenant=<name>\n"};
+              "/admin/blocks/<hex key>?tenant=<name>\n  DELETE /admin/sessions/<id>?tenant=<name>\n"
+              "  DELETE /admin/tenants/<name>\n  POST /admin/tenants/<name>/shred\n"};
     }
     if (!req.path.starts_with("/admin/")) return {404, "text/plain", "not found\n"};
     if (!ctx_->config->admin_token.empty() &&
@@ -231,6 +234,11 @@ class HttpHandler final : public ProtocolHandler {
       if (req.method != "DELETE") return JsonError(405, "use DELETE");
       return DeleteBlock(req);
     }
+    if (req.path.starts_with("/admin/sessions/")) {
+      if (req.method != "DELETE") return JsonError(405, "use DELETE");
+      return DeleteSession(req);
+    }
+    if (req.path.starts_with("/admin/tenants/")) return TenantAction(req);
     return JsonError(404, "no such admin endpoint");
   }
 
@@ -276,6 +284,70 @@ class HttpHandler final : public ProtocolHandler {
     if (!s.ok()) return JsonError(500, s.ToString());
     return Json(200, json{{"deleted", true}});
   }
+
+  // DELETE /admin/sessions/<id>?tenant=<name>: every block of the session, on every tier.
+  Response DeleteSession(const Request& req) {
+    std::string_view id = std::string_view(req.path).substr(strlen("/admin/sessions/"));
+    SessionId session = 0;
+    if (id.empty() || id.size() > 20 || id.find_first_not_of("0123456789") != std::string_view::npos) {
+      return JsonError(400, "session id must be a decimal number");
+    }
+    for (char c : id) {
+      if (session > (UINT64_MAX - 9) / 10) return JsonError(400, "session id out of range");
+      session = session * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (session == 0) return JsonError(400, "session 0 means \"no session\"; name one");
+    std::string name = QueryParam(req.query, "tenant");
+    Result<TenantId> tenant = Tenant(name);
+    if (!tenant.ok()) return JsonError(404, "?tenant=: " + tenant.status().ToString());
+    return DeletionJson(ctx_->store->DeleteSession(*tenant, session, kAdminActor),
+                        json{{"tenant", name}, {"session", session}});
+  }
+
+  // DELETE /admin/tenants/<name> deletes the tenant's blocks (the tenant itself stays
+  // configured); POST /admin/tenants/<name>/shred destroys its data keys first.
+  Response TenantAction(const Request& req) {
+    std::string_view rest = std::string_view(req.path).substr(strlen("/admin/tenants/"));
+    bool shred = rest.ends_with("/shred");
+    if (shred) rest.remove_suffix(strlen("/shred"));
+    if (rest.empty() || rest.find('/') != std::string_view::npos) {
+      return JsonError(404, "no such admin endpoint");
+    }
+    if (shred && req.method != "POST") return JsonError(405, "use POST");
+    if (!shred && req.method != "DELETE") return JsonError(405, "use DELETE");
+    std::string name(rest);
+    Result<TenantId> tenant = Tenant(name);
+    if (!tenant.ok()) return JsonError(404, tenant.status().ToString());
+    if (shred) {
+      return DeletionJson(ctx_->store->ShredTenant(*tenant, kAdminActor),
+                          json{{"tenant", name}, {"shredded", true}});
+    }
+    return DeletionJson(ctx_->store->DeleteTenant(*tenant, kAdminActor), json{{"tenant", name}});
+  }
+
+  // 200 with `fields` plus the report's counts, or the error with a status that says whether
+  // to retry.
+  static Response DeletionJson(const Result<DeletionReport>& report, json fields) {
+    if (!report.ok()) {
+      const Status& s = report.status();
+      int http = 500;
+      switch (s.code()) {
+        case StatusCode::kInvalidArgument: http = 400; break;
+        case StatusCode::kNotFound: http = 404; break;
+        case StatusCode::kFailedPrecondition: http = 409; break;
+        case StatusCode::kUnimplemented: http = 501; break;
+        case StatusCode::kUnavailable: http = 503; break;
+        default: break;
+      }
+      return Json(http, json{{"error", s.ToString()}, {"code", std::string(StatusCodeName(s.code()))}});
+    }
+    fields["memory_blocks"] = report->memory_blocks;
+    fields["disk_blocks"] = report->disk_blocks;
+    return Json(200, fields);
+  }
+
+  // Recorded in the audit log for deletions and shreds asked for over the admin API.
+  static constexpr std::string_view kAdminActor = "admin";
 
   const ServerContext* ctx_;
 };

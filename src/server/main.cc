@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
   std::string config_file, port_file;
   std::string data_dir, native_listen, unix_socket, resp_listen, http_listen;
   std::string memory, disk_dir, disk_capacity, max_block;
+  std::string tls_cert, tls_key, tls_ca;
   uint32_t threads = 0, idle_timeout = 0;
-  bool print_default = false, check_only = false;
+  bool print_default = false, check_only = false, tls_require_client_cert = false;
   app.add_option("-c,--config", config_file, "TOML config file (keys it sets replace the defaults)");
   app.add_flag("--print-default-config", print_default, "Print the built-in config, commented, and exit");
   app.add_flag("--check-config", check_only, "Validate the configuration and exit");
@@ -83,6 +84,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-block", max_block, "Largest block (value) accepted, e.g. 64MiB");
   app.add_option("--threads", threads, "Event-loop threads (0 = one per core, at most 8)");
   app.add_option("--idle-timeout", idle_timeout, "Close connections idle this many seconds (0 = never)");
+  app.add_option("--tls-cert", tls_cert, "PEM certificate chain: turns on TLS 1.3 for [tls] listeners");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-ca", tls_ca, "PEM CAs that client certificates must chain to");
+  app.add_flag("--tls-require-client-cert", tls_require_client_cert,
+               "Refuse TLS clients without a valid certificate (needs --tls-ca)");
   app.add_option("--port-file", port_file,
                  "After listening, write the bound ports here (for scripts using port 0)");
   try {
@@ -121,6 +127,10 @@ int main(int argc, char** argv) {
   if (app.count("--disk-dir")) config.store.disk.dir = disk_dir;
   if (app.count("--threads")) config.threads = threads;
   if (app.count("--idle-timeout")) config.idle_timeout_seconds = idle_timeout;
+  if (app.count("--tls-cert")) config.tls.cert_file = tls_cert;
+  if (app.count("--tls-key")) config.tls.key_file = tls_key;
+  if (app.count("--tls-ca")) config.tls.ca_file = tls_ca;
+  if (app.count("--tls-require-client-cert")) config.tls.require_client_cert = true;
   for (Status fs : {size_flag("--memory", memory, &config.store.memory.capacity_bytes),
                     size_flag("--disk-capacity", disk_capacity, &config.store.disk.capacity_bytes),
                     size_flag("--max-block", max_block, &config.store.max_block_bytes)}) {
@@ -146,14 +156,17 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   std::fprintf(stderr,
                "kvtierd: serving native tcp port %u, unix %s, resp port %u, http port %u; "
-               "G2 %llu MiB, G3 %s; %zu event loops; anonymous local tenant: %s\n",
+               "G2 %llu MiB, G3 %s; %zu event loops; anonymous local tenant: %s; TLS %s\n",
                (*server)->native_port(),
                (*server)->unix_socket_path().empty() ? "off" : (*server)->unix_socket_path().c_str(),
                (*server)->resp_port(), (*server)->http_port(),
                static_cast<unsigned long long>(config.store.memory.capacity_bytes >> 20),
                config.store.disk.dir.empty() ? "off" : config.StoreOptions().disk.dir.c_str(),
                (*server)->num_loops(),
-               config.anonymous_tenant.empty() ? "(none)" : config.anonymous_tenant.c_str());
+               config.anonymous_tenant.empty() ? "(none)" : config.anonymous_tenant.c_str(),
+               !config.tls.enabled() ? "off"
+               : config.tls.require_client_cert ? "1.3 (client certificates required)"
+                                                : "1.3");
   if (!port_file.empty()) {
     s = WritePortFile(port_file, **server);
     if (!s.ok()) return Fail(s);

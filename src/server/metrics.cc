@@ -211,8 +211,10 @@ std::string Metrics::RenderPrometheus(const StoreStats& s) const {
 
   p.Family("kvtier_tier_hits_total", "counter", "Reads served by a tier below G2.");
   p.Sample("kvtier_tier_hits_total", "tier=\"g3\"", s.disk_hits);
+  p.Sample("kvtier_tier_hits_total", "tier=\"g4\"", s.shared_hits);
   p.Family("kvtier_tier_misses_total", "counter", "Reads that a tier below G2 did not have.");
   p.Sample("kvtier_tier_misses_total", "tier=\"g3\"", s.disk_misses);
+  p.Sample("kvtier_tier_misses_total", "tier=\"g4\"", s.shared_misses);
   p.Family("kvtier_tier_evictions_total", "counter", "Blocks evicted from a tier below G2.");
   p.Sample("kvtier_tier_evictions_total", "tier=\"g3\"", s.disk_evictions);
 
@@ -233,8 +235,26 @@ std::string Metrics::RenderPrometheus(const StoreStats& s) const {
   p.Family("kvtier_index_bytes", "gauge", "Memory of the block index and eviction metadata.");
   p.Sample("kvtier_index_bytes", "", s.index_bytes);
   p.Family("kvtier_disk_corrupt_records_total", "counter",
-           "G3 records that failed their checksum: dropped, never served.");
+           "G3 records that failed their checksum or tag: dropped, never served.");
   p.Sample("kvtier_disk_corrupt_records_total", "", s.disk_corrupt_records);
+  p.Family("kvtier_disk_unreadable_records_total", "counter",
+           "G3 records sealed under a shredded key: dropped.");
+  p.Sample("kvtier_disk_unreadable_records_total", "", s.disk_unreadable_records);
+  p.Family("kvtier_disk_logical_bytes", "gauge", "Live G3 blocks as users see them.");
+  p.Sample("kvtier_disk_logical_bytes", "", s.disk_logical_bytes);
+  p.Family("kvtier_disk_stored_bytes", "gauge", "The same blocks as stored (compressed).");
+  p.Sample("kvtier_disk_stored_bytes", "", s.disk_stored_bytes);
+
+  p.Family("kvtier_shared_puts_total", "counter", "Objects this node published to G4.");
+  p.Sample("kvtier_shared_puts_total", "", s.shared_puts);
+  p.Family("kvtier_shared_corrupt_total", "counter", "G4 objects that failed verification.");
+  p.Sample("kvtier_shared_corrupt_total", "", s.shared_corrupt);
+  p.Family("kvtier_shared_errors_total", "counter", "G4 storage errors (I/O, network, service).");
+  p.Sample("kvtier_shared_errors_total", "", s.shared_errors);
+  p.Family("kvtier_shared_uploads_dropped_total", "counter", "Uploads dropped by a full queue.");
+  p.Sample("kvtier_shared_uploads_dropped_total", "", s.shared_uploads_dropped);
+  p.Family("kvtier_shared_janitor_lease", "gauge", "1 when this node runs G4 housekeeping.");
+  p.Sample("kvtier_shared_janitor_lease", "", s.shared_janitor_lease ? 1 : 0);
 
   p.Family("kvtier_demoted_blocks_total", "counter", "G2 evictions written to G3.");
   p.Sample("kvtier_demoted_blocks_total", "", s.demoted_blocks);

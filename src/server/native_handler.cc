@@ -6,6 +6,7 @@
 #include "src/protocol/messages.h"
 #include "src/protocol/wire.h"
 #include "src/server/handler.h"
+#include "src/server/shm_handler.h"
 
 namespace kvtier::server {
 namespace {
@@ -31,6 +32,14 @@ Op OpFor(uint8_t opcode) {
     case Opcode::kUnpin: return Op::kUnpin;
     case Opcode::kPrefetch: return Op::kPrefetch;
     case Opcode::kStats: return Op::kStats;
+    case Opcode::kDeleteSession:
+    case Opcode::kDeleteTenant: return Op::kDelete;
+    case Opcode::kShmGet: return Op::kGet;
+    case Opcode::kShmAlloc:
+    case Opcode::kShmCommit: return Op::kPut;
+    case Opcode::kShmAttach:
+    case Opcode::kShmRelease:
+    case Opcode::kShmAbort:
     case Opcode::kError: break;
   }
   return Op::kOther;
@@ -38,7 +47,8 @@ Op OpFor(uint8_t opcode) {
 
 class NativeHandler final : public ProtocolHandler {
  public:
-  NativeHandler(const ServerContext* ctx, bool local_peer) : ctx_(ctx), local_peer_(local_peer) {}
+  NativeHandler(const ServerContext* ctx, bool local_peer, bool unix_socket)
+      : ctx_(ctx), local_peer_(local_peer), shm_(ctx, unix_socket) {}
 
   Proto proto() const override { return Proto::kNative; }
 
@@ -86,6 +96,10 @@ class NativeHandler final : public ProtocolHandler {
             Status::FailedPrecondition("the first request on a connection must be HELLO"));
       return false;
     }
+    if (protocol::IsShmOpcode(h.opcode)) {
+      shm_.Handle(h, body, principal_->tenant, out);
+      return true;
+    }
     switch (op) {
       case Opcode::kHello: return Hello(h, body, out);
       case Opcode::kAuth: return Auth(h, body, out);
@@ -96,6 +110,10 @@ class NativeHandler final : public ProtocolHandler {
       case Opcode::kPutMany: PutMany(h, body, out); return true;
       case Opcode::kDelete: Delete(h, body, out); return true;
       case Opcode::kStats: Stats(h, out); return true;
+      case Opcode::kDeleteSession:
+      case Opcode::kDeleteTenant:
+        DeleteScoped(h, body, out);
+        return true;
       case Opcode::kLookupPrefix:
       case Opcode::kExists:
       case Opcode::kPin:
@@ -103,6 +121,12 @@ class NativeHandler final : public ProtocolHandler {
       case Opcode::kPrefetch:
         KeyListOp(h, body, out);
         return true;
+      case Opcode::kShmAttach:
+      case Opcode::kShmGet:
+      case Opcode::kShmRelease:
+      case Opcode::kShmAlloc:
+      case Opcode::kShmCommit:
+      case Opcode::kShmAbort:
       case Opcode::kError: break;
     }
     return true;
@@ -161,7 +185,7 @@ class NativeHandler final : public ProtocolHandler {
     }
     principal_ = *who;
     protocol::HelloResponse resp;
-    resp.features = req->features & protocol::kServerFeatures;
+    resp.features = (req->features & protocol::kServerFeatures) | shm_.Negotiate(req->features);
     resp.max_frame_bytes = ctx_->max_frame_bytes;
     resp.max_block_bytes = ctx_->config->store.max_block_bytes;
     resp.max_batch = ctx_->config->max_batch;
@@ -239,16 +263,33 @@ class NativeHandler final : public ProtocolHandler {
       Reply(out, h.opcode, h.request_id, req.status());
       return;
     }
-    if (req->scope != protocol::DeleteScope::kKeys) {
-      Reply(out, h.opcode, h.request_id,
-            Status::Unimplemented("delete by session or by tenant is not available yet; it "
-                                  "arrives with the data-services issue (delete by key works)"));
-      return;
-    }
     std::vector<Status> statuses = ctx_->store->DeleteMany(principal_->tenant, req->keys);
     scratch_.clear();
     protocol::EncodeItemStatuses(statuses, &scratch_);
     SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  // DELETE_SESSION and DELETE_TENANT act on the connection's own tenant only; the audit log
+  // records the authenticated tenant's name as the actor.
+  void DeleteScoped(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<DeletionReport> report = DeleteScopedBlocks(static_cast<Opcode>(h.opcode), body);
+    if (!report.ok()) {
+      Reply(out, h.opcode, h.request_id, report.status());
+      return;
+    }
+    scratch_.clear();
+    protocol::EncodeDeletionReport(*report, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  Result<DeletionReport> DeleteScopedBlocks(Opcode op, std::span<const std::byte> body) {
+    if (op == Opcode::kDeleteSession) {
+      Result<SessionId> session = protocol::DecodeDeleteSessionRequest(body);
+      if (!session.ok()) return session.status();
+      return ctx_->store->DeleteSession(principal_->tenant, *session, principal_->name);
+    }
+    if (!body.empty()) return Status::InvalidArgument("malformed DELETE_TENANT body: it must be empty");
+    return ctx_->store->DeleteTenant(principal_->tenant, principal_->name);
   }
 
   void KeyListOp(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
@@ -322,12 +363,14 @@ class NativeHandler final : public ProtocolHandler {
   bool local_peer_;
   std::optional<Authenticator::Principal> principal_;
   std::string scratch_;  // Reused for reply bodies.
+  ShmHandler shm_;       // SHM_* requests; its leases and allocations end with the connection.
 };
 
 }  // namespace
 
-std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, bool local_peer) {
-  return std::make_unique<NativeHandler>(ctx, local_peer);
+std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, bool local_peer,
+                                                  bool unix_socket) {
+  return std::make_unique<NativeHandler>(ctx, local_peer, unix_socket);
 }
 
 }  // namespace kvtier::server

@@ -136,4 +136,11 @@ bool IsLocalPeer(int fd) {
   return false;
 }
 
+bool IsUnixSocket(int fd) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+         local.ss_family == AF_UNIX;
+}
+
 }  // namespace kvtier::server

@@ -31,6 +31,9 @@ Result<int> ListenUnix(const std::string& path);
 // address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104).
 bool IsLocalPeer(int fd);
 
+// True when connected socket `fd` is a Unix-domain socket (which can pass descriptors).
+bool IsUnixSocket(int fd);
+
 }  // namespace kvtier::server
 
 #endif  // KVTIER_SERVER_NET_H_

@@ -26,7 +26,14 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   if (!auth.ok()) return auth.status();
   s->auth_ = std::make_unique<Authenticator>(std::move(auth).value());
 
+  if (s->config_.tls.enabled()) {
+    Result<std::unique_ptr<TlsContext>> tls = TlsContext::Create(s->config_.tls);
+    if (!tls.ok()) return tls.status();
+    s->tls_ = std::move(tls).value();
+  }
+
   s->ctx_.config = &s->config_;
+  s->ctx_.tls = s->tls_.get();
   s->ctx_.store = s->store_.get();
   s->ctx_.metrics = &s->metrics_;
   s->ctx_.auth = s->auth_.get();
@@ -47,14 +54,17 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
     const std::string& address;
     Proto proto;
     uint16_t* port;
+    bool tls;
   };
-  for (const Tcp& t : {Tcp{config.native_listen, Proto::kNative, &s->native_port_},
-                       Tcp{config.resp_listen, Proto::kResp, &s->resp_port_},
-                       Tcp{config.http_listen, Proto::kHttp, &s->http_port_}}) {
+  const TlsConfig& tls = config.tls;
+  for (const Tcp& t :
+       {Tcp{config.native_listen, Proto::kNative, &s->native_port_, tls.enabled() && tls.native},
+        Tcp{config.resp_listen, Proto::kResp, &s->resp_port_, tls.enabled() && tls.resp},
+        Tcp{config.http_listen, Proto::kHttp, &s->http_port_, tls.enabled() && tls.http}}) {
     if (t.address.empty()) continue;
     Result<int> fd = ListenTcp(t.address, t.port);
     if (!fd.ok()) return fd.status();
-    acceptor->AddListener(*fd, t.proto);
+    acceptor->AddListener(*fd, t.proto, t.tls);
   }
   if (!config.unix_socket.empty()) {
     std::string path = config.unix_socket[0] == '/' ? config.unix_socket
@@ -62,7 +72,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
     Result<int> fd = ListenUnix(path);
     if (!fd.ok()) return fd.status();
     s->unix_path_ = path;
-    acceptor->AddListener(*fd, Proto::kNative);
+    acceptor->AddListener(*fd, Proto::kNative, /*tls=*/false);  // Local: always plaintext.
   }
   for (auto& loop : s->loops_) loop->Start();
   s->running_ = true;
@@ -79,6 +89,7 @@ void Server::Shutdown() {
   }
   loops_.clear();
   loop_ptrs_.clear();
+  tls_.reset();
   if (!unix_path_.empty()) {
     unlink(unix_path_.c_str());
     unix_path_.clear();

@@ -17,13 +17,15 @@
 #include "src/server/event_loop.h"
 #include "src/server/handler.h"
 #include "src/server/metrics.h"
+#include "src/server/tls.h"
 
 namespace kvtier::server {
 
 class Server {
  public:
   // Validates `config`, creates the data directory, opens the Store and starts serving.
-  // InvalidArgument for a bad config; Unavailable when a port cannot be bound;
+  // InvalidArgument for a bad config (or TLS certificate/key files that do not load);
+  // Unavailable when a port cannot be bound;
   // FailedPrecondition when another kvtierd serves the Unix socket.
   static Result<std::unique_ptr<Server>> Start(const ServerConfig& config);
 
@@ -50,6 +52,7 @@ class Server {
   std::unique_ptr<Store> store_;
   Metrics metrics_;
   std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<TlsContext> tls_;  // Null when TLS is off. Outlives the loops.
   ServerContext ctx_;
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::vector<EventLoop*> loop_ptrs_;

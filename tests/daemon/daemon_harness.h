@@ -114,6 +114,13 @@ token = "acme-token"
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
+  // SIGKILL: the daemon dies mid-whatever, as in a crash.
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
   uint16_t native_port() const { return static_cast<uint16_t>(std::stoi(values_.at("native_port"))); }
   uint16_t resp_port() const { return static_cast<uint16_t>(std::stoi(values_.at("resp_port"))); }
   uint16_t http_port() const { return static_cast<uint16_t>(std::stoi(values_.at("http_port"))); }
@@ -173,6 +180,22 @@ inline bool ClosedByPeer(int fd) {
     if (r == 0) return true;
     if (r < 0) return errno == ECONNRESET;
   }
+}
+
+// Sends one HTTP request (which should ask the server to close, e.g. HTTP/1.0) and returns
+// everything the server sends until it closes.
+inline std::string Http(uint16_t port, const std::string& request) {
+  int fd = ConnectTcp(port);
+  SendAll(fd, request);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 inline std::string NativeFrame(uint8_t opcode, uint64_t id, std::string_view body) {

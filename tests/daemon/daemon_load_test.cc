@@ -64,7 +64,7 @@ TEST(DaemonLoadTest, HundredsOfConcurrentClientsLoseNothing) {
       std::vector<std::vector<std::byte>> values;
       std::vector<BlockWrite> writes;
       for (uint32_t b = 0; b < kBlocksPerClient; ++b) values.push_back(ValueOf(c, b));
-      for (uint32_t b = 0; b < kBlocksPerClient; ++b) writes.push_back({KeyOf(c, b), values[b], std::nullopt});
+      for (uint32_t b = 0; b < kBlocksPerClient; ++b) writes.push_back({KeyOf(c, b), values[b], std::nullopt, 0, std::nullopt});
       // Half singly, half as one pipelined batch.
       for (uint32_t b = 0; b < kBlocksPerClient / 2; ++b) {
         acked[c][b] = (*client)->Put(writes[b].key, writes[b].value).ok();

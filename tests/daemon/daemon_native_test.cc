@@ -61,7 +61,8 @@ TEST(DaemonNativeTest, RoundTripsOverTcpAndUnixSocket) {
   std::vector<std::vector<std::byte>> values = {Value(1, 100), Value(2, 3 * kMiB), Value(3, 4096)};
   std::vector<BlockWrite> writes;
   for (uint32_t i = 0; i < values.size(); ++i) {
-    writes.push_back({Key(i), values[i], i > 0 ? std::optional<BlockKey>(Key(i - 1)) : std::nullopt});
+    writes.push_back({Key(i), values[i], i > 0 ? std::optional<BlockKey>(Key(i - 1)) : std::nullopt, 0,
+                      std::nullopt});
   }
   for (const Status& s : tcp->PutMany(writes)) EXPECT_TRUE(s.ok()) << s.ToString();
 
@@ -133,7 +134,7 @@ TEST(DaemonNativeTest, PipelinedAsyncCallsAllComplete) {
   for (uint32_t i = 0; i < kRequests; ++i) values.push_back(Value(100 + i, 10000 + i));
   std::vector<std::future<std::vector<Status>>> puts;
   for (uint32_t i = 0; i < kRequests; ++i) {
-    BlockWrite w{Key(100 + i), values[i], std::nullopt};
+    BlockWrite w{Key(100 + i), values[i], std::nullopt, 0, std::nullopt};
     puts.push_back(c->PutManyAsync(std::span(&w, 1)));
   }
   for (auto& f : puts) EXPECT_TRUE(f.get()[0].ok());
@@ -232,7 +233,7 @@ TEST_F(BadInputTest, LengthShorterThanTheBodyIsAMalformedRequest) {
 
 TEST_F(BadInputTest, OversizedValueIsRejectedAndTheConnectionCarriesOn) {
   int fd = Hello();
-  std::vector<protocol::PutEntry> entries = {{Key(1), std::nullopt, 4 * kMiB + 1}};
+  std::vector<protocol::PutEntry> entries = {{Key(1), std::nullopt, 4 * kMiB + 1, 0, std::nullopt}};
   std::string body;
   protocol::EncodePutDirectory(entries, &body);
   body.append(4 * kMiB + 1, 'x');

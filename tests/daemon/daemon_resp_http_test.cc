@@ -139,20 +139,6 @@ TEST(DaemonRespTest, RespKeysAreSha256OfTheKeyInTheTenantsKeySpace) {
   close(fd);
 }
 
-std::string Http(uint16_t port, const std::string& request) {
-  int fd = ConnectTcp(port);
-  SendAll(fd, request);
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
-
 TEST(DaemonHttpTest, HealthMetricsAndAdmin) {
   Daemon d;
   std::string health = Http(d.http_port(), "GET /healthz HTTP/1.0\r\n\r\n");

@@ -21,6 +21,8 @@ void DecodeEverything(std::span<const std::byte> body) {
   (void)protocol::DecodeAuthResponse(body);
   (void)protocol::DecodeKeyList(body, 1024);
   (void)protocol::DecodeDeleteRequest(body, 1024);
+  (void)protocol::DecodeDeleteSessionRequest(body);
+  (void)protocol::DecodeDeletionReport(body);
   (void)protocol::DecodePutMany(body, 1024, 1 << 20);
   (void)protocol::DecodeItemStatuses(body);
   (void)protocol::DecodePrefixMatch(body);

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# G4 against its storage's own limits, in one run on one machine (DESIGN.md, "How it is
+# measured"):
+#   1. shared file system: fio writing and reading 2 MiB files (one file per block, fsync on
+#      close, like a publish) against SharedFsTier putting and getting 2 MiB blocks in the
+#      same directory tree, both one stream at a time; reads start cold for both (fio's
+#      invalidate, the driver's POSIX_FADV_DONTNEED); target >= 0.8x;
+#   2. S3: curl (with its own SigV4 signing, UNSIGNED-PAYLOAD) PUTting and GETting 2 MiB
+#      objects against a local s3rver, PARALLEL transfers at once, against S3Tier with the
+#      same parallelism and payload signing (batches of 32 blocks, PARALLEL in flight);
+#      target >= 0.9x.
+# Rounds alternate the baseline and the tier (and which goes first) so both see the same
+# background load; medians are compared.
+#
+# usage: bench/g4_bench.sh [DIR] [BLOCKS]
+#   DIR     the "shared" directory (default: $BUILD/g4-bench); emptied, then removed
+#   BLOCKS  2 MiB blocks per measurement (default 128)
+# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4),
+#   KVTIER_S3RVER (default build/npm/node_modules/.bin/s3rver; S3 part skipped without it)
+# needs: fio, curl, python3 (Debian), a build with kvtier_g4_bench.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${KVTIER_BUILD_DIR:-$ROOT/build}
+BIN=$BUILD/kvtier_g4_bench
+DIR=${1:-$BUILD/g4-bench}
+BLOCKS=${2:-128}
+ROUNDS=${ROUNDS:-3}
+PARALLEL=${PARALLEL:-4}
+S3RVER=${KVTIER_S3RVER:-$ROOT/build/npm/node_modules/.bin/s3rver}
+[ -x "$BIN" ] || { echo "missing $BIN: build the kvtier_g4_bench target" >&2; exit 1; }
+
+rm -rf "$DIR"
+mkdir -p "$DIR"
+S3PID=""
+cleanup() {
+  [ -n "$S3PID" ] && kill "$S3PID" 2>/dev/null && wait "$S3PID" 2>/dev/null
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+median() { python3 -c 'import sys, statistics; print("%.1f" % statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+ratio() { python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$1" "$2"; }
+now() { date +%s.%N; }
+mbps() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))' "$1" "$2" "$3"; }
+TOTAL_MB=$(python3 -c "print($BLOCKS * 2 * 1048576 / 1e6)")
+
+# fio bandwidth (MB/s) of one job from its JSON output.
+fio_mbps() {
+  python3 -c 'import json, sys; j = json.load(sys.stdin)["jobs"][0]; rw = sys.argv[1]; print("%.1f" % (j[rw]["bw_bytes"] / 1e6))' "$1"
+}
+
+echo "== G4 shared file system: $BLOCKS x 2 MiB in $DIR, $ROUNDS rounds"
+raw_w=(); raw_r=(); tier_w=(); tier_r=()
+for round in $(seq "$ROUNDS"); do
+  rm -rf "$DIR/raw" "$DIR/tier"; mkdir -p "$DIR/raw" "$DIR/tier"
+  common=(--name=raw --directory="$DIR/raw" --bs=2M --filesize=2M --nrfiles="$BLOCKS"
+          --size=$((2 * BLOCKS))M --openfiles=1 --file_service_type=sequential --ioengine=psync
+          --fallocate=none
+          --output-format=json)
+  raw_w+=("$(fio "${common[@]}" --rw=write --fsync_on_close=1 | fio_mbps write)")
+  raw_r+=("$(fio "${common[@]}" --rw=read | fio_mbps read)")
+  out=$("$BIN" fs --root "$DIR/tier" --blocks "$BLOCKS" --block-mib 2 --batch 1 --threads 0 --drop-cache 1)
+  tier_w+=("$(echo "$out" | sed -n 's/.*put_MBps=\([0-9.]*\).*/\1/p')")
+  tier_r+=("$(echo "$out" | sed -n 's/.*get_MBps=\([0-9.]*\).*/\1/p')")
+  echo "round $round: fio write ${raw_w[-1]} read ${raw_r[-1]} MB/s | SharedFsTier put ${tier_w[-1]} get ${tier_r[-1]} MB/s"
+done
+rw=$(median "${raw_w[@]}"); rr=$(median "${raw_r[@]}"); tw=$(median "${tier_w[@]}"); tr=$(median "${tier_r[@]}")
+echo "SharedFsTier/fio: put $(ratio "$tw" "$rw")x ($tw vs $rw MB/s), get $(ratio "$tr" "$rr")x ($tr vs $rr MB/s)  (target >= 0.8x)"
+
+if [ ! -x "$S3RVER" ]; then
+  echo "== S3: skipped (s3rver not found at $S3RVER; run scripts/deps.sh)"
+  exit 0
+fi
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$DIR/s3rver"
+"$S3RVER" -d "$DIR/s3rver" -a 127.0.0.1 -p "$PORT" --silent --configure-bucket bench >/dev/null 2>&1 &
+S3PID=$!
+for _ in $(seq 200); do
+  curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break
+  sleep 0.1
+done
+EP="http://127.0.0.1:$PORT"
+head -c $((2 * 1048576)) /dev/urandom > "$DIR/block.bin"
+# curl 7.88 signs with SigV4 but does not hash the body: UNSIGNED-PAYLOAD, and so does the tier.
+SIGN=(--aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+echo "== G4 S3 (s3rver on $EP): $BLOCKS x 2 MiB, $PARALLEL in parallel, $ROUNDS rounds"
+raw_w=(); raw_r=(); tier_w=(); tier_r=()
+for round in $(seq "$ROUNDS"); do
+  put_cfg="$DIR/put.cfg"; get_cfg="$DIR/get.cfg"; : > "$put_cfg"; : > "$get_cfg"
+  # Keys shaped like the tier's (kvtier-g4/v1/objects/<tenant>/<kk>/<64 hex>): s3rver's cost
+  # depends on the key's depth and length.
+  for i in $(seq "$BLOCKS"); do
+    hex=$(printf 'raw%d-%d' "$round" "$i" | sha256sum | cut -c1-64)
+    key="kvtier-g4/v1/objects/raw/${hex:0:2}/$hex"
+    printf 'url = "%s/bench/%s"\nupload-file = "%s"\noutput = "/dev/null"\n' "$EP" "$key" "$DIR/block.bin" >> "$put_cfg"
+    printf 'url = "%s/bench/%s"\noutput = "/dev/null"\n' "$EP" "$key" >> "$get_cfg"
+  done
+  run_curl() {
+    t0=$(now); curl -sf --no-progress-meter --parallel --parallel-max "$PARALLEL" "${SIGN[@]}" -K "$put_cfg"; t1=$(now)
+    curl -sf --no-progress-meter --parallel --parallel-max "$PARALLEL" "${SIGN[@]}" -K "$get_cfg"; t2=$(now)
+    raw_w+=("$(mbps "$TOTAL_MB" "$t0" "$t1")"); raw_r+=("$(mbps "$TOTAL_MB" "$t1" "$t2")")
+  }
+  run_tier() {
+    out=$(AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "$BIN" s3 --endpoint "$EP" \
+          --bucket bench --blocks "$BLOCKS" --block-mib 2 --batch 32 --parallel "$PARALLEL" --unsigned-payload 1)
+    tier_w+=("$(echo "$out" | sed -n 's/.*put_MBps=\([0-9.]*\).*/\1/p')")
+    tier_r+=("$(echo "$out" | sed -n 's/.*get_MBps=\([0-9.]*\).*/\1/p')")
+  }
+  # Alternate which goes first: s3rver is slower just after a burst of writes.
+  if [ $((round % 2)) = 1 ]; then run_curl; run_tier; else run_tier; run_curl; fi
+  echo "round $round: curl put ${raw_w[-1]} get ${raw_r[-1]} MB/s | S3Tier put ${tier_w[-1]} get ${tier_r[-1]} MB/s"
+  # Next round starts from an empty bucket (the tier skips blocks that exist).
+  curl -sf "${SIGN[@]}" "$EP/bench?list-type=2&max-keys=100000" | python3 -c '
+import re, sys
+for k in re.findall(r"<Key>([^<]+)</Key>", sys.stdin.read()): print(k)' | while read -r key; do
+    echo "url = \"$EP/bench/$key\""; echo 'request = "DELETE"'; echo 'output = "/dev/null"'
+  done > "$DIR/del.cfg"
+  [ -s "$DIR/del.cfg" ] && curl -s --no-progress-meter --parallel --parallel-max 16 "${SIGN[@]}" -K "$DIR/del.cfg" || true
+done
+rw=$(median "${raw_w[@]}"); rr=$(median "${raw_r[@]}"); tw=$(median "${tier_w[@]}"); tr=$(median "${tier_r[@]}")
+echo "S3Tier/curl: put $(ratio "$tw" "$rw")x ($tw vs $rw MB/s), get $(ratio "$tr" "$rr")x ($tr vs $rr MB/s)  (target >= 0.9x)"

@@ -1,0 +1,143 @@
+// kvtier_shm_bench: the shared-memory fast path (ShmClient) against single-core memcpy, in one
+// run, one thread. Used by bench/shm_bench.sh, which starts kvtierd.
+//
+//   memcpy     copies each value of a working set as large as the GET phase's into one buffer
+//   SHM PUT    ShmClient::Put of distinct keys (SHM_ALLOC, copy into the mapping, SHM_COMMIT)
+//   SHM GET    ShmClient::Read: SHM_GET, copy the block out of the mapping into one buffer,
+//              release (sent in front of the next request). Only a copied-out GET counts.
+//   SHM LEASE  ShmClient::Get and release without touching the bytes (the protocol's cost)
+//   SHM COPY   copying out of blocks leased beforehand, no requests (the mapping's memory cost)
+//
+// Prints one CSV line per phase (op,value_bytes,ops,seconds,gib_per_s,p50_ms,p99_ms), then
+// the ratios to memcpy.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kvtier/shm_client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+kvtier::BlockKey KeyOf(uint32_t i) {
+  std::array<uint8_t, kvtier::kBlockKeySize> b{};
+  std::memcpy(b.data(), &i, 4);
+  b[31] = 0x5B;
+  return kvtier::BlockKey(b);
+}
+
+struct Phase {
+  const char* name;
+  std::vector<double> latencies_ms;
+  double seconds = 0;
+  uint64_t failures = 0;
+  double gib_per_s = 0;
+};
+
+template <typename Op>
+Phase Run(const char* name, uint32_t ops, size_t value_bytes, Op op) {
+  Phase p{name, {}, 0, 0, 0};
+  p.latencies_ms.reserve(ops);
+  Clock::time_point start = Clock::now();
+  for (uint32_t i = 0; i < ops; ++i) {
+    Clock::time_point s = Clock::now();
+    if (!op(i)) ++p.failures;
+    p.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+  }
+  p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::sort(p.latencies_ms.begin(), p.latencies_ms.end());
+  p.gib_per_s =
+      static_cast<double>(ops) * static_cast<double>(value_bytes) / (1u << 30) / p.seconds;
+  return p;
+}
+
+void Print(const Phase& p, size_t value_bytes) {
+  size_t n = p.latencies_ms.size();
+  std::printf("%s,%zu,%zu,%.3f,%.3f,%.3f,%.3f\n", p.name, value_bytes, n, p.seconds, p.gib_per_s,
+              p.latencies_ms[n / 2], p.latencies_ms[std::min(n - 1, n * 99 / 100)]);
+  if (p.failures > 0) {
+    std::fprintf(stderr, "%s: %llu failures\n", p.name,
+                 static_cast<unsigned long long>(p.failures));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Shared-memory GET/PUT against single-core memcpy", "kvtier_shm_bench");
+  std::string socket_path;
+  uint32_t ops = 200;
+  uint32_t rounds = 3;
+  size_t value_bytes = 2 << 20;
+  app.add_option("--socket", socket_path, "kvtierd's Unix socket")->required();
+  app.add_option("--ops", ops, "Distinct blocks (the working set is ops x value bytes)");
+  app.add_option("--rounds", rounds, "GET passes over the working set");
+  app.add_option("--value-bytes", value_bytes, "Bytes per value");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  kvtier::ShmClientOptions o;
+  o.socket_path = socket_path;
+  kvtier::Result<std::unique_ptr<kvtier::ShmClient>> c = kvtier::ShmClient::Connect(o);
+  if (!c.ok()) {
+    std::fprintf(stderr, "connect: %s\n", c.status().ToString().c_str());
+    return 1;
+  }
+  kvtier::ShmClient& shm = **c;
+
+  // The memcpy baseline reads a working set as large as the GET phase's, into one buffer.
+  std::vector<std::byte> source(static_cast<size_t>(ops) * value_bytes);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::byte>(i * 131 + 7);
+  std::vector<std::byte> out(value_bytes);
+  std::memset(out.data(), 0, out.size());
+  const uint32_t get_ops = ops * rounds;
+  auto copy = [&](uint32_t i) {
+    const size_t at = static_cast<size_t>(i % ops) * value_bytes;
+    std::memcpy(out.data(), source.data() + at, value_bytes);
+    return out[0] == source[at];
+  };
+  Phase memcpy_before = Run("memcpy", get_ops, value_bytes, copy);
+
+  Phase put = Run("SHM_PUT", ops, value_bytes, [&](uint32_t i) {
+    std::span<const std::byte> v(source.data() + static_cast<size_t>(i) * value_bytes, value_bytes);
+    return shm.Put(KeyOf(i), v).ok();
+  });
+  Phase get = Run("SHM_GET", get_ops, value_bytes, [&](uint32_t i) {
+    kvtier::Result<size_t> n = shm.Read(KeyOf(i % ops), out);
+    return n.ok() && *n == value_bytes;
+  });
+  Phase lease = Run("SHM_LEASE", get_ops, value_bytes, [&](uint32_t i) {
+    kvtier::BlockKey k = KeyOf(i % ops);
+    kvtier::Result<kvtier::ShmBlocks> b = shm.Get(std::span(&k, 1));
+    return b.ok() && b->status(0).ok() && b->block_size(0) == value_bytes;
+  });
+  // The copy alone: every block leased once, then copied out of the mapping without requests
+  // (what the mapping's memory costs, apart from the protocol).
+  std::vector<kvtier::BlockKey> all;
+  for (uint32_t i = 0; i < ops; ++i) all.push_back(KeyOf(i));
+  kvtier::Result<kvtier::ShmBlocks> leased = shm.Get(all);
+  Phase copy_only = Run("SHM_COPY_ONLY", get_ops, value_bytes, [&](uint32_t i) {
+    return leased.ok() && leased->CopyTo(i % ops, out).ok();
+  });
+  if (leased.ok()) leased->Release();
+  // memcpy again at the end, so that a machine busier in one half of the run shows; the
+  // ratios use the faster of the two.
+  Phase memcpy_after = Run("memcpy_after", get_ops, value_bytes, copy);
+  const double memcpy_best = std::max(memcpy_before.gib_per_s, memcpy_after.gib_per_s);
+
+  std::printf("op,value_bytes,ops,seconds,gib_per_s,p50_ms,p99_ms\n");
+  for (const Phase* p : {&memcpy_before, &put, &get, &lease, &copy_only, &memcpy_after}) Print(*p, value_bytes);
+  std::printf("\nSHM GET (copied out) / memcpy: %.2fx   (target >= 0.70x)\n",
+              get.gib_per_s / memcpy_best);
+  std::printf("SHM PUT (copied in)  / memcpy: %.2fx\n", put.gib_per_s / memcpy_best);
+  return put.failures + get.failures + lease.failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The shared-memory fast path against single-core memcpy, in one run, 2 MiB values: starts a
+# kvtierd with only its Unix socket (G3 off, arena prefaulted) and runs kvtier_shm_bench, which
+# prints SHM PUT/GET throughput and p50/p99 next to memcpy, and the ratios (target: GET, copied
+# out of the mapping, >= 0.7x memcpy).
+# Usage: bench/shm_bench.sh BUILD_DIR [ops] [rounds]
+set -euo pipefail
+
+BUILD=${1:?usage: shm_bench.sh BUILD_DIR [ops] [rounds]}
+OPS=${2:-200}
+ROUNDS=${3:-3}
+VALUE=2097152
+KVTIERD=$BUILD/src/server/kvtierd
+BENCH=$BUILD/src/server/kvtier_shm_bench
+
+DIR=$(mktemp -d)
+PID=""
+cleanup() {
+  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+cat >"$DIR/kvtierd.toml" <<EOT
+data_dir = "$DIR"
+[server]
+native_listen = ""
+resp_listen = ""
+http_listen = ""
+unix_socket = "kvtierd.sock"
+[memory]
+capacity = "$(( OPS * VALUE / 1048576 + 64 ))MiB"
+prefault = true   # measure the data path, not first-touch page faults of the arena
+[disk]
+dir = ""
+[store]
+max_block_bytes = "4MiB"
+EOT
+"$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/kvtierd.log" &
+PID=$!
+for _ in $(seq 1 500); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
+[ -f "$DIR/ports" ] || { cat "$DIR/kvtierd.log"; echo "kvtierd did not start"; exit 1; }
+SOCKET=$(sed -n 's/^unix_socket=//p' "$DIR/ports")
+echo "kvtierd $(nproc) cores, $(uname -r); 2 MiB values, $OPS blocks, $ROUNDS GET passes, 1 client thread"
+"$BENCH" --socket "$SOCKET" --ops "$OPS" --rounds "$ROUNDS" --value-bytes "$VALUE"

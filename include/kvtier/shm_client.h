@@ -1,0 +1,186 @@
+// ShmClient: the shared-memory fast path to a kvtierd on the same host (docs/protocol.md,
+// "Shared-memory fast path"). It connects to the daemon's Unix socket, receives the G2 arena's
+// memfd and maps it, so that block bytes never travel through the socket:
+//   - Get returns views straight into the mapping, under read leases: the daemon keeps those
+//     bytes valid and unchanged (even if the block is deleted or evicted meanwhile) until the
+//     leases are released. Read copies a block out and releases at once.
+//   - Put reserves space in the arena, copies the value into the mapping, then commits it;
+//     Allocate and Commit are its two halves, for writers that produce the bytes in place.
+// Only request/reply metadata (keys, lease ids, offsets) goes through the socket.
+//
+// Every offset and length the daemon sends is checked against the mapping before it is used.
+// When the client process dies, the daemon releases its leases and aborts its allocations:
+// nothing leaks.
+//
+// Trust: the mapping covers the whole arena, every tenant's blocks, read and write. Give
+// access to kvtierd's Unix socket only to processes trusted with all of it (see the docs).
+//
+// Thread safety: every ShmClient method may be called from any thread; requests on one client
+// are serialised (one round trip at a time); use one client per thread for parallelism.
+// ShmBlocks is not thread-safe itself. Lifetime: ShmBlocks keeps the mapping alive, so its
+// views stay readable even after the ShmClient is destroyed (its leases then end with the
+// connection).
+
+#ifndef KVTIER_SHM_CLIENT_H_
+#define KVTIER_SHM_CLIENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/status.h"
+#include "kvtier/store.h"
+
+namespace kvtier {
+
+struct ShmClientOptions {
+  // kvtierd's Unix socket: "unix:/path" or "/path".
+  std::string socket_path;
+  // The tenant to act for and its token; both empty: the daemon's anonymous tenant.
+  std::string tenant;
+  std::string token;
+  // Shown in the daemon's logs.
+  std::string client_name = "kvtier-shm";
+  // Fault the whole mapping in when connecting (MAP_POPULATE), so that the first read of each
+  // block does not pay a page fault per page. Costs page tables (about 2 MiB per GiB of arena)
+  // and time at connect; turn it off for short-lived clients of a large arena.
+  bool populate = true;
+};
+
+namespace shm_internal {
+class Connection;
+}
+
+// The blocks of one ShmClient::Get, one entry per key, in order. Arena hits are views into the
+// shared mapping under read leases; a block the daemon served from below G2 is held in memory
+// this object owns. Move-only. The leases end when this object is destroyed or Release() is
+// called: one SHM_RELEASE for all of them is sent at once, without waiting for its reply (read
+// with the client's next request, or by ShmClient::Flush); after that its views must no longer
+// be read.
+class ShmBlocks {
+ public:
+  ShmBlocks() = default;
+  ShmBlocks(ShmBlocks&&) noexcept;
+  ShmBlocks& operator=(ShmBlocks&&) noexcept;
+  ShmBlocks(const ShmBlocks&) = delete;
+  ShmBlocks& operator=(const ShmBlocks&) = delete;
+  ~ShmBlocks();
+
+  size_t size() const { return blocks_.size(); }
+  // The i-th key's outcome: OK, NotFound for a miss, or another error.
+  const Status& status(size_t i) const { return blocks_[i].status; }
+  // The i-th block's size in bytes. REQUIRES: status(i).ok().
+  size_t block_size(size_t i) const { return blocks_[i].size; }
+  // The i-th block's bytes as one or more pieces in order (usually one).
+  // REQUIRES: status(i).ok(). Valid until Release() or destruction.
+  const std::vector<std::span<const std::byte>>& pieces(size_t i) const {
+    return blocks_[i].pieces;
+  }
+  // Copies the i-th block into `out` and returns its size. OutOfRange (nothing copied) when
+  // `out` is too small; the block's status when it is not OK.
+  Result<size_t> CopyTo(size_t i, std::span<std::byte> out) const;
+  // Ends every lease now. The views become invalid.
+  void Release();
+
+ private:
+  friend class ShmClient;
+  struct Block {
+    Status status;
+    uint64_t lease = 0;  // 0: not leased (a miss, an error, or an inline block).
+    size_t size = 0;
+    std::vector<std::span<const std::byte>> pieces;
+    std::vector<std::byte> owned;  // An inline block's bytes.
+  };
+  std::shared_ptr<shm_internal::Connection> conn_;
+  std::vector<Block> blocks_;
+};
+
+// Space for one block in the shared arena, reserved by ShmClient::Allocate, to be filled in
+// place (e.g. straight from a device copy) and published by ShmClient::Commit. No reader sees
+// it before the commit. Destroying it, or Abort(), gives the space back (an SHM_ABORT is sent
+// without waiting; its reply is read with the client's next request or Flush). Move-only; not
+// thread-safe itself.
+class ShmAllocation {
+ public:
+  ShmAllocation() = default;
+  ShmAllocation(ShmAllocation&&) noexcept;
+  ShmAllocation& operator=(ShmAllocation&&) noexcept;
+  ShmAllocation(const ShmAllocation&) = delete;
+  ShmAllocation& operator=(const ShmAllocation&) = delete;
+  ~ShmAllocation();
+
+  bool valid() const { return id_ != 0; }
+  size_t size() const { return size_; }
+  // Where to write the block's bytes, in order; their sizes add up to size(). Valid until
+  // Commit or Abort.
+  const std::vector<std::span<std::byte>>& pieces() const { return pieces_; }
+  void Abort();
+
+ private:
+  friend class ShmClient;
+  std::shared_ptr<shm_internal::Connection> conn_;
+  uint64_t id_ = 0;
+  size_t size_ = 0;
+  std::vector<std::span<std::byte>> pieces_;
+};
+
+class ShmClient {
+ public:
+  // Connects, says HELLO asking for SHARED_MEMORY, attaches and maps the arena.
+  // Unavailable when the daemon cannot be reached; Unauthenticated for a wrong tenant or
+  // token; FailedPrecondition when the daemon does not grant shared memory (not a Unix socket,
+  // or a store without a payload arena).
+  static Result<std::unique_ptr<ShmClient>> Connect(const ShmClientOptions& options);
+
+  ~ShmClient();
+  ShmClient(const ShmClient&) = delete;
+  ShmClient& operator=(const ShmClient&) = delete;
+
+  // Size of the mapped arena, and limits the daemon set for this connection.
+  uint64_t arena_size() const;
+  uint32_t max_leases() const;
+  uint32_t max_allocations() const;
+  // The tenant the connection acts for.
+  const std::string& tenant() const;
+
+  // Leases the blocks of `keys` (at most the daemon's max_batch) and returns views of them.
+  // The outer Result is an error when the request as a whole failed (connection lost,
+  // malformed reply); per-key errors are in ShmBlocks::status (ResourceExhausted past
+  // max_leases held).
+  Result<ShmBlocks> Get(std::span<const BlockKey> keys);
+  // Copies one block into `out`, releasing its lease at once; returns the block size.
+  // NotFound for a miss; OutOfRange (nothing copied) when `out` is too small.
+  Result<size_t> Read(const BlockKey& key, std::span<std::byte> out);
+
+  // Stores a block: reserves arena space, copies `value` into the mapping, commits. OK
+  // without storing when the key is already present (blocks are immutable).
+  Status Put(const BlockKey& key, std::span<const std::byte> value,
+             const PutOptions& options = {});
+  // One status per write, in order: one SHM_ALLOC and one SHM_COMMIT for the whole batch
+  // (split at max_batch and max_allocations).
+  std::vector<Status> PutMany(std::span<const BlockWrite> writes);
+
+  // The two halves of Put, for writers that produce the bytes in place: reserves `size`
+  // bytes for `key`. AlreadyExists when the key is present (nothing to write);
+  // ResourceExhausted past max_allocations pending, or when nothing evictable makes room.
+  Result<ShmAllocation> Allocate(const BlockKey& key, size_t size,
+                                 const PutOptions& options = {});
+  // Publishes a filled allocation (OK as well when a concurrent put of the key won).
+  // InvalidArgument for an allocation that is not pending on this client.
+  Status Commit(ShmAllocation allocation);
+
+  // Waits until the daemon has applied every release and abort sent so far.
+  Status Flush();
+
+ private:
+  explicit ShmClient(std::shared_ptr<shm_internal::Connection> conn) : conn_(std::move(conn)) {}
+  std::shared_ptr<shm_internal::Connection> conn_;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_SHM_CLIENT_H_

@@ -1,0 +1,175 @@
+#include "src/server/shm_session.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kvtier/store.h"
+
+namespace kvtier::server {
+namespace {
+
+using protocol::ShmExtent;
+
+constexpr size_t kBlock = 64 << 10;
+
+BlockKey Key(uint8_t n) {
+  std::array<uint8_t, kBlockKeySize> b{};
+  b[0] = n;
+  b[31] = 0x5E;
+  return BlockKey(b);
+}
+
+std::vector<std::byte> Value(uint8_t seed, size_t size = kBlock) {
+  std::vector<std::byte> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = static_cast<std::byte>(seed + i * 7);
+  return v;
+}
+
+class ShmSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Options o;
+    o.memory.capacity_bytes = 16 * kBlock;
+    o.max_block_bytes = kBlock;
+    o.tenants = {TenantOptions{"default"}};
+    Result<std::unique_ptr<Store>> s = Store::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+    tenant_ = *store_->FindTenant("default");
+    arena_ = *store_->shared_arena();
+  }
+
+  // The bytes extents name, read through the arena.
+  std::vector<std::byte> Bytes(const std::vector<ShmExtent>& extents) const {
+    std::vector<std::byte> out;
+    for (const ShmExtent& e : extents) {
+      out.insert(out.end(), arena_.base + e.offset, arena_.base + e.offset + e.length);
+    }
+    return out;
+  }
+
+  uint64_t Used() const { return store_->Stats().memory_used_bytes; }
+
+  BlockHandle GetHandle(const BlockKey& key) {
+    Result<BlockHandle> h = store_->Get(tenant_, key);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() ? std::move(h).value() : BlockHandle();
+  }
+
+  std::unique_ptr<Store> store_;
+  TenantId tenant_;
+  SharedArena arena_;
+};
+
+TEST_F(ShmSessionTest, LeaseKeepsBytesAfterDeleteUntilReleased) {
+  ASSERT_TRUE(store_->Put(tenant_, Key(1), Value(1)).ok());
+  ShmSession session(store_.get(), arena_, {});
+  Result<BlockHandle> h = store_->Get(tenant_, Key(1));
+  ASSERT_TRUE(h.ok());
+  std::vector<ShmExtent> extents;
+  Result<uint64_t> lease = session.AddLease(std::move(h).value(), &extents);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_TRUE(protocol::CheckExtents(extents, kBlock, arena_.size).ok());
+  ASSERT_TRUE(store_->Delete(tenant_, Key(1)).ok());
+  // Fill the arena with other blocks: the leased space must not be reused.
+  for (uint8_t k = 10; k < 40; ++k) (void)store_->Put(tenant_, Key(k), Value(k));
+  EXPECT_EQ(Bytes(extents), Value(1));
+  EXPECT_EQ(session.lease_count(), 1u);
+  EXPECT_TRUE(session.Release(*lease).ok());
+  EXPECT_EQ(session.Release(*lease).code(), StatusCode::kNotFound);
+  EXPECT_EQ(session.Release(12345).code(), StatusCode::kNotFound);
+}
+
+TEST_F(ShmSessionTest, LeaseLimitIsAClearError) {
+  ASSERT_TRUE(store_->Put(tenant_, Key(1), Value(1)).ok());
+  ShmSession session(store_.get(), arena_, {.max_leases = 3, .max_allocations = 1});
+  std::vector<ShmExtent> extents;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(session.AddLease(GetHandle(Key(1)), &extents).ok());
+  }
+  Result<uint64_t> over = session.AddLease(GetHandle(Key(1)), &extents);
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("max_leases"), std::string_view::npos);
+}
+
+TEST_F(ShmSessionTest, AllocateFillCommitPublishes) {
+  ShmSession session(store_.get(), arena_, {});
+  protocol::PutEntry entry{Key(2), std::nullopt, kBlock, 7, KvDtype::kBf16};
+  std::vector<ShmExtent> extents;
+  Result<uint64_t> id = session.Allocate(tenant_, entry, &extents);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE(protocol::CheckExtents(extents, kBlock, arena_.size).ok());
+  std::vector<std::byte> v = Value(2);
+  size_t off = 0;
+  for (const ShmExtent& e : extents) {
+    std::memcpy(arena_.base + e.offset, v.data() + off, e.length);
+    off += e.length;
+  }
+  EXPECT_EQ(store_->Get(tenant_, Key(2)).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(session.Commit(*id).ok());
+  EXPECT_EQ(session.Commit(*id).code(), StatusCode::kNotFound);
+  std::vector<std::byte> out(kBlock);
+  ASSERT_TRUE(store_->Read(tenant_, Key(2), out).ok());
+  EXPECT_EQ(out, v);
+  // The key is present now: nothing to write.
+  EXPECT_EQ(session.Allocate(tenant_, entry, &extents).status().code(),
+            StatusCode::kAlreadyExists);
+}
+
+TEST_F(ShmSessionTest, AbortAndUnknownIds) {
+  ShmSession session(store_.get(), arena_, {.max_leases = 4, .max_allocations = 1});
+  const uint64_t before = Used();
+  std::vector<ShmExtent> extents;
+  Result<uint64_t> id = session.Allocate(tenant_, {Key(3), std::nullopt, kBlock, 0, {}}, &extents);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(session.Allocate(tenant_, {Key(4), std::nullopt, kBlock, 0, {}}, &extents)
+                .status()
+                .code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(session.Commit(*id + 1000).code(), StatusCode::kNotFound);
+  EXPECT_EQ(session.Abort(*id + 1000).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(session.Abort(*id).ok());
+  EXPECT_EQ(session.Commit(*id).code(), StatusCode::kNotFound);
+  EXPECT_EQ(Used(), before);
+  EXPECT_EQ(store_->Get(tenant_, Key(3)).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ShmSessionTest, DestroyingTheSessionLeaksNothing) {
+  const uint64_t before = Used();
+  ASSERT_TRUE(store_->Put(tenant_, Key(1), Value(1)).ok());
+  {
+    ShmSession session(store_.get(), arena_, {});
+    std::vector<ShmExtent> extents;
+    ASSERT_TRUE(session.AddLease(GetHandle(Key(1)), &extents).ok());
+    ASSERT_TRUE(store_->Delete(tenant_, Key(1)).ok());
+    for (uint8_t k = 20; k < 24; ++k) {
+      ASSERT_TRUE(session.Allocate(tenant_, {Key(k), std::nullopt, kBlock, 0, {}}, &extents).ok());
+    }
+    EXPECT_GT(Used(), before);
+  }
+  EXPECT_EQ(Used(), before);
+  // The whole arena is free again: every block fits.
+  for (uint8_t k = 30; k < 46; ++k) EXPECT_TRUE(store_->Put(tenant_, Key(k), Value(k)).ok());
+}
+
+TEST_F(ShmSessionTest, SpansOutsideTheArenaAreNotExtents) {
+  ShmSession session(store_.get(), arena_, {});
+  std::vector<std::byte> heap(100);
+  std::vector<std::span<const std::byte>> spans = {std::span<const std::byte>(heap)};
+  std::vector<ShmExtent> extents;
+  EXPECT_FALSE(session.ToExtents(spans, &extents));
+  spans = {std::span<const std::byte>(arena_.base + arena_.size - 10, 20)};
+  EXPECT_FALSE(session.ToExtents(spans, &extents));
+  spans = {std::span<const std::byte>(arena_.base + 4096, 10)};
+  ASSERT_TRUE(session.ToExtents(spans, &extents));
+  EXPECT_EQ(extents, (std::vector<ShmExtent>{{4096, 10}}));
+  // A handle that owns its bytes (served from below G2) is not leased through the arena.
+  EXPECT_EQ(session.AddLease(BlockHandle(std::vector<std::byte>(10)), &extents).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace kvtier::server

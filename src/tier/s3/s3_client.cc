@@ -1,0 +1,426 @@
+#include "src/tier/s3/s3_client.h"
+
+#include <curl/curl.h>
+#include <tinyxml2.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace kvtier::s3 {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' ||
+                        s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return std::string(s);
+}
+
+const char* EnvOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+bool ValidBucket(std::string_view b) {
+  if (b.size() < 3 || b.size() > 63) return false;
+  for (char c : b) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) return false;
+  }
+  return true;
+}
+
+// One request in flight, and where its answer goes.
+struct Transfer {
+  const S3Request* request = nullptr;
+  S3Response* response = nullptr;
+  curl_slist* headers = nullptr;
+  std::string url;
+};
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const auto* p = reinterpret_cast<const std::byte*>(data);
+  t->response->body.insert(t->response->body.end(), p, p + size * n);
+  return size * n;
+}
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::string_view line(data, size * n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    t->response->headers.clear();  // A new response (after 100 Continue or a redirect).
+    return size * n;
+  }
+  const size_t colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    std::string name = Lower(Trim(line.substr(0, colon)));
+    std::string value = Trim(line.substr(colon + 1));
+    if (name == "content-length" && t->request->method == "GET") {
+      // One allocation for the body instead of doubling as it arrives (bounded: a G4 object
+      // is at most ~2 GiB by its format).
+      const uint64_t length = std::strtoull(value.c_str(), nullptr, 10);
+      if (length <= (uint64_t{1} << 31)) t->response->body.reserve(length);
+    }
+    t->response->headers[std::move(name)] = std::move(value);
+  }
+  return size * n;
+}
+
+bool Retryable(const S3Response& r) {
+  if (!r.transport.ok()) return true;
+  return r.http_status == 500 || r.http_status == 502 || r.http_status == 503 ||
+         r.http_status == 504 || r.http_status == 429;
+}
+
+// The <Code> of an S3 error body, if any.
+std::string ErrorCode(const std::vector<std::byte>& body) {
+  if (body.empty()) return "";
+  tinyxml2::XMLDocument doc;
+  if (doc.Parse(reinterpret_cast<const char*>(body.data()), body.size()) != tinyxml2::XML_SUCCESS) {
+    return "";
+  }
+  const tinyxml2::XMLElement* root = doc.RootElement();
+  const tinyxml2::XMLElement* code = root ? root->FirstChildElement("Code") : nullptr;
+  return code && code->GetText() ? code->GetText() : "";
+}
+
+}  // namespace
+
+struct S3Client::Handles {
+  CURLM* multi = nullptr;
+  std::vector<CURL*> easy;
+  Handles() : multi(curl_multi_init()) {}
+  ~Handles() {
+    for (CURL* e : easy) curl_easy_cleanup(e);
+    if (multi != nullptr) curl_multi_cleanup(multi);
+  }
+};
+
+Status S3Response::ToStatus(std::string_view what) const {
+  if (!transport.ok()) return transport;
+  if (http_status >= 200 && http_status < 300) return Status::OK();
+  const std::string code = ErrorCode(body);
+  const std::string msg = std::string(what) + ": HTTP " + std::to_string(http_status) +
+                          (code.empty() ? "" : " " + code);
+  switch (http_status) {
+    case 404:
+      return Status::NotFound(msg);
+    case 401:
+    case 403:
+      return Status::PermissionDenied(msg);
+    case 409:
+      return Status::Aborted(msg);
+    case 412:
+      return Status::AlreadyExists(msg);
+    case 400:
+      if (code == "EntityTooLarge") return Status::ResourceExhausted(msg);
+      return Status::InvalidArgument(msg);
+    case 501:
+      return Status::Unimplemented(msg);
+    case 507:
+      return Status::ResourceExhausted(msg);
+    default:
+      return http_status >= 500 || http_status == 429 ? Status::Unavailable(msg)
+                                                      : Status(StatusCode::kUnknown, msg);
+  }
+}
+
+Result<std::unique_ptr<S3Client>> S3Client::Create(S3ClientOptions options) {
+  static std::once_flag curl_init;
+  std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (!ValidBucket(options.bucket)) {
+    return Status::InvalidArgument("S3: bucket name must be 3 to 63 of [a-z0-9.-]");
+  }
+  if (options.region.empty()) options.region = EnvOr("AWS_REGION");
+  if (options.region.empty()) options.region = EnvOr("AWS_DEFAULT_REGION");
+  if (options.region.empty()) options.region = "us-east-1";
+  if (options.credentials.access_key_id.empty()) {
+    options.credentials.access_key_id = EnvOr("AWS_ACCESS_KEY_ID");
+    options.credentials.secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY");
+    options.credentials.session_token = EnvOr("AWS_SESSION_TOKEN");
+  }
+  if (options.credentials.access_key_id.empty() || options.credentials.secret_access_key.empty()) {
+    return Status::InvalidArgument(
+        "S3: no credentials (set them in the config or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
+  }
+  if (options.max_parallel == 0) options.max_parallel = 1;
+  if (options.max_retries > 10) options.max_retries = 10;
+  if (options.env == nullptr) options.env = Env::Default();
+  const std::string& e = options.endpoint;
+  const size_t sep = e.find("://");
+  if (sep == std::string::npos) return Status::InvalidArgument("S3: endpoint needs a scheme");
+  std::string scheme = Lower(e.substr(0, sep));
+  std::string authority = e.substr(sep + 3);
+  while (!authority.empty() && authority.back() == '/') authority.pop_back();
+  if ((scheme != "http" && scheme != "https") || authority.empty() ||
+      authority.find('/') != std::string::npos) {
+    return Status::InvalidArgument("S3: endpoint must be http(s)://host[:port]");
+  }
+  std::unique_ptr<S3Client> client(new S3Client(std::move(options)));
+  client->scheme_ = std::move(scheme);
+  client->authority_ = std::move(authority);
+  return client;
+}
+
+S3Client::S3Client(S3ClientOptions options) : options_(std::move(options)) {}
+S3Client::~S3Client() = default;
+
+std::unique_ptr<S3Client::Handles> S3Client::TakeHandles() {
+  {
+    MutexLock lock(&mu_);
+    if (!idle_.empty()) {
+      std::unique_ptr<Handles> h = std::move(idle_.back());
+      idle_.pop_back();
+      return h;
+    }
+  }
+  auto h = std::make_unique<Handles>();
+  curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                    static_cast<long>(options_.max_parallel));
+  curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, static_cast<long>(options_.max_parallel));
+  return h;
+}
+
+void S3Client::ReturnHandles(std::unique_ptr<Handles> handles) {
+  MutexLock lock(&mu_);
+  if (idle_.size() < 8) idle_.push_back(std::move(handles));
+}
+
+std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
+  std::vector<S3Response> out(requests.size());
+  if (requests.empty()) return out;
+  std::unique_ptr<Handles> h = TakeHandles();
+  const std::string host =
+      options_.path_style ? authority_ : options_.bucket + "." + authority_;
+  std::vector<size_t> todo(requests.size());
+  for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
+  std::minstd_rand jitter(static_cast<uint32_t>(options_.env->NowMicros()));
+
+  for (uint32_t attempt = 0;; ++attempt) {
+    const std::string amz_date = AmzDate(options_.env->NowMicros());
+    std::deque<size_t> queue(todo.begin(), todo.end());
+    std::vector<Transfer> transfers(requests.size());
+    size_t running = 0;
+    auto start = [&](size_t i) {
+      const S3Request& req = requests[i];
+      S3Response& resp = out[i];
+      resp = S3Response();
+      resp.attempts = attempt + 1;
+      Transfer& t = transfers[i];
+      t.request = &req;
+      t.response = &resp;
+      std::string path = options_.path_style ? "/" + options_.bucket : std::string();
+      path += "/" + UriEncode(req.key, false);
+      if (req.key.empty() && options_.path_style) path.pop_back();
+      const std::string query = CanonicalQuery(req.query);
+      t.url = scheme_ + "://" + host + path + (query.empty() ? "" : "?" + query);
+
+      SigV4Request sig;
+      sig.method = req.method;
+      sig.canonical_uri = path.empty() ? "/" : path;
+      sig.query = req.query;
+      sig.payload_sha256_hex = options_.sign_payload || req.body.empty()
+                                   ? Sha256Hex(req.body)
+                                   : std::string("UNSIGNED-PAYLOAD");
+      sig.headers = {{"host", host},
+                     {"x-amz-date", amz_date},
+                     {"x-amz-content-sha256", sig.payload_sha256_hex}};
+      if (!options_.credentials.session_token.empty()) {
+        sig.headers.emplace_back("x-amz-security-token", options_.credentials.session_token);
+      }
+      for (const auto& kv : req.headers) sig.headers.push_back(kv);
+      const SigV4Signature signature =
+          SignV4(sig, options_.credentials, options_.region, "s3", amz_date);
+
+      curl_slist* list = nullptr;
+      for (const auto& [name, value] : sig.headers) {
+        if (name == "host") continue;  // curl sends the same Host from the URL.
+        list = curl_slist_append(list, (name + ": " + value).c_str());
+      }
+      list = curl_slist_append(list, ("Authorization: " + signature.authorization).c_str());
+      list = curl_slist_append(list, "Expect:");  // No 100-continue round trip.
+      if (req.method == "PUT" || req.method == "POST") {
+        list = curl_slist_append(list, "Content-Type: application/octet-stream");
+      }
+      t.headers = list;
+
+      // An idle easy handle (PRIVATE is cleared when a transfer completes), or a new one.
+      CURL* e = nullptr;
+      for (CURL* candidate : h->easy) {
+        char* priv = nullptr;
+        curl_easy_getinfo(candidate, CURLINFO_PRIVATE, &priv);
+        if (priv == nullptr) {
+          e = candidate;
+          break;
+        }
+      }
+      if (e == nullptr) {
+        e = curl_easy_init();
+        h->easy.push_back(e);
+      }
+      curl_easy_reset(e);
+      curl_easy_setopt(e, CURLOPT_URL, t.url.c_str());
+      curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+      curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+      curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
+      curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_ms));
+      curl_easy_setopt(e, CURLOPT_HTTPHEADER, list);
+      // Large receive/send buffers: blocks are megabytes, and curl's 16 KiB default means a
+      // callback and a syscall per 16 KiB.
+      curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024);
+      curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
+      curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
+      curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+      curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
+      curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+      curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(i + 1));
+      if (req.method == "HEAD") {
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+      } else if (req.method == "PUT" || req.method == "POST") {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                         static_cast<curl_off_t>(req.body.size()));
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+                         req.body.empty() ? "" : reinterpret_cast<const char*>(req.body.data()));
+      } else if (req.method != "GET") {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+      }
+      curl_multi_add_handle(h->multi, e);
+      running++;
+    };
+    while (!queue.empty() && running < options_.max_parallel) {
+      start(queue.front());
+      queue.pop_front();
+    }
+    while (running > 0) {
+      int still = 0;
+      curl_multi_perform(h->multi, &still);
+      int msgs = 0;
+      while (CURLMsg* m = curl_multi_info_read(h->multi, &msgs)) {
+        if (m->msg != CURLMSG_DONE) continue;
+        CURL* e = m->easy_handle;
+        char* priv = nullptr;
+        curl_easy_getinfo(e, CURLINFO_PRIVATE, &priv);
+        const size_t i = reinterpret_cast<size_t>(priv) - 1;
+        S3Response& resp = out[i];
+        if (m->data.result == CURLE_OK) {
+          curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &resp.http_status);
+        } else {
+          const std::string msg = "S3 " + requests[i].method + " " + requests[i].key + ": " +
+                                  curl_easy_strerror(m->data.result);
+          resp.transport = m->data.result == CURLE_OPERATION_TIMEDOUT
+                               ? Status::DeadlineExceeded(msg)
+                               : Status::Unavailable(msg);
+        }
+        curl_multi_remove_handle(h->multi, e);
+        curl_easy_setopt(e, CURLOPT_PRIVATE, static_cast<char*>(nullptr));
+        curl_slist_free_all(transfers[i].headers);
+        transfers[i].headers = nullptr;
+        running--;
+        if (!queue.empty()) {
+          start(queue.front());
+          queue.pop_front();
+        }
+      }
+      if (running > 0) curl_multi_poll(h->multi, nullptr, 0, 100, nullptr);
+    }
+    std::vector<size_t> retry;
+    for (size_t i : todo) {
+      if (Retryable(out[i])) retry.push_back(i);
+    }
+    if (retry.empty() || attempt >= options_.max_retries) break;
+    const uint64_t base = std::min<uint64_t>(uint64_t{options_.retry_base_ms} << attempt, 2000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(base / 2 + jitter() % (base / 2 + 1)));
+    todo = std::move(retry);
+  }
+  ReturnHandles(std::move(h));
+  return out;
+}
+
+S3Response S3Client::ExecuteOne(const S3Request& request) {
+  return std::move(Execute({&request, 1})[0]);
+}
+
+Result<std::vector<S3Client::ListedObject>> S3Client::List(const std::string& prefix) {
+  std::vector<ListedObject> out;
+  std::string token;
+  while (true) {
+    S3Request req;
+    req.method = "GET";
+    req.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", "1000"}};
+    if (!token.empty()) req.query.emplace_back("continuation-token", token);
+    S3Response resp = ExecuteOne(req);
+    if (!resp.ok()) return resp.ToStatus("S3 list " + prefix);
+    tinyxml2::XMLDocument doc;
+    if (doc.Parse(reinterpret_cast<const char*>(resp.body.data()), resp.body.size()) !=
+        tinyxml2::XML_SUCCESS) {
+      return Status::Unavailable("S3 list " + prefix + ": malformed XML");
+    }
+    const tinyxml2::XMLElement* root = doc.RootElement();
+    if (root == nullptr) return Status::Unavailable("S3 list: empty XML");
+    for (const tinyxml2::XMLElement* c = root->FirstChildElement("Contents"); c != nullptr;
+         c = c->NextSiblingElement("Contents")) {
+      const tinyxml2::XMLElement* key = c->FirstChildElement("Key");
+      if (key == nullptr || key->GetText() == nullptr) continue;
+      ListedObject o;
+      o.key = key->GetText();
+      const tinyxml2::XMLElement* size = c->FirstChildElement("Size");
+      if (size != nullptr && size->GetText() != nullptr) {
+        o.size = std::strtoull(size->GetText(), nullptr, 10);
+      }
+      const tinyxml2::XMLElement* lm = c->FirstChildElement("LastModified");
+      if (lm != nullptr && lm->GetText() != nullptr) o.last_modified_us = ParseHttpDate(lm->GetText());
+      out.push_back(std::move(o));
+    }
+    const tinyxml2::XMLElement* truncated = root->FirstChildElement("IsTruncated");
+    const tinyxml2::XMLElement* next = root->FirstChildElement("NextContinuationToken");
+    if (truncated == nullptr || truncated->GetText() == nullptr ||
+        std::strcmp(truncated->GetText(), "true") != 0 || next == nullptr ||
+        next->GetText() == nullptr) {
+      break;
+    }
+    token = next->GetText();
+  }
+  return out;
+}
+
+uint64_t ParseHttpDate(std::string_view date) {
+  struct tm tm;
+  std::memset(&tm, 0, sizeof(tm));
+  const std::string s(date);
+  uint64_t fraction_us = 0;
+  const char* end = strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr) {
+    std::memset(&tm, 0, sizeof(tm));
+    end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (end == nullptr) return 0;
+    if (*end == '.') {
+      uint64_t scale = 100000;
+      for (++end; *end >= '0' && *end <= '9'; ++end) {
+        fraction_us += static_cast<uint64_t>(*end - '0') * scale;
+        scale /= 10;
+      }
+    }
+  }
+  const time_t t = timegm(&tm);
+  if (t < 0) return 0;
+  return static_cast<uint64_t>(t) * 1000000u + fraction_us;
+}
+
+}  // namespace kvtier::s3

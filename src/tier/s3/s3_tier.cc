@@ -1,0 +1,475 @@
+#include "src/tier/s3/s3_tier.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <utility>
+
+#include "src/tier/shared/object_format.h"
+
+namespace kvtier {
+
+using s3::S3Request;
+using s3::S3Response;
+
+namespace {
+
+constexpr char kMetaFormat[] = "x-amz-meta-kvtier-format";
+constexpr char kMetaValueBytes[] = "x-amz-meta-kvtier-value-bytes";
+constexpr char kMetaSession[] = "x-amz-meta-kvtier-session";
+constexpr char kMetaCreated[] = "x-amz-meta-kvtier-created-us";
+constexpr char kMetaDtype[] = "x-amz-meta-kvtier-dtype";
+
+// Strict decimal parse; false for anything else.
+bool ParseU64(const std::map<std::string, std::string>& headers, const char* name,
+              uint64_t* out) {
+  auto it = headers.find(name);
+  if (it == headers.end() || it->second.empty() || it->second.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : it->second) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+std::span<const std::byte> AsBytes(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<S3Tier>> S3Tier::Open(S3TierOptions options) {
+  if (options.node_id.empty()) options.node_id = g4::DefaultNodeId();
+  if (!g4::ValidNodeId(options.node_id)) {
+    return Status::InvalidArgument("S3Tier: node_id must be 1 to 64 of [A-Za-z0-9_-]");
+  }
+  if (options.env == nullptr) options.env = Env::Default();
+  if (options.client.env == nullptr) options.client.env = options.env;
+  const SharedJanitorOptions& j = options.janitor;
+  if (j.lease_us <= 2 * j.clock_margin_us) {
+    return Status::InvalidArgument("S3Tier: lease_us must exceed 2 x clock_margin_us");
+  }
+  if (options.codec_threads > 64) options.codec_threads = 64;
+  Result<std::unique_ptr<s3::S3Client>> client = s3::S3Client::Create(options.client);
+  if (!client.ok()) return client.status();
+  S3Request head;
+  head.method = "HEAD";
+  S3Response resp = (*client)->ExecuteOne(head);
+  if (!resp.ok()) {
+    return resp.ToStatus("S3Tier: bucket '" + options.client.bucket + "' at " +
+                         options.client.endpoint);
+  }
+  std::unique_ptr<S3Tier> tier(new S3Tier(std::move(options), std::move(*client)));
+  switch (tier->options_.conditional_put) {
+    case S3TierOptions::ConditionalPut::kOn:
+      tier->conditional_put_ = true;
+      break;
+    case S3TierOptions::ConditionalPut::kOff:
+      tier->conditional_put_ = false;
+      break;
+    case S3TierOptions::ConditionalPut::kAuto:
+      KVTIER_RETURN_IF_ERROR(tier->ProbeConditionalPut());
+      break;
+  }
+  if (tier->options_.janitor.janitor_interval_us > 0) {
+    tier->bg_thread_ = std::thread([t = tier.get()] { t->BackgroundLoop(); });
+  }
+  return tier;
+}
+
+S3Tier::S3Tier(S3TierOptions options, std::unique_ptr<s3::S3Client> client)
+    : options_(std::move(options)),
+      env_(options_.env),
+      client_(std::move(client)),
+      pool_(options_.codec_threads) {}
+
+S3Tier::~S3Tier() {
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();
+}
+
+void S3Tier::BackgroundLoop() {
+  std::unique_lock<std::mutex> lock(bg_mu_);
+  while (!bg_stop_) {
+    lock.unlock();
+    Result<JanitorReport> report = RunJanitorOnce();
+    if (!report.ok()) env_->Log("S3Tier janitor: " + report.status().ToString());
+    lock.lock();
+    bg_cv_.wait_for(lock, std::chrono::microseconds(options_.janitor.janitor_interval_us),
+                    [this] { return bg_stop_; });
+  }
+}
+
+Status S3Tier::ProbeConditionalPut() {
+  // Two conditional creates of one key: a service that honours If-None-Match refuses the
+  // second with 412. One that ignores the header accepts both.
+  const std::string probe = std::string(g4::kPrefix) + "/lease/probe." + options_.node_id;
+  const std::string body = "kvtier conditional-put probe";
+  S3Request put;
+  put.method = "PUT";
+  put.key = probe;
+  put.headers = {{"if-none-match", "*"}};
+  put.body = AsBytes(body);
+  S3Response first = client_->ExecuteOne(put);
+  if (first.transport.ok() && first.http_status == 412) {
+    conditional_put_ = true;
+  } else if (!first.ok()) {
+    const Status s = first.ToStatus("S3Tier: conditional put probe");
+    if (s.code() != StatusCode::kUnimplemented && s.code() != StatusCode::kInvalidArgument) {
+      return s;
+    }
+    conditional_put_ = false;
+  } else {
+    S3Response second = client_->ExecuteOne(put);
+    if (!second.transport.ok()) return second.transport;
+    conditional_put_ = second.http_status == 412;
+  }
+  S3Request del;
+  del.method = "DELETE";
+  del.key = probe;
+  (void)client_->ExecuteOne(del);
+  env_->Log(std::string("S3Tier: conditional put (If-None-Match) ") +
+            (conditional_put_ ? "supported" : "not supported: HEAD before PUT"));
+  return Status::OK();
+}
+
+void S3Tier::CountError(const Status& s) {
+  if (!s.ok() && s.code() != StatusCode::kNotFound) counters_.errors++;
+}
+
+// --- Put ------------------------------------------------------------------------------------
+
+std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const SharedPut> puts) {
+  std::vector<Status> out(puts.size());
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) {
+    for (Status& s : out) s = component.status();
+    return out;
+  }
+  const uint64_t now = env_->NowMicros();
+  std::vector<std::vector<std::byte>> objects(puts.size());
+  pool_.ParallelFor(puts.size(), [&](size_t i) {
+    const SharedPut& p = puts[i];
+    Result<std::vector<std::byte>> o =
+        g4::SealObject(options_.codec, tenant, p.key, p.session,
+                       p.created_us != 0 ? p.created_us : now, p.dtype, p.value);
+    if (o.ok()) {
+      objects[i] = std::move(*o);
+    } else {
+      out[i] = o.status();
+    }
+  });
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < puts.size(); ++i) {
+    if (out[i].ok()) todo.push_back(i);
+  }
+  if (!conditional_put_ && !todo.empty()) {
+    // HEAD first; see the header comment for the race this leaves.
+    std::vector<S3Request> heads(todo.size());
+    for (size_t k = 0; k < todo.size(); ++k) {
+      heads[k].method = "HEAD";
+      heads[k].key = g4::ObjectName(*component, puts[todo[k]].key);
+    }
+    std::vector<S3Response> found = client_->Execute(heads);
+    std::vector<size_t> absent;
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (found[k].ok()) {
+        counters_.put_existing++;
+      } else if (found[k].transport.ok() && found[k].http_status == 404) {
+        absent.push_back(todo[k]);
+      } else {
+        out[todo[k]] = found[k].ToStatus("S3 HEAD before put");
+      }
+    }
+    todo = std::move(absent);
+  }
+  // Session markers before objects: an object is never visible without its index entry.
+  std::vector<S3Request> markers;
+  std::vector<size_t> marker_of;
+  for (size_t i : todo) {
+    if (puts[i].session == 0) continue;
+    S3Request r;
+    r.method = "PUT";
+    r.key = g4::SessionMarkerName(*component, puts[i].session, puts[i].key);
+    markers.push_back(std::move(r));
+    marker_of.push_back(i);
+  }
+  std::vector<S3Response> marker_results = client_->Execute(markers);
+  std::vector<size_t> ready;
+  {
+    size_t m = 0;
+    for (size_t i : todo) {
+      if (m < marker_of.size() && marker_of[m] == i) {
+        if (!marker_results[m].ok()) out[i] = marker_results[m].ToStatus("S3 PUT session marker");
+        ++m;
+      }
+      if (out[i].ok()) ready.push_back(i);
+    }
+  }
+  std::vector<S3Request> requests(ready.size());
+  for (size_t k = 0; k < ready.size(); ++k) {
+    const SharedPut& p = puts[ready[k]];
+    S3Request& r = requests[k];
+    r.method = "PUT";
+    r.key = g4::ObjectName(*component, p.key);
+    r.body = objects[ready[k]];
+    r.headers = {{kMetaFormat, std::to_string(g4::kObjectFormatVersion)},
+                 {kMetaValueBytes, std::to_string(p.value.size())},
+                 {kMetaSession, std::to_string(p.session)},
+                 {kMetaCreated, std::to_string(p.created_us != 0 ? p.created_us : now)}};
+    if (p.dtype) r.headers.emplace_back(kMetaDtype, std::to_string(static_cast<int>(*p.dtype)));
+    if (conditional_put_) r.headers.emplace_back("if-none-match", "*");
+  }
+  std::vector<S3Response> results = client_->Execute(requests);
+  for (size_t k = 0; k < ready.size(); ++k) {
+    const size_t i = ready[k];
+    if (results[k].ok()) {
+      counters_.puts++;
+      counters_.put_bytes += objects[i].size();
+    } else if (results[k].transport.ok() &&
+               (results[k].http_status == 412 || results[k].http_status == 409)) {
+      // 412: another writer published first. 409: a concurrent conditional write of the same
+      // key is in progress (it carries the same bytes).
+      counters_.put_existing++;
+    } else {
+      out[i] = results[k].ToStatus("S3 PUT object");
+    }
+  }
+  for (const Status& s : out) CountError(s);
+  return out;
+}
+
+// --- Exists / Get ---------------------------------------------------------------------------
+
+std::vector<std::optional<SharedObjectInfo>> S3Tier::ExistsMany(std::string_view tenant,
+                                                                std::span<const BlockKey> keys) {
+  std::vector<std::optional<SharedObjectInfo>> out(keys.size());
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return out;
+  std::vector<S3Request> heads(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    heads[i].method = "HEAD";
+    heads[i].key = g4::ObjectName(*component, keys[i]);
+  }
+  std::vector<S3Response> results = client_->Execute(heads);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const S3Response& r = results[i];
+    if (!r.ok()) {
+      CountError(r.ToStatus("S3 HEAD"));
+      continue;
+    }
+    uint64_t format = 0;
+    SharedObjectInfo info;
+    uint64_t dtype = 0;
+    if (!ParseU64(r.headers, kMetaFormat, &format) || format != g4::kObjectFormatVersion ||
+        !ParseU64(r.headers, kMetaValueBytes, &info.value_bytes) ||
+        !ParseU64(r.headers, kMetaSession, &info.session) ||
+        !ParseU64(r.headers, kMetaCreated, &info.created_us) ||
+        !ParseU64(r.headers, "content-length", &info.stored_bytes)) {
+      continue;  // Another format version, or not our object: absent for this build.
+    }
+    if (ParseU64(r.headers, kMetaDtype, &dtype) && dtype >= 1 && dtype <= 5) {
+      info.dtype = static_cast<KvDtype>(dtype);
+    }
+    out[i] = info;
+  }
+  return out;
+}
+
+std::vector<Result<std::vector<std::byte>>> S3Tier::GetMany(std::string_view tenant,
+                                                           std::span<const BlockKey> keys) {
+  std::vector<Result<std::vector<std::byte>>> out;
+  out.reserve(keys.size());
+  Result<std::string> component = g4::TenantComponent(tenant);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.emplace_back(component.ok() ? Status::NotFound("not read") : component.status());
+  }
+  if (!component.ok()) return out;
+  std::vector<S3Request> gets(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    gets[i].method = "GET";
+    gets[i].key = g4::ObjectName(*component, keys[i]);
+  }
+  std::vector<S3Response> results = client_->Execute(gets);
+  std::vector<char> bad(keys.size(), 0);
+  pool_.ParallelFor(keys.size(), [&](size_t i) {
+    S3Response& r = results[i];
+    if (!r.ok()) {
+      out[i] = r.ToStatus("S3 GET");
+      return;
+    }
+    bool stored_bad = false;
+    size_t header_bytes = 0;
+    Result<g4::ObjectHeader> header =
+        g4::VerifyHeader(tenant, keys[i], r.body, r.body.size(), &header_bytes, &stored_bad);
+    if (header.ok()) {
+      // The body becomes the payload in place.
+      r.body.erase(r.body.begin(), r.body.begin() + static_cast<ptrdiff_t>(header_bytes));
+      out[i] = g4::OpenPayload(options_.codec, tenant, keys[i], *header, std::move(r.body),
+                               &stored_bad);
+    } else {
+      out[i] = header.status();
+    }
+    bad[i] = stored_bad ? 1 : 0;
+  });
+  // Access recency: an empty marker per object, at most once per touch interval per node.
+  const uint64_t now = env_->NowMicros();
+  std::vector<std::string> corrupt;
+  std::vector<S3Request> touches;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (out[i].ok()) {
+      counters_.hits++;
+      counters_.get_bytes += out[i]->size();
+      const std::string marker = g4::AccessMarkerName(*component, keys[i]);
+      auto lm = results[i].headers.find("last-modified");
+      uint64_t last = lm != results[i].headers.end() ? s3::ParseHttpDate(lm->second) : 0;
+      MutexLock lock(&touch_mu_);
+      auto it = touched_.find(marker);
+      if (it != touched_.end()) last = std::max(last, it->second);
+      if (now > last && now - last > options_.janitor.touch_interval_us) {
+        if (touched_.size() > 100000) touched_.clear();
+        touched_[marker] = now;
+        S3Request t;
+        t.method = "PUT";
+        t.key = marker;
+        touches.push_back(std::move(t));
+      }
+      continue;
+    }
+    counters_.misses++;
+    if (out[i].status().code() == StatusCode::kDataLoss) counters_.corrupt++;
+    if (bad[i]) corrupt.push_back(g4::ObjectName(*component, keys[i]));
+    CountError(out[i].status());
+  }
+  for (const S3Response& r : client_->Execute(touches)) {
+    if (r.ok()) {
+      counters_.touches++;
+    } else {
+      CountError(r.ToStatus("S3 PUT access marker"));
+    }
+  }
+  if (!corrupt.empty()) {
+    for (const std::string& k : corrupt) env_->Log("S3Tier: removing corrupt object " + k);
+    uint64_t removed = 0;
+    CountError(DeleteKeys(corrupt, &removed));
+  }
+  return out;
+}
+
+// --- Deletes --------------------------------------------------------------------------------
+
+Status S3Tier::DeleteKeys(const std::vector<std::string>& keys, uint64_t* deleted) {
+  std::vector<S3Request> requests(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    requests[i].method = "DELETE";
+    requests[i].key = keys[i];
+  }
+  Status first;
+  for (const S3Response& r : client_->Execute(requests)) {
+    if (r.ok() || (r.transport.ok() && r.http_status == 404)) {
+      (*deleted)++;
+    } else if (first.ok()) {
+      first = r.ToStatus("S3 DELETE");
+    }
+  }
+  CountError(first);
+  return first;
+}
+
+Status S3Tier::Delete(std::string_view tenant, const BlockKey& key) {
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return component.status();
+  std::optional<SharedObjectInfo> info = ExistsMany(tenant, {&key, 1})[0];
+  std::vector<std::string> keys = {g4::ObjectName(*component, key),
+                                   g4::AccessMarkerName(*component, key)};
+  if (info && info->session != 0) {
+    keys.push_back(g4::SessionMarkerName(*component, info->session, key));
+  }
+  uint64_t deleted = 0;
+  KVTIER_RETURN_IF_ERROR(DeleteKeys(keys, &deleted));
+  if (info) counters_.deletes++;
+  return Status::OK();
+}
+
+Result<uint64_t> S3Tier::DeleteSession(std::string_view tenant, SessionId session) {
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return component.status();
+  if (session == 0) return Status::InvalidArgument("session 0 names no session");
+  const std::string prefix = g4::SessionPrefix(*component, session);
+  Result<std::vector<s3::S3Client::ListedObject>> markers = client_->List(prefix);
+  if (!markers.ok()) {
+    CountError(markers.status());
+    return markers.status();
+  }
+  std::vector<BlockKey> keys;
+  std::vector<std::string> marker_keys;
+  for (const auto& m : *markers) {
+    Result<BlockKey> key = BlockKey::FromHex(m.key.substr(prefix.size()));
+    if (key.ok()) keys.push_back(*key);
+    marker_keys.push_back(m.key);
+  }
+  // A marker's block may have been deleted and put again by another session since.
+  std::vector<std::optional<SharedObjectInfo>> infos = ExistsMany(tenant, keys);
+  std::vector<std::string> doomed;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (infos[i] && infos[i]->session == session) {
+      doomed.push_back(g4::ObjectName(*component, keys[i]));
+      doomed.push_back(g4::AccessMarkerName(*component, keys[i]));
+    }
+  }
+  uint64_t deleted = 0;
+  KVTIER_RETURN_IF_ERROR(DeleteKeys(doomed, &deleted));
+  uint64_t markers_deleted = 0;
+  KVTIER_RETURN_IF_ERROR(DeleteKeys(marker_keys, &markers_deleted));
+  counters_.deletes += doomed.size() / 2;
+  return uint64_t{doomed.size() / 2};
+}
+
+Result<uint64_t> S3Tier::DeleteTenant(std::string_view tenant) {
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return component.status();
+  uint64_t objects = 0;
+  // Objects first (what makes data readable), then the indexes.
+  for (const std::string& prefix :
+       {g4::TenantObjectsPrefix(*component), g4::TenantSessionsPrefix(*component),
+        g4::TenantAccessPrefix(*component)}) {
+    Result<std::vector<s3::S3Client::ListedObject>> listed = client_->List(prefix);
+    if (!listed.ok()) {
+      CountError(listed.status());
+      return listed.status();
+    }
+    std::vector<std::string> keys;
+    for (const auto& o : *listed) keys.push_back(o.key);
+    uint64_t deleted = 0;
+    KVTIER_RETURN_IF_ERROR(DeleteKeys(keys, &deleted));
+    if (objects == 0 && prefix == g4::TenantObjectsPrefix(*component)) objects = deleted;
+  }
+  counters_.deletes += objects;
+  return objects;
+}
+
+SharedTierStats S3Tier::Stats() const {
+  SharedTierStats s;
+  s.puts = counters_.puts;
+  s.put_existing = counters_.put_existing;
+  s.put_bytes = counters_.put_bytes;
+  s.hits = counters_.hits;
+  s.misses = counters_.misses;
+  s.corrupt = counters_.corrupt;
+  s.get_bytes = counters_.get_bytes;
+  s.errors = counters_.errors;
+  s.touches = counters_.touches;
+  s.deletes = counters_.deletes;
+  s.janitor_runs = counters_.janitor_runs;
+  s.janitor_evicted = counters_.janitor_evicted;
+  s.janitor_temp_removed = counters_.janitor_temp_removed;
+  s.lease_held = counters_.lease_held;
+  return s;
+}
+
+}  // namespace kvtier

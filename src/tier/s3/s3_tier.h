@@ -1,0 +1,134 @@
+// S3Tier: the G4 tier on any S3-compatible service (AWS S3, MinIO, Ceph RGW, s3rver...).
+// docs/shared_tier.md specifies the key layout; object_format.h the object format (the same
+// bytes as SharedFsTier's files).
+//
+// Publishing: one PUT per object, which S3 makes atomic (a reader sees the whole object or
+// nothing). Where the service supports conditional writes (If-None-Match: *, probed at Open),
+// concurrent writers leave exactly one object and the loser gets 412, counted as "existed".
+// Elsewhere a HEAD precedes the PUT; two nodes that both miss on HEAD both PUT the same bytes
+// (content-addressed, immutable), so the race costs a duplicate upload, never wrong data.
+//
+// Metadata for ExistsMany (one parallel round of HEADs) travels as x-amz-meta-kvtier-*
+// headers: format version, value bytes, session, created time and dtype.
+//
+// Access recency: S3 cannot touch an object cheaply, so a hit whose object (or last access
+// marker) is older than touch_interval_us PUTs an empty access marker
+// kvtier-g4/v1/access/<tenant>/<kk>/<key hex>; the janitor takes the later of its
+// Last-Modified and the object's. A node remembers its own touches, so a hot block costs one
+// small PUT per interval per node.
+//
+// Janitor lease: the object kvtier-g4/v1/lease/janitor (s3_janitor.cc), timed by the
+// service's own clock (the Date header and Last-Modified).
+//
+// Every error is bounded (S3Client's timeouts and retries) and becomes a miss or a status.
+//
+// Thread safety: thread-safe.
+
+#ifndef KVTIER_SRC_TIER_S3_S3_TIER_H_
+#define KVTIER_SRC_TIER_S3_S3_TIER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "kvtier/env.h"
+#include "src/common/mutex.h"
+#include "src/services/block_codec.h"
+#include "src/tier/s3/s3_client.h"
+#include "src/tier/shared/shared_tier.h"
+#include "src/tier/shared/worker_pool.h"
+
+namespace kvtier {
+
+struct S3TierOptions {
+  s3::S3ClientOptions client;
+  // This node's name (janitor lease holder): 1 to 64 of [A-Za-z0-9_-]; empty = host-pid.
+  std::string node_id;
+  // Conditional create (If-None-Match: *): kAuto probes the service at Open.
+  enum class ConditionalPut { kAuto, kOn, kOff };
+  ConditionalPut conditional_put = ConditionalPut::kAuto;
+  // Threads that seal (compress, encrypt, checksum) and open objects in parallel.
+  size_t codec_threads = 4;
+  // Time base of the janitor lease. true: the service's clock (Date and Last-Modified
+  // headers), so nodes whose clocks differ still agree. false: `env`'s clock, with the
+  // renewal time written into the lease object (tests with simulated time).
+  bool storage_clock = true;
+  SharedJanitorOptions janitor;
+  // Data services; not owned; nullptr = stored as is.
+  BlockCodec* codec = nullptr;
+  // Clock and log; not owned; nullptr = Env::Default().
+  Env* env = nullptr;
+};
+
+class S3Tier final : public SharedTier {
+ public:
+  // Checks the bucket (NotFound when absent, PermissionDenied for bad credentials,
+  // Unavailable when the service cannot be reached) and probes conditional writes.
+  [[nodiscard]] static Result<std::unique_ptr<S3Tier>> Open(S3TierOptions options);
+  ~S3Tier() override;
+
+  std::vector<Status> PutMany(std::string_view tenant, std::span<const SharedPut> puts) override;
+  std::vector<std::optional<SharedObjectInfo>> ExistsMany(
+      std::string_view tenant, std::span<const BlockKey> keys) override;
+  std::vector<Result<std::vector<std::byte>>> GetMany(std::string_view tenant,
+                                                     std::span<const BlockKey> keys) override;
+  Status Delete(std::string_view tenant, const BlockKey& key) override;
+  Result<uint64_t> DeleteSession(std::string_view tenant, SessionId session) override;
+  Result<uint64_t> DeleteTenant(std::string_view tenant) override;
+  Result<JanitorReport> RunJanitorOnce() override ABSL_LOCKS_EXCLUDED(janitor_mu_);
+  SharedTierStats Stats() const override;
+
+  // Whether puts use If-None-Match: * (probed or configured).
+  bool conditional_put() const { return conditional_put_; }
+  s3::S3Client* client() { return client_.get(); }
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> puts{0}, put_existing{0}, put_bytes{0}, hits{0}, misses{0},
+        corrupt{0}, get_bytes{0}, errors{0}, touches{0}, deletes{0}, janitor_runs{0},
+        janitor_evicted{0}, janitor_temp_removed{0};
+    std::atomic<bool> lease_held{false};
+  };
+
+  S3Tier(S3TierOptions options, std::unique_ptr<s3::S3Client> client);
+  Status ProbeConditionalPut();
+  void CountError(const Status& s);
+  // DELETEs `keys` in parallel; NotFound counts as done. Returns the first other error.
+  Status DeleteKeys(const std::vector<std::string>& keys, uint64_t* deleted);
+
+  // s3_janitor.cc
+  Result<bool> AcquireLease() ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
+  bool LeaseValid() ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
+  Result<bool> CreateLease(uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
+  void BackgroundLoop();
+
+  const S3TierOptions options_;
+  Env* const env_;
+  std::unique_ptr<s3::S3Client> client_;
+  bool conditional_put_ = false;
+  mutable Counters counters_;
+  g4::WorkerPool pool_;
+
+  Mutex touch_mu_;
+  // Last access marker this node wrote, by object key; cleared when it grows past a bound.
+  absl::flat_hash_map<std::string, uint64_t> touched_ ABSL_GUARDED_BY(touch_mu_);
+
+  Mutex janitor_mu_;
+  uint64_t lease_generation_ ABSL_GUARDED_BY(janitor_mu_) = 0;  // 0 = not held.
+  uint64_t lease_renewed_local_us_ ABSL_GUARDED_BY(janitor_mu_) = 0;
+
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;
+  std::thread bg_thread_;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_SRC_TIER_S3_S3_TIER_H_

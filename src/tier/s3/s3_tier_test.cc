@@ -1,0 +1,327 @@
+// S3Tier against a real s3rver (integration: a server process per test). Every test skips,
+// and says so, when s3rver is not installed.
+
+#include "src/tier/s3/s3_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "src/tier/s3/s3rver_harness.h"
+#include "src/tier/shared/object_format.h"
+#include "src/tier/sharedfs/shared_fs_test_util.h"
+
+#ifndef KVTIER_S3RVER_DEFAULT
+#define KVTIER_S3RVER_DEFAULT ""
+#endif
+
+namespace kvtier {
+namespace {
+
+using testing_g4::FakeClockEnv;
+using testing_g4::MakePut;
+using testing_g4::TestKey;
+using testing_g4::TestValue;
+
+constexpr char kBucket[] = "kvtier-test";
+constexpr uint64_t kSecond = 1'000'000;
+
+uint64_t RealNow() { return Env::Default()->NowMicros(); }
+
+class S3TierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<testing_s3::S3rverProcess>(KVTIER_S3RVER_DEFAULT, kBucket);
+    if (!server_->ok()) GTEST_SKIP() << "skipped: " << server_->error();
+  }
+
+  S3TierOptions Options(const std::string& node, Env* env = nullptr) {
+    S3TierOptions o;
+    o.client.endpoint = server_->endpoint();
+    o.client.bucket = kBucket;
+    o.client.credentials = {"S3RVER", "S3RVER", ""};
+    o.client.request_timeout_ms = 10000;
+    o.node_id = node;
+    o.env = env;
+    // Requests are dated by the real clock (the server checks the skew); the tier's clock,
+    // which the janitor uses, may be simulated.
+    o.client.env = Env::Default();
+    return o;
+  }
+  std::unique_ptr<S3Tier> Node(const std::string& node, Env* env = nullptr,
+                               SharedJanitorOptions janitor = {}, bool storage_clock = true) {
+    S3TierOptions o = Options(node, env);
+    o.janitor = janitor;
+    o.storage_clock = storage_clock;
+    Result<std::unique_ptr<S3Tier>> tier = S3Tier::Open(o);
+    EXPECT_TRUE(tier.ok()) << tier.status().ToString();
+    return tier.ok() ? std::move(*tier) : nullptr;
+  }
+  size_t CountKeys(S3Tier* tier, const std::string& prefix) {
+    Result<std::vector<s3::S3Client::ListedObject>> listed = tier->client()->List(prefix);
+    EXPECT_TRUE(listed.ok()) << listed.status().ToString();
+    return listed.ok() ? listed->size() : 0;
+  }
+  // Replaces an object's bytes behind the tier's back.
+  void Overwrite(S3Tier* tier, const std::string& key, const std::vector<std::byte>& bytes) {
+    s3::S3Request put;
+    put.method = "PUT";
+    put.key = key;
+    put.body = bytes;
+    ASSERT_TRUE(tier->client()->ExecuteOne(put).ok());
+  }
+
+  std::unique_ptr<testing_s3::S3rverProcess> server_;
+};
+
+TEST_F(S3TierTest, OpenChecksTheBucketAndCredentials) {
+  S3TierOptions o = Options("n1");
+  o.client.bucket = "no-such-bucket";
+  EXPECT_EQ(S3Tier::Open(o).status().code(), StatusCode::kNotFound);
+  o = Options("n1");
+  o.client.credentials = {};
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  EXPECT_EQ(S3Tier::Open(o).status().code(), StatusCode::kInvalidArgument);
+  // Credentials from the environment.
+  ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+  EXPECT_TRUE(S3Tier::Open(o).ok());
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
+TEST_F(S3TierTest, PutExistsGetDelete) {
+  auto tier = Node("n1");
+  ASSERT_NE(tier, nullptr);
+  const std::vector<std::byte> a = TestValue(300000, 1), b = TestValue(10, 2);
+  std::vector<SharedPut> puts = {MakePut(TestKey(1), a, 7, 111, KvDtype::kFp16),
+                                 MakePut(TestKey(2), b)};
+  for (const Status& s : tier->PutMany("acme", puts)) ASSERT_TRUE(s.ok()) << s.ToString();
+  const std::vector<BlockKey> keys = {TestKey(1), TestKey(2), TestKey(3)};
+  auto info = tier->ExistsMany("acme", keys);
+  ASSERT_TRUE(info[0].has_value());
+  EXPECT_EQ(info[0]->value_bytes, 300000u);
+  EXPECT_EQ(info[0]->session, 7u);
+  EXPECT_EQ(info[0]->created_us, 111u);
+  EXPECT_EQ(info[0]->dtype, KvDtype::kFp16);
+  ASSERT_TRUE(info[1].has_value());
+  EXPECT_FALSE(info[1]->dtype.has_value());
+  EXPECT_FALSE(info[2].has_value());
+  EXPECT_FALSE(tier->ExistsMany("other", keys)[0].has_value());
+
+  auto got = tier->GetMany("acme", keys);
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(*got[0], a);
+  ASSERT_TRUE(got[1].ok());
+  EXPECT_EQ(*got[1], b);
+  EXPECT_EQ(got[2].status().code(), StatusCode::kNotFound);
+
+  ASSERT_TRUE(tier->Delete("acme", TestKey(1)).ok());
+  EXPECT_EQ(tier->GetMany("acme", keys)[0].status().code(), StatusCode::kNotFound);
+  const SharedTierStats st = tier->Stats();
+  EXPECT_EQ(st.puts, 2u);
+  EXPECT_EQ(st.hits, 3u);
+  EXPECT_EQ(st.misses, 3u);
+  EXPECT_EQ(st.errors, 0u);
+}
+
+TEST_F(S3TierTest, SecondPutIsNoOpAndConcurrentWritersLeaveOneObject) {
+  auto n1 = Node("n1");
+  auto n2 = Node("n2");
+  ASSERT_NE(n1, nullptr);
+  ASSERT_NE(n2, nullptr);
+  // s3rver ignores If-None-Match on PUT; the probe must notice and fall back to HEAD+PUT.
+  EXPECT_FALSE(n1->conditional_put());
+  std::vector<std::vector<std::byte>> values;
+  std::vector<SharedPut> puts;
+  for (uint32_t k = 0; k < 24; ++k) values.push_back(TestValue(20000 + k, k));
+  for (uint32_t k = 0; k < 24; ++k) puts.push_back(MakePut(TestKey(k), values[k], 1));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (const Status& s : (t % 2 ? n1 : n2)->PutMany("t", puts)) failures += s.ok() ? 0 : 1;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(CountKeys(n1.get(), std::string(g4::kPrefix) + "/objects/"), 24u);
+  for (const Status& s : n1->PutMany("t", puts)) ASSERT_TRUE(s.ok());
+  EXPECT_GE(n1->Stats().put_existing, 24u);
+  std::vector<BlockKey> keys;
+  for (uint32_t k = 0; k < 24; ++k) keys.push_back(TestKey(k));
+  auto got = n2->GetMany("t", keys);
+  for (uint32_t k = 0; k < 24; ++k) {
+    ASSERT_TRUE(got[k].ok());
+    EXPECT_EQ(*got[k], values[k]);
+  }
+}
+
+TEST_F(S3TierTest, GarbageAndTruncatedObjectsAreCountedMissesAndRemoved) {
+  auto tier = Node("n1");
+  ASSERT_NE(tier, nullptr);
+  const std::vector<std::byte> v1 = TestValue(5000, 5), v2 = TestValue(5000, 6);
+  std::vector<SharedPut> puts = {MakePut(TestKey(5), v1), MakePut(TestKey(6), v2)};
+  for (const Status& s : tier->PutMany("t", puts)) ASSERT_TRUE(s.ok());
+  Overwrite(tier.get(), g4::ObjectName("t", TestKey(5)), TestValue(5200, 99));
+  std::vector<std::byte> truncated =
+      *g4::SealObject(nullptr, "t", TestKey(6), 0, 1, std::nullopt, v2);
+  truncated.resize(truncated.size() / 2);
+  Overwrite(tier.get(), g4::ObjectName("t", TestKey(6)), truncated);
+
+  const std::vector<BlockKey> keys = {TestKey(5), TestKey(6)};
+  auto got = tier->GetMany("t", keys);
+  EXPECT_EQ(got[0].status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(got[1].status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(tier->Stats().corrupt, 2u);
+  EXPECT_EQ(CountKeys(tier.get(), std::string(g4::kPrefix) + "/objects/"), 0u);
+  for (const Status& s : tier->PutMany("t", puts)) ASSERT_TRUE(s.ok());
+  got = tier->GetMany("t", keys);
+  ASSERT_TRUE(got[0].ok());
+  EXPECT_EQ(*got[0], v1);
+}
+
+TEST_F(S3TierTest, DeleteSessionAndTenant) {
+  auto n1 = Node("n1");
+  auto n2 = Node("n2");
+  ASSERT_NE(n1, nullptr);
+  ASSERT_NE(n2, nullptr);
+  const std::vector<std::byte> v = TestValue(64, 8);
+  std::vector<SharedPut> p1 = {MakePut(TestKey(1), v, 7), MakePut(TestKey(2), v, 7)};
+  std::vector<SharedPut> p2 = {MakePut(TestKey(3), v, 7), MakePut(TestKey(4), v, 8),
+                               MakePut(TestKey(5), v)};
+  for (const Status& s : n1->PutMany("t", p1)) ASSERT_TRUE(s.ok());
+  for (const Status& s : n2->PutMany("t", p2)) ASSERT_TRUE(s.ok());
+  for (const Status& s : n2->PutMany("u", p1)) ASSERT_TRUE(s.ok());
+  Result<uint64_t> removed = n2->DeleteSession("t", 7);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 3u);
+  const std::vector<BlockKey> keys = {TestKey(1), TestKey(2), TestKey(3), TestKey(4),
+                                      TestKey(5)};
+  auto info = n1->ExistsMany("t", keys);
+  EXPECT_FALSE(info[0] || info[1] || info[2]);
+  EXPECT_TRUE(info[3] && info[4]);
+  EXPECT_TRUE(n1->ExistsMany("u", keys)[0].has_value());
+
+  removed = n1->DeleteTenant("t");
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 2u);
+  EXPECT_EQ(CountKeys(n1.get(), g4::TenantObjectsPrefix("t")), 0u);
+  EXPECT_EQ(CountKeys(n1.get(), g4::TenantSessionsPrefix("t")), 0u);
+  EXPECT_TRUE(n1->ExistsMany("u", keys)[0].has_value());
+}
+
+TEST_F(S3TierTest, JanitorLeaseTakeover) {
+  SharedJanitorOptions j;
+  j.lease_us = 60 * kSecond;
+  j.clock_margin_us = 10 * kSecond;
+  FakeClockEnv clock_a(RealNow());
+  FakeClockEnv clock_b(RealNow() + 5 * kSecond);
+  auto a = Node("a", &clock_a, j, /*storage_clock=*/false);
+  auto b = Node("b", &clock_b, j, /*storage_clock=*/false);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->RunJanitorOnce()->lease_held);
+  EXPECT_FALSE(b->RunJanitorOnce()->lease_held);
+  clock_a.Advance(40 * kSecond);
+  clock_b.Advance(40 * kSecond);
+  EXPECT_TRUE(a->RunJanitorOnce()->lease_held);
+  EXPECT_FALSE(b->RunJanitorOnce()->lease_held);
+  // `a` stops renewing; `b` takes over only after lease + margin.
+  clock_b.Advance(60 * kSecond);
+  EXPECT_FALSE(b->RunJanitorOnce()->lease_held);
+  clock_b.Advance(15 * kSecond);
+  Result<JanitorReport> taken = b->RunJanitorOnce();
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_TRUE(taken->lease_held);
+  clock_a.Advance(80 * kSecond);
+  EXPECT_FALSE(a->RunJanitorOnce()->lease_held);
+  EXPECT_TRUE(b->RunJanitorOnce()->lease_held);
+}
+
+TEST_F(S3TierTest, JanitorTtlQuotaAndCapacity) {
+  auto writer = Node("w");
+  ASSERT_NE(writer, nullptr);
+  for (uint32_t k = 1; k <= 6; ++k) {
+    const std::vector<std::byte> v = TestValue(1000, k);
+    const SharedPut put = MakePut(TestKey(k), v, 1);
+    ASSERT_TRUE(writer->PutMany(k <= 4 ? "big" : "small", {&put, 1})[0].ok());
+  }
+  SharedJanitorOptions j;
+  j.tenant_quota_bytes = 2 * 1200;  // "big" holds 4 objects of ~1.1 KB: two must go.
+  auto janitor = Node("j", nullptr, j);
+  Result<JanitorReport> r = janitor->RunJanitorOnce();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->lease_held);
+  EXPECT_EQ(r->objects_seen, 6u);
+  EXPECT_EQ(r->evicted_quota, 2u);
+  EXPECT_EQ(CountKeys(janitor.get(), g4::TenantObjectsPrefix("big")), 2u);
+  EXPECT_EQ(CountKeys(janitor.get(), g4::TenantObjectsPrefix("small")), 2u);
+
+  // Capacity: one object's worth, on a node with the same lease holder name (a restart).
+  j.tenant_quota_bytes = 0;
+  j.capacity_bytes = 1200;
+  janitor.reset();
+  FakeClockEnv later(RealNow() + 2 * SharedJanitorOptions{}.lease_us);
+  auto restarted = Node("j2", &later, j, /*storage_clock=*/false);
+  ASSERT_NE(restarted, nullptr);
+  r = restarted->RunJanitorOnce();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->lease_held);
+  EXPECT_EQ(r->evicted_capacity, 3u);
+
+  // TTL: the janitor's clock an hour and a bit later.
+  j.capacity_bytes = 0;
+  j.ttl_us = 3600 * kSecond;
+  restarted.reset();
+  FakeClockEnv much_later(RealNow() + 3700 * kSecond);
+  auto ttl = Node("j3", &much_later, j, /*storage_clock=*/false);
+  ASSERT_NE(ttl, nullptr);
+  r = ttl->RunJanitorOnce();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->lease_held);
+  EXPECT_EQ(r->expired, 1u);
+  EXPECT_EQ(CountKeys(ttl.get(), std::string(g4::kPrefix) + "/objects/"), 0u);
+}
+
+TEST_F(S3TierTest, ServiceGoneIsAnErrorNotAHang) {
+  S3TierOptions o = Options("n1");
+  o.client.connect_timeout_ms = 500;
+  o.client.request_timeout_ms = 2000;
+  o.client.max_retries = 1;
+  Result<std::unique_ptr<S3Tier>> tier = S3Tier::Open(o);
+  ASSERT_TRUE(tier.ok());
+  const std::vector<std::byte> v = TestValue(100, 1);
+  const SharedPut put = MakePut(TestKey(1), v);
+  ASSERT_TRUE((*tier)->PutMany("t", {&put, 1})[0].ok());
+  server_->Stop();
+  const BlockKey key = TestKey(1);
+  auto got = (*tier)->GetMany("t", {&key, 1});
+  EXPECT_EQ(got[0].status().code(), StatusCode::kUnavailable) << got[0].status().ToString();
+  EXPECT_FALSE((*tier)->ExistsMany("t", {&key, 1})[0].has_value());
+  EXPECT_FALSE((*tier)->PutMany("t", {&put, 1})[0].ok());
+  EXPECT_GE((*tier)->Stats().errors, 3u);
+  EXPECT_EQ(S3Tier::Open(o).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(S3TierTest, VirtualHostStyle) {
+  S3TierOptions o = Options("vh");
+  // s3rver serves <bucket>.s3.localhost as the bucket; curl resolves *.localhost to loopback.
+  o.client.endpoint = "http://s3.localhost:" + std::to_string(server_->port());
+  o.client.path_style = false;
+  Result<std::unique_ptr<S3Tier>> tier = S3Tier::Open(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  const std::vector<std::byte> v = TestValue(1000, 3);
+  const SharedPut put = MakePut(TestKey(3), v, 4);
+  ASSERT_TRUE((*tier)->PutMany("t", {&put, 1})[0].ok());
+  auto path_style = Node("ps");
+  ASSERT_NE(path_style, nullptr);
+  const BlockKey key = TestKey(3);
+  auto got = path_style->GetMany("t", {&key, 1});
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(*got[0], v);
+  EXPECT_EQ(*(*tier)->DeleteSession("t", 4), 1u);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,423 @@
+#include "src/tier/sharedfs/shared_fs_tier.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <utility>
+
+#include "src/tier/shared/object_format.h"
+#include "src/tier/sharedfs/fs_util.h"
+
+namespace kvtier {
+
+using sharedfs::FileInfo;
+
+Result<std::unique_ptr<SharedFsTier>> SharedFsTier::Open(SharedFsTierOptions options) {
+  if (options.root.empty()) return Status::InvalidArgument("SharedFsTier: root is empty");
+  while (options.root.size() > 1 && options.root.back() == '/') options.root.pop_back();
+  if (options.node_id.empty()) options.node_id = g4::DefaultNodeId();
+  if (!g4::ValidNodeId(options.node_id)) {
+    return Status::InvalidArgument("SharedFsTier: node_id must be 1 to 64 of [A-Za-z0-9_-]");
+  }
+  if (options.io_threads > 256) options.io_threads = 256;
+  if (options.env == nullptr) options.env = Env::Default();
+  const SharedJanitorOptions& j = options.janitor;
+  if (j.lease_us <= 2 * j.clock_margin_us) {
+    return Status::InvalidArgument("SharedFsTier: lease_us must exceed 2 x clock_margin_us");
+  }
+  Result<FileInfo> root = sharedfs::Stat(options.root);
+  if (!root.ok()) return root.status();
+  if (!root->is_dir) return Status::InvalidArgument("SharedFsTier: root is not a directory");
+  for (const char* dir : {"objects", "sessions", "tmp", "lease"}) {
+    KVTIER_RETURN_IF_ERROR(
+        sharedfs::MakeDirs(options.root + "/" + std::string(g4::kPrefix) + "/" + dir));
+  }
+  std::unique_ptr<SharedFsTier> tier(new SharedFsTier(std::move(options)));
+  if (tier->options_.janitor.janitor_interval_us > 0) {
+    tier->bg_thread_ = std::thread([t = tier.get()] { t->BackgroundLoop(); });
+  }
+  return tier;
+}
+
+SharedFsTier::SharedFsTier(SharedFsTierOptions options)
+    : options_(std::move(options)), env_(options_.env), pool_(options_.io_threads) {}
+
+SharedFsTier::~SharedFsTier() {
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();
+}
+
+void SharedFsTier::BackgroundLoop() {
+  std::unique_lock<std::mutex> lock(bg_mu_);
+  while (!bg_stop_) {
+    lock.unlock();
+    Result<JanitorReport> report = RunJanitorOnce();
+    if (!report.ok()) env_->Log("SharedFsTier janitor: " + report.status().ToString());
+    lock.lock();
+    bg_cv_.wait_for(lock, std::chrono::microseconds(options_.janitor.janitor_interval_us),
+                    [this] { return bg_stop_; });
+  }
+}
+
+std::optional<uint64_t> SharedFsTier::WriteTime() {
+  if (options_.storage_clock) return std::nullopt;
+  return env_->NowMicros();
+}
+
+Result<uint64_t> SharedFsTier::StorageNow() {
+  if (!options_.storage_clock) return env_->NowMicros();
+  // The mtime of a file this node just touched is the file system's (the NFS server's) now.
+  const std::string probe = Abs(std::string(g4::kPrefix) + "/lease/clock." + options_.node_id);
+  Status s = sharedfs::Touch(probe, std::nullopt);
+  if (s.code() == StatusCode::kNotFound) {
+    s = sharedfs::WriteNewFile(probe, {}, false, std::nullopt);
+    if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
+  }
+  KVTIER_RETURN_IF_ERROR(s);
+  Result<FileInfo> info = sharedfs::Stat(probe);
+  if (!info.ok()) return info.status();
+  return info->mtime_us;
+}
+
+void SharedFsTier::CountError(const Status& s) {
+  if (!s.ok() && s.code() != StatusCode::kNotFound) counters_.errors++;
+}
+
+std::string SharedFsTier::NewTempPath() {
+  return Abs(std::string(g4::kPrefix) + "/tmp/" + options_.node_id + "." +
+             std::to_string(::getpid()) + "." + std::to_string(temp_counter_++) + ".tmp");
+}
+
+Result<std::string> SharedFsTier::ObjectPath(std::string_view tenant, const BlockKey& key) const {
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return component.status();
+  return Abs(g4::ObjectName(*component, key));
+}
+
+// --- Put ------------------------------------------------------------------------------------
+
+std::vector<Status> SharedFsTier::PutMany(std::string_view tenant,
+                                          std::span<const SharedPut> puts) {
+  std::vector<Status> out(puts.size());
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) {
+    for (Status& s : out) s = component.status();
+    return out;
+  }
+  pool_.ParallelFor(puts.size(), [&](size_t i) {
+    out[i] = PutOne(*component, tenant, puts[i]);
+    CountError(out[i]);
+  });
+  return out;
+}
+
+Status SharedFsTier::PutOne(const std::string& tenant_component, std::string_view tenant,
+                            const SharedPut& put) {
+  const std::string final_path = Abs(g4::ObjectName(tenant_component, put.key));
+  // Content-addressed: an object already there holds these bytes. A stat is far cheaper than
+  // writing the block again.
+  if (sharedfs::Stat(final_path).ok()) {
+    counters_.put_existing++;
+    return Status::OK();
+  }
+  const uint64_t created = put.created_us != 0 ? put.created_us : env_->NowMicros();
+  Result<std::vector<std::byte>> object = g4::SealObject(options_.codec, tenant, put.key,
+                                                         put.session, created, put.dtype,
+                                                         put.value);
+  if (!object.ok()) return object.status();
+
+  const std::string temp = NewTempPath();
+  KVTIER_RETURN_IF_ERROR(sharedfs::WriteNewFile(temp, *object, options_.sync, WriteTime()));
+  // The session marker goes first: an object is never visible without its index entry, so
+  // DeleteSession finds everything a session published, even after a crash here.
+  if (put.session != 0) {
+    const std::string marker =
+        Abs(g4::SessionMarkerName(tenant_component, put.session, put.key));
+    Status s = sharedfs::WriteNewFile(marker, {}, false, WriteTime());
+    if (s.code() == StatusCode::kNotFound) {
+      s = sharedfs::MakeDirs(sharedfs::Dirname(marker));
+      if (s.ok()) s = sharedfs::WriteNewFile(marker, {}, false, WriteTime());
+    }
+    if (!s.ok() && s.code() != StatusCode::kAlreadyExists) {
+      (void)sharedfs::RemoveFile(temp);
+      return s;
+    }
+  }
+  bool published = false;
+  Status s = sharedfs::Publish(temp, final_path, &published);
+  if (s.code() == StatusCode::kNotFound) {  // First object of its shard directory.
+    s = sharedfs::MakeDirs(sharedfs::Dirname(final_path));
+    if (s.ok()) s = sharedfs::Publish(temp, final_path, &published);
+  }
+  const Status removed = sharedfs::RemoveFile(temp);
+  KVTIER_RETURN_IF_ERROR(s);
+  if (!removed.ok()) env_->Log("SharedFsTier: " + removed.ToString());
+  if (!published) {
+    counters_.put_existing++;
+    return Status::OK();
+  }
+  // No directory fsync: the object's bytes were synced before its name appeared, so a crash
+  // can lose a just-published name (a miss later) but never expose a torn object; a second
+  // journal commit per put would cost more than the block is worth to a cache.
+  counters_.puts++;
+  counters_.put_bytes += object->size();
+  return Status::OK();
+}
+
+// --- Exists / Get ---------------------------------------------------------------------------
+
+Result<SharedObjectInfo> SharedFsTier::ReadInfo(const std::string& path, std::string_view tenant,
+                                                const BlockKey& key) {
+  FileInfo file;
+  Result<std::vector<std::byte>> head = sharedfs::ReadFile(path, g4::kMaxObjectHeaderBytes, &file);
+  if (!head.ok()) return head.status();
+  size_t header_bytes = 0;
+  Result<g4::ObjectHeader> h = g4::DecodeObjectHeader(*head, &header_bytes);
+  if (!h.ok()) return h.status();
+  if (h->tenant != tenant || h->key != key) {
+    return Status::DataLoss("G4 object names another tenant or key: " + path);
+  }
+  if (file.size != header_bytes + h->stored_bytes) {
+    return Status::DataLoss("G4 object is truncated or has trailing bytes: " + path);
+  }
+  SharedObjectInfo info;
+  info.value_bytes = h->value_bytes;
+  info.stored_bytes = file.size;
+  info.session = h->session;
+  info.created_us = h->created_us;
+  info.dtype = h->dtype;
+  return info;
+}
+
+std::vector<std::optional<SharedObjectInfo>> SharedFsTier::ExistsMany(
+    std::string_view tenant, std::span<const BlockKey> keys) {
+  std::vector<std::optional<SharedObjectInfo>> out(keys.size());
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return out;
+  pool_.ParallelFor(keys.size(), [&](size_t i) {
+    Result<SharedObjectInfo> info = ReadInfo(Abs(g4::ObjectName(*component, keys[i])), tenant,
+                                             keys[i]);
+    if (info.ok()) {
+      out[i] = *info;
+    } else if (info.status().code() != StatusCode::kDataLoss &&
+               info.status().code() != StatusCode::kFailedPrecondition) {
+      CountError(info.status());  // A bad object is GetMany's to count and remove.
+    }
+  });
+  return out;
+}
+
+void SharedFsTier::RemoveCorrupt(const std::string& path, uint64_t inode) {
+  Result<FileInfo> now = sharedfs::Stat(path);
+  if (!now.ok() || now->inode != inode) return;
+  Status s = sharedfs::RemoveFile(path);
+  if (s.ok()) {
+    env_->Log("SharedFsTier: removed corrupt object " + path);
+  } else {
+    env_->Log("SharedFsTier: cannot remove corrupt object: " + s.ToString());
+  }
+}
+
+Result<std::vector<std::byte>> SharedFsTier::GetOne(const std::string& tenant_component,
+                                                    std::string_view tenant,
+                                                    const BlockKey& key) {
+  const std::string path = Abs(g4::ObjectName(tenant_component, key));
+  auto fail = [&](Status s, bool stored_bad, uint64_t inode) -> Status {
+    counters_.misses++;
+    if (s.code() == StatusCode::kDataLoss) counters_.corrupt++;
+    if (stored_bad) RemoveCorrupt(path, inode);
+    CountError(s.code() == StatusCode::kDataLoss || s.code() == StatusCode::kFailedPrecondition
+                   ? Status::OK()
+                   : s);
+    return s;
+  };
+  Result<std::unique_ptr<sharedfs::ReadOnlyFile>> file = sharedfs::ReadOnlyFile::Open(path);
+  if (!file.ok()) return fail(file.status(), false, 0);
+  const FileInfo& info = (*file)->info();
+  // The header, then the payload straight into the buffer that is returned.
+  std::array<std::byte, g4::kMaxObjectHeaderBytes> head;
+  Result<size_t> n = (*file)->ReadAt(0, std::span(head).first(
+                                            std::min<uint64_t>(info.size, head.size())));
+  if (!n.ok()) return fail(n.status(), false, 0);
+  size_t header_bytes = 0;
+  bool stored_bad = false;
+  Result<g4::ObjectHeader> header = g4::VerifyHeader(
+      tenant, key, std::span(head).first(*n), info.size, &header_bytes, &stored_bad);
+  if (!header.ok()) return fail(header.status(), stored_bad, info.inode);
+  std::vector<std::byte> payload(header->stored_bytes);
+  n = (*file)->ReadAt(header_bytes, payload);
+  if (!n.ok()) return fail(n.status(), false, 0);
+  payload.resize(*n);  // Shorter only if the file shrank: the checksum then fails.
+  Result<std::vector<std::byte>> value =
+      g4::OpenPayload(options_.codec, tenant, key, *header, std::move(payload), &stored_bad);
+  if (!value.ok()) return fail(value.status(), stored_bad, info.inode);
+  counters_.hits++;
+  counters_.get_bytes += value->size();
+  const uint64_t now = env_->NowMicros();
+  if (now > info.mtime_us && now - info.mtime_us > options_.janitor.touch_interval_us) {
+    if (sharedfs::Touch(path, WriteTime()).ok()) counters_.touches++;
+  }
+  return value;
+}
+
+std::vector<Result<std::vector<std::byte>>> SharedFsTier::GetMany(std::string_view tenant,
+                                                                 std::span<const BlockKey> keys) {
+  std::vector<Result<std::vector<std::byte>>> out;
+  Result<std::string> component = g4::TenantComponent(tenant);
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.emplace_back(component.ok() ? Status::NotFound("not read") : component.status());
+  }
+  if (!component.ok()) return out;
+  pool_.ParallelFor(keys.size(), [&](size_t i) { out[i] = GetOne(*component, tenant, keys[i]); });
+  return out;
+}
+
+// --- Deletes --------------------------------------------------------------------------------
+
+Status SharedFsTier::Delete(std::string_view tenant, const BlockKey& key) {
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return component.status();
+  const std::string path = Abs(g4::ObjectName(*component, key));
+  Result<SharedObjectInfo> info = ReadInfo(path, tenant, key);
+  Status s = sharedfs::RemoveFile(path);
+  CountError(s);
+  KVTIER_RETURN_IF_ERROR(s);
+  if (info.ok()) {
+    counters_.deletes++;
+    if (info->session != 0) {
+      (void)sharedfs::RemoveFile(Abs(g4::SessionMarkerName(*component, info->session, key)));
+    }
+  }
+  return Status::OK();
+}
+
+void SharedFsTier::RemoveEmptyDir(const std::string& path) {
+  // Another node may be adding an entry: ENOTEMPTY is expected and harmless.
+  (void)sharedfs::RemoveDir(path);
+}
+
+Result<uint64_t> SharedFsTier::DeleteSession(std::string_view tenant, SessionId session) {
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return component.status();
+  if (session == 0) return Status::InvalidArgument("session 0 names no session");
+  const std::string dir = Abs(g4::SessionPrefix(*component, session));
+  Result<std::vector<std::string>> names = sharedfs::ListDir(dir);
+  if (!names.ok()) {
+    if (names.status().code() == StatusCode::kNotFound) return uint64_t{0};
+    CountError(names.status());
+    return names.status();
+  }
+  std::atomic<uint64_t> removed{0};
+  Mutex error_mu;
+  Status first_error;
+  pool_.ParallelFor(names->size(), [&](size_t i) {
+    const std::string marker = dir + (*names)[i];
+    Result<BlockKey> key = BlockKey::FromHex((*names)[i]);
+    Status s;
+    if (key.ok()) {
+      const std::string path = Abs(g4::ObjectName(*component, *key));
+      // The marker's block may have been deleted and put again by another session since.
+      Result<SharedObjectInfo> info = ReadInfo(path, tenant, *key);
+      if (info.ok() && info->session == session) {
+        s = sharedfs::RemoveFile(path);
+        if (s.ok()) removed++;
+      } else if (!info.ok() && info.status().code() == StatusCode::kDataLoss) {
+        s = sharedfs::RemoveFile(path);  // Unreadable either way; it cannot be served.
+      }
+    }
+    if (s.ok()) s = sharedfs::RemoveFile(marker);
+    if (!s.ok()) {
+      CountError(s);
+      MutexLock lock(&error_mu);
+      if (first_error.ok()) first_error = s;
+    }
+  });
+  counters_.deletes += removed.load();
+  {
+    MutexLock lock(&error_mu);
+    KVTIER_RETURN_IF_ERROR(first_error);
+  }
+  RemoveEmptyDir(dir);
+  return removed.load();
+}
+
+Result<uint64_t> SharedFsTier::DeleteTenant(std::string_view tenant) {
+  Result<std::string> component = g4::TenantComponent(tenant);
+  if (!component.ok()) return component.status();
+  std::atomic<uint64_t> removed{0};
+  Mutex error_mu;
+  Status first_error;
+  auto note = [&](const Status& s) {
+    if (s.ok() || s.code() == StatusCode::kNotFound) return;
+    CountError(s);
+    MutexLock lock(&error_mu);
+    if (first_error.ok()) first_error = s;
+  };
+  // Objects first (what makes data readable), then the session index.
+  const std::string objects = Abs(g4::TenantObjectsPrefix(*component));
+  Result<std::vector<std::string>> shards = sharedfs::ListDir(objects);
+  if (shards.ok()) {
+    pool_.ParallelFor(shards->size(), [&](size_t i) {
+      const std::string shard = objects + (*shards)[i];
+      Result<std::vector<std::string>> names = sharedfs::ListDir(shard);
+      if (!names.ok()) return note(names.status());
+      for (const std::string& name : *names) {
+        Status s = sharedfs::RemoveFile(shard + "/" + name);
+        if (s.ok()) removed++;
+        note(s);
+      }
+      RemoveEmptyDir(shard);
+    });
+  } else {
+    note(shards.status());
+  }
+  const std::string sessions = Abs(g4::TenantSessionsPrefix(*component));
+  Result<std::vector<std::string>> session_dirs = sharedfs::ListDir(sessions);
+  if (session_dirs.ok()) {
+    pool_.ParallelFor(session_dirs->size(), [&](size_t i) {
+      const std::string dir = sessions + (*session_dirs)[i];
+      Result<std::vector<std::string>> names = sharedfs::ListDir(dir);
+      if (!names.ok()) return note(names.status());
+      for (const std::string& name : *names) note(sharedfs::RemoveFile(dir + "/" + name));
+      RemoveEmptyDir(dir);
+    });
+  } else {
+    note(session_dirs.status());
+  }
+  counters_.deletes += removed.load();
+  {
+    MutexLock lock(&error_mu);
+    KVTIER_RETURN_IF_ERROR(first_error);
+  }
+  RemoveEmptyDir(sessions);
+  RemoveEmptyDir(objects);
+  return removed.load();
+}
+
+SharedTierStats SharedFsTier::Stats() const {
+  SharedTierStats s;
+  s.puts = counters_.puts;
+  s.put_existing = counters_.put_existing;
+  s.put_bytes = counters_.put_bytes;
+  s.hits = counters_.hits;
+  s.misses = counters_.misses;
+  s.corrupt = counters_.corrupt;
+  s.get_bytes = counters_.get_bytes;
+  s.errors = counters_.errors;
+  s.touches = counters_.touches;
+  s.deletes = counters_.deletes;
+  s.janitor_runs = counters_.janitor_runs;
+  s.janitor_evicted = counters_.janitor_evicted;
+  s.janitor_temp_removed = counters_.janitor_temp_removed;
+  s.lease_held = counters_.lease_held;
+  return s;
+}
+
+}  // namespace kvtier

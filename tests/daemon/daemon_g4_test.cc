@@ -1,0 +1,236 @@
+// Three kvtierd processes ("nodes") sharing one G4: a directory (SharedFsTier) and an S3
+// bucket on a real s3rver. A block put on node A is a hit on node C; the same block put by all
+// three at once ends up as one object; a node killed while writing leaves no visible partial
+// object; the janitor lease moves to another node when its holder is killed.
+//
+// Waiting for another process (an upload, a lease takeover) polls a condition with a bounded
+// deadline: reaching it is a failure.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvtier/client.h"
+#include "src/tier/s3/s3rver_harness.h"
+#include "tests/daemon/daemon_harness.h"
+
+namespace kvtier::daemon_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+BlockKey Key(uint64_t v) {
+  std::array<uint8_t, kBlockKeySize> b{};
+  std::memcpy(b.data(), &v, sizeof(v));
+  b[31] = 0x47;
+  return BlockKey(b);
+}
+
+std::vector<std::byte> Value(uint64_t k, size_t size = 256 * 1024) {
+  std::vector<std::byte> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = std::byte(static_cast<uint8_t>(k * 17 + i / 3));
+  return v;
+}
+
+std::unique_ptr<Client> Connect(const Daemon& d) {
+  ClientOptions o;
+  o.endpoint = d.tcp_endpoint();
+  Result<std::unique_ptr<Client>> c = Client::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+// Polls `done` until it holds or the deadline passes.
+template <typename Fn>
+bool Eventually(Fn done) {
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The value of an unlabelled gauge in a node's /metrics.
+int64_t Gauge(const Daemon& d, const std::string& name) {
+  const std::string body = Http(d.http_port(), "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const size_t at = body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(body.substr(at + name.size() + 2));
+}
+
+enum class Backend { kSharedFs, kS3 };
+
+class DaemonG4Test : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("kvtier_g4_daemon_" + std::to_string(getpid()) + "_" +
+                                         std::to_string(counter_++));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    if (GetParam() == Backend::kS3) {
+      s3_ = std::make_unique<testing_s3::S3rverProcess>(KVTIER_S3RVER_DEFAULT, "kvtier-g4");
+      if (!s3_->ok()) GTEST_SKIP() << "s3rver not available: " << s3_->error();
+    }
+  }
+  void TearDown() override {
+    nodes_.clear();
+    s3_.reset();
+    fs::remove_all(root_);
+  }
+
+  // Starts a node; `extra` goes into its [shared] table.
+  Daemon& StartNode(const std::string& name, const std::string& extra = "") {
+    std::string shared = "[shared]\nnode_id = \"" + name +
+                         "\"\nwrite_policy = \"on_put\"\nsync = false\n" + extra;
+    if (GetParam() == Backend::kS3) {
+      shared += "location = \"s3://kvtier-g4\"\ns3_endpoint = \"" + s3_->endpoint() +
+                "\"\ns3_access_key = \"S3RVER\"\ns3_secret_key = \"S3RVER\"\n";
+    } else {
+      shared += "location = \"" + root_.string() + "\"\n";
+    }
+    if (extra.find("janitor_interval_seconds") == std::string::npos) {
+      shared += "janitor_interval_seconds = 0\n";
+    }
+    nodes_.push_back(std::make_unique<Daemon>(shared + "[disk]\ndir = \"\"\n"));
+    return *nodes_.back();
+  }
+
+  // Objects (not temp files, markers or leases) under the shared directory.
+  size_t ObjectFiles() const {
+    size_t n = 0;
+    const fs::path objects = root_ / "kvtier-g4" / "v1" / "objects";
+    if (!fs::exists(objects)) return 0;
+    for (const auto& e : fs::recursive_directory_iterator(objects)) n += e.is_regular_file();
+    return n;
+  }
+
+  fs::path root_;
+  std::unique_ptr<testing_s3::S3rverProcess> s3_;
+  std::vector<std::unique_ptr<Daemon>> nodes_;
+  static inline int counter_ = 0;
+};
+
+TEST_P(DaemonG4Test, ABlockPutOnNodeAIsAHitOnNodeC) {
+  Daemon& a = StartNode("node-a");
+  StartNode("node-b");
+  Daemon& c = StartNode("node-c");
+  std::unique_ptr<Client> ca = Connect(a), cc = Connect(c);
+  ASSERT_TRUE(ca && cc);
+  std::vector<BlockKey> keys;
+  for (uint64_t k = 0; k < 4; ++k) {
+    PutOptions po;
+    if (k > 0) po.parent = Key(k - 1);
+    ASSERT_TRUE(ca->Put(Key(k), Value(k), po).ok());
+    keys.push_back(Key(k));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    Result<PrefixMatch> m = cc->LookupPrefix(keys);
+    return m.ok() && m->num_blocks == keys.size();
+  })) << "node C never saw node A's blocks";
+  for (uint64_t k = 0; k < 4; ++k) {
+    Result<std::vector<std::byte>> got = cc->Get(Key(k));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, Value(k)) << k;
+  }
+}
+
+TEST_P(DaemonG4Test, TheSameBlockPutByThreeNodesAtOnceIsOneObject) {
+  std::vector<std::unique_ptr<Client>> clients;
+  for (const char* name : {"node-a", "node-b", "node-c"}) {
+    clients.push_back(Connect(StartNode(name)));
+    ASSERT_TRUE(clients.back());
+  }
+  const std::vector<std::byte> value = Value(99, 1 << 20);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (auto& c : clients) {
+    threads.emplace_back([&] {
+      for (uint64_t k = 0; k < 8; ++k) {
+        if (!c->Put(Key(1000 + k), value).ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  // Every node reads every block from G4 (after its own upload) with the right bytes...
+  for (size_t n = 0; n < 3; ++n) {
+    ASSERT_TRUE(Eventually([&] {
+      Result<std::vector<std::byte>> got = clients[(n + 1) % 3]->Get(Key(1007));
+      return got.ok() && *got == value;
+    }));
+  }
+  for (auto& node : nodes_) node->Stop();  // Drains the upload queues.
+  nodes_.clear();
+  // ...and G4 holds one object per block, whichever node won.
+  if (GetParam() == Backend::kSharedFs) {
+    EXPECT_EQ(ObjectFiles(), 8u);
+    const fs::path tmp = root_ / "kvtier-g4" / "v1" / "tmp";
+    if (fs::exists(tmp)) {
+      EXPECT_TRUE(fs::is_empty(tmp)) << "temp files left behind";
+    }
+  }
+}
+
+TEST_P(DaemonG4Test, ANodeKilledWhileWritingLeavesNoPartialObjectVisible) {
+  Daemon& a = StartNode("node-a");
+  Daemon& c = StartNode("node-c");
+  std::unique_ptr<Client> ca = Connect(a), cc = Connect(c);
+  ASSERT_TRUE(ca && cc);
+  // Keep node A busy uploading 2 MiB blocks, then kill it in the middle.
+  constexpr uint64_t kBlocks = 64;
+  for (uint64_t k = 0; k < kBlocks; ++k) {
+    ASSERT_TRUE(ca->Put(Key(5000 + k), Value(k, 2 << 20)).ok());
+  }
+  ASSERT_TRUE(Eventually([&] { return cc->Get(Key(5000)).ok(); }));  // Uploads are under way.
+  a.Kill();
+  // Whatever node C finds is whole and exact; the rest is a miss.
+  size_t found = 0;
+  for (uint64_t k = 0; k < kBlocks; ++k) {
+    Result<std::vector<std::byte>> got = cc->Get(Key(5000 + k));
+    if (!got.ok()) {
+      EXPECT_EQ(got.status().code(), StatusCode::kNotFound) << got.status().ToString();
+      continue;
+    }
+    ++found;
+    EXPECT_EQ(*got, Value(k, 2 << 20)) << "block " << k << " is partial or wrong";
+  }
+  EXPECT_GE(found, 1u);
+}
+
+TEST_P(DaemonG4Test, TheJanitorLeaseMovesWhenItsHolderIsKilled) {
+  const std::string janitor = "janitor_interval_seconds = 1\njanitor_lease_seconds = 3\n";
+  for (const char* name : {"node-a", "node-b", "node-c"}) StartNode(name, janitor);
+  auto holders = [&] {
+    std::vector<size_t> held;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i]->running() && Gauge(*nodes_[i], "kvtier_shared_janitor_lease") == 1) {
+        held.push_back(i);
+      }
+    }
+    return held;
+  };
+  std::vector<size_t> held;
+  ASSERT_TRUE(Eventually([&] { return (held = holders()).size() == 1; }))
+      << "no single janitor emerged";
+  nodes_[held[0]]->Kill();
+  std::vector<size_t> next;
+  ASSERT_TRUE(Eventually([&] { return (next = holders()).size() == 1; }))
+      << "no other node took the lease over";
+  EXPECT_NE(next[0], held[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DaemonG4Test,
+                         ::testing::Values(Backend::kSharedFs, Backend::kS3),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return info.param == Backend::kSharedFs ? "SharedFs" : "S3";
+                         });
+
+}  // namespace
+}  // namespace kvtier::daemon_test
