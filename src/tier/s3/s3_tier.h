@@ -89,12 +89,6 @@ class S3Tier final : public SharedTier {
   s3::S3Client* client() { return client_.get(); }
 
  private:
-  struct Counters {
-    std::atomic<uint64_t> puts{0}, put_existing{0}, put_bytes{0}, hits{0}, misses{0},
-        corrupt{0}, get_bytes{0}, errors{0}, touches{0}, deletes{0}, janitor_runs{0},
-        janitor_evicted{0}, janitor_temp_removed{0};
-    std::atomic<bool> lease_held{false};
-  };
 
   S3Tier(S3TierOptions options, std::unique_ptr<s3::S3Client> client);
   Status ProbeConditionalPut();
@@ -112,7 +106,7 @@ class S3Tier final : public SharedTier {
   Env* const env_;
   std::unique_ptr<s3::S3Client> client_;
   bool conditional_put_ = false;
-  mutable Counters counters_;
+  mutable SharedTierCounters counters_;
   g4::WorkerPool pool_;
 
   Mutex touch_mu_;

@@ -29,6 +29,7 @@
 #ifndef KVTIER_SRC_TIER_SHARED_SHARED_TIER_H_
 #define KVTIER_SRC_TIER_SHARED_SHARED_TIER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -103,6 +104,33 @@ struct SharedTierStats {
   uint64_t janitor_evicted = 0; // Objects removed by capacity, quota or TTL.
   uint64_t janitor_temp_removed = 0;
   bool lease_held = false;      // Whether this node held the janitor lease at its last try.
+};
+
+// The counters behind SharedTierStats, updated without locks by either tier.
+struct SharedTierCounters {
+  std::atomic<uint64_t> puts{0}, put_existing{0}, put_bytes{0}, hits{0}, misses{0}, corrupt{0},
+      get_bytes{0}, errors{0}, touches{0}, deletes{0}, janitor_runs{0}, janitor_evicted{0},
+      janitor_temp_removed{0};
+  std::atomic<bool> lease_held{false};
+
+  SharedTierStats Snapshot() const {
+    SharedTierStats s;
+    s.puts = puts;
+    s.put_existing = put_existing;
+    s.put_bytes = put_bytes;
+    s.hits = hits;
+    s.misses = misses;
+    s.corrupt = corrupt;
+    s.get_bytes = get_bytes;
+    s.errors = errors;
+    s.touches = touches;
+    s.deletes = deletes;
+    s.janitor_runs = janitor_runs;
+    s.janitor_evicted = janitor_evicted;
+    s.janitor_temp_removed = janitor_temp_removed;
+    s.lease_held = lease_held;
+    return s;
+  }
 };
 
 // What one janitor pass did.

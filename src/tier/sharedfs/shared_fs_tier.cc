@@ -401,23 +401,6 @@ Result<uint64_t> SharedFsTier::DeleteTenant(std::string_view tenant) {
   return removed.load();
 }
 
-SharedTierStats SharedFsTier::Stats() const {
-  SharedTierStats s;
-  s.puts = counters_.puts;
-  s.put_existing = counters_.put_existing;
-  s.put_bytes = counters_.put_bytes;
-  s.hits = counters_.hits;
-  s.misses = counters_.misses;
-  s.corrupt = counters_.corrupt;
-  s.get_bytes = counters_.get_bytes;
-  s.errors = counters_.errors;
-  s.touches = counters_.touches;
-  s.deletes = counters_.deletes;
-  s.janitor_runs = counters_.janitor_runs;
-  s.janitor_evicted = counters_.janitor_evicted;
-  s.janitor_temp_removed = counters_.janitor_temp_removed;
-  s.lease_held = counters_.lease_held;
-  return s;
-}
+SharedTierStats SharedFsTier::Stats() const { return counters_.Snapshot(); }
 
 }  // namespace kvtier

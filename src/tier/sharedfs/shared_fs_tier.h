@@ -89,12 +89,6 @@ class SharedFsTier final : public SharedTier {
   const std::string& node_id() const { return options_.node_id; }
 
  private:
-  struct Counters {
-    std::atomic<uint64_t> puts{0}, put_existing{0}, put_bytes{0}, hits{0}, misses{0},
-        corrupt{0}, get_bytes{0}, errors{0}, touches{0}, deletes{0}, janitor_runs{0},
-        janitor_evicted{0}, janitor_temp_removed{0};
-    std::atomic<bool> lease_held{false};
-  };
   // One object found by a janitor scan.
   struct ScannedObject {
     std::string path;
@@ -141,7 +135,7 @@ class SharedFsTier final : public SharedTier {
 
   const SharedFsTierOptions options_;
   Env* const env_;
-  mutable Counters counters_;
+  mutable SharedTierCounters counters_;
   std::atomic<uint64_t> temp_counter_{0};
   g4::WorkerPool pool_;
 
