@@ -1,8 +1,9 @@
 #include "src/engine/demoter.h"
 
-#include <cstring>
 #include <utility>
 #include <vector>
+
+#include "src/engine/contiguous_bytes.h"
 
 namespace kvtier {
 namespace {
@@ -36,12 +37,7 @@ void Demoter::Run() {
       joined.reserve(end - begin);
       for (size_t i = begin; i < end; ++i) {
         const MemoryTier::Demotion& d = batch[i];
-        std::span<const std::byte> value = d.spans.empty() ? std::span<const std::byte>() : d.spans[0];
-        if (d.spans.size() > 1) {
-          std::vector<std::byte>& buf = joined.emplace_back();
-          for (std::span<const std::byte> s : d.spans) buf.insert(buf.end(), s.begin(), s.end());
-          value = buf;
-        }
+        const std::span<const std::byte> value = ContiguousBytes(d.spans, &joined);
         requests.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
         shared_puts.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
       }

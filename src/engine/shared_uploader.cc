@@ -1,5 +1,7 @@
 #include "src/engine/shared_uploader.h"
 
+#include "src/engine/contiguous_bytes.h"
+
 namespace kvtier {
 namespace {
 constexpr size_t kBatch = 32;
@@ -84,14 +86,7 @@ void SharedUploader::Upload(uint32_t tenant, const std::vector<BlockKey>& keys) 
       dropped_.fetch_add(1, std::memory_order_relaxed);  // Gone from G2 before its turn.
       continue;
     }
-    std::span<const std::byte> value;
-    if (lease->extents().size() == 1) {
-      value = lease->extents()[0];
-    } else {
-      std::vector<std::byte>& buf = joined.emplace_back(lease->size());
-      lease->CopyTo(buf);
-      value = buf;
-    }
+    const std::span<const std::byte> value = ContiguousBytes(lease->extents(), &joined);
     puts.push_back({key, value, meta.session, meta.created_us, meta.dtype});
     leases.push_back(std::move(lease).value());
   }

@@ -395,15 +395,18 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromDisk(TenantId tenant, const Bl
   return buffer;
 }
 
+bool StoreImpl::PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us) const {
+  const uint64_t max_age_us = options_.tenants[tenant.value].max_age_seconds * 1000000;
+  return max_age_us != 0 && now_us > created_us && now_us - created_us > max_age_us;
+}
+
 Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const BlockKey& key,
                                                          BlockMeta* meta) {
   if (!shared_) return Status::NotFound("block not stored");
   std::vector<std::optional<SharedObjectInfo>> info =
       shared_->ExistsMany(TenantName(tenant), std::span(&key, 1));
   if (!info[0]) return Status::NotFound("block not stored");
-  const uint64_t max_age_us = options_.tenants[tenant.value].max_age_seconds * 1000000;
-  const uint64_t now = options_.env->NowMicros();
-  if (max_age_us != 0 && now > info[0]->created_us && now - info[0]->created_us > max_age_us) {
+  if (PastMaxAge(tenant, info[0]->created_us, options_.env->NowMicros())) {
     return Status::NotFound("block expired (maximum age)");
   }
   std::vector<Result<std::vector<std::byte>>> got =
@@ -522,12 +525,10 @@ Result<PrefixMatch> StoreImpl::LookupPrefix(TenantId tenant, std::span<const Blo
     // The rest from G4 in one round of parallel existence checks, not one per block.
     std::vector<std::optional<SharedObjectInfo>> found =
         shared_->ExistsMany(TenantName(tenant), keys.subspan(done));
-    const uint64_t max_age_us = options_.tenants[tenant.value].max_age_seconds * 1000000;
     const uint64_t now = options_.env->NowMicros();
     size_t in_shared = 0;
     while (in_shared < found.size() && found[in_shared] &&
-           !(max_age_us != 0 && now > found[in_shared]->created_us &&
-             now - found[in_shared]->created_us > max_age_us)) {
+           !PastMaxAge(tenant, found[in_shared]->created_us, now)) {
       ++in_shared;
     }
     match.tiers.insert(match.tiers.end(), in_shared, TierLevel::kG4);
@@ -661,22 +662,29 @@ Result<TenantStats> StoreImpl::StatsForTenant(TenantId tenant) const {
 }
 
 template <typename EraseMemory, typename EraseDisk, typename EraseShared>
-Result<DeletionReport> StoreImpl::EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk,
+Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event,
+                                                  EraseMemory erase_memory, EraseDisk erase_disk,
                                                   EraseShared erase_shared) {
-  DeletionReport report;
-  report.memory_blocks = erase_memory();
-  if (disk_) {
-    Result<uint64_t> on_disk = erase_disk();
-    if (!on_disk.ok()) return on_disk.status();
-    report.disk_blocks = *on_disk;
-  }
-  if (shared_) {
-    // Uploads queued before the deletion must not publish a copy after it.
-    if (uploader_) uploader_->Flush();
-    Result<uint64_t> on_shared = erase_shared();
-    if (!on_shared.ok()) return on_shared.status();
-    report.shared_blocks = *on_shared;
-  }
+  Result<DeletionReport> report = [&]() -> Result<DeletionReport> {
+    DeletionReport r;
+    r.memory_blocks = erase_memory();
+    if (disk_) {
+      Result<uint64_t> on_disk = erase_disk();
+      if (!on_disk.ok()) return on_disk.status();
+      r.disk_blocks = *on_disk;
+    }
+    if (shared_) {
+      // Uploads queued before the deletion must not publish a copy after it.
+      if (uploader_) uploader_->Flush();
+      Result<uint64_t> on_shared = erase_shared();
+      if (!on_shared.ok()) return on_shared.status();
+      r.shared_blocks = *on_shared;
+    }
+    return r;
+  }();
+  if (report.ok()) event.blocks = BlocksRemoved(*report);
+  event.result = report.status().code();
+  Audit(event);
   return report;
 }
 
@@ -684,36 +692,27 @@ Result<DeletionReport> StoreImpl::DeleteSession(TenantId tenant, SessionId sessi
                                                 std::string_view actor) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"");
-  Result<DeletionReport> report = EraseEverywhere(
-      [&] { return memory_->EraseSession(tenant.value, session); },
-      [&] { return disk_->EraseSession(tenant.value, session); },
-      [&] { return shared_->DeleteSession(TenantName(tenant), session); });
   audit::AuditEvent event;
   event.op = audit::AuditOp::kDeleteSession;
   event.scope = audit::AuditScope::kSession;
   event.tenant = TenantName(tenant);
   event.actor = std::string(actor);
   event.scope_id = std::to_string(session);
-  if (report.ok()) event.blocks = BlocksRemoved(*report);
-  event.result = report.status().code();
-  Audit(event);
-  return report;
+  return EraseEverywhere(
+      std::move(event), [&] { return memory_->EraseSession(tenant.value, session); },
+      [&] { return disk_->EraseSession(tenant.value, session); },
+      [&] { return shared_->DeleteSession(TenantName(tenant), session); });
 }
 
 Result<DeletionReport> StoreImpl::DeleteTenant(TenantId tenant, std::string_view actor) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
-  Result<DeletionReport> report =
-      EraseEverywhere([&] { return memory_->EraseTenant(tenant.value); },
-                      [&] { return disk_->EraseTenant(tenant.value); },
-                      [&] { return shared_->DeleteTenant(TenantName(tenant)); });
   audit::AuditEvent event;
   event.op = audit::AuditOp::kDeleteTenant;
   event.tenant = TenantName(tenant);
   event.actor = std::string(actor);
-  if (report.ok()) event.blocks = BlocksRemoved(*report);
-  event.result = report.status().code();
-  Audit(event);
-  return report;
+  return EraseEverywhere(std::move(event), [&] { return memory_->EraseTenant(tenant.value); },
+                         [&] { return disk_->EraseTenant(tenant.value); },
+                         [&] { return shared_->DeleteTenant(TenantName(tenant)); });
 }
 
 Result<DeletionReport> StoreImpl::ShredTenant(TenantId tenant, std::string_view actor) {

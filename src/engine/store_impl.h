@@ -102,10 +102,12 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
                const BlockMeta& meta, TierLevel from);
   const std::string& TenantName(TenantId tenant) const { return tenant_names_[tenant.value]; }
   // G2, G3, then G4 (G2 first: it waits for demotions in flight, so the lower tiers see their
-  // copies).
+  // copies); records `event` in the audit log with the outcome and the blocks removed.
   template <typename EraseMemory, typename EraseDisk, typename EraseShared>
-  Result<DeletionReport> EraseEverywhere(EraseMemory erase_memory, EraseDisk erase_disk,
-                                         EraseShared erase_shared);
+  Result<DeletionReport> EraseEverywhere(audit::AuditEvent event, EraseMemory erase_memory,
+                                         EraseDisk erase_disk, EraseShared erase_shared);
+  // Whether a block first stored at `created_us` is past the tenant's maximum age at `now_us`.
+  bool PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us) const;
   void AbortAllocation(uint64_t id) override { memory_->AbortReserved(id); }
   // Records an act in the audit log, when there is one; a failed append is logged, not fatal.
   void Audit(const audit::AuditEvent& event);
