@@ -89,7 +89,10 @@ TEST(StoreConcurrencyTest, ManyThreadsNeverSeeWrongBytes) {
             if (rng() % 2) {
               (void)store->Delete(tenant, Key(k));
             } else if (store->Pin(tenant, Key(k)).ok()) {
-              if (!store->Unpin(tenant, Key(k)).ok()) wrong++;
+              // A delete by another thread may remove the pinned block in between (deletes
+              // remove pinned blocks); anything else, a lost pin above all, is wrong.
+              Status u = store->Unpin(tenant, Key(k));
+              if (!u.ok() && u.code() != StatusCode::kNotFound) wrong++;
             }
             break;
           }
