@@ -81,6 +81,13 @@ class Page {
     out_ += type;
     out_ += '\n';
   }
+  // A family with one unlabelled sample.
+  void Single(std::string_view name, std::string_view type, std::string_view help,
+              uint64_t value) {
+    Family(name, type, help);
+    Sample(name, "", value);
+  }
+
   void Sample(std::string_view name, std::string_view labels, uint64_t value) {
     out_ += name;
     if (!labels.empty()) {
@@ -228,42 +235,41 @@ std::string Metrics::RenderPrometheus(const StoreStats& s) const {
   p.Sample("kvtier_tier_blocks", "tier=\"g2\"", s.blocks);
   p.Sample("kvtier_tier_blocks", "tier=\"g3\"", s.disk_blocks);
 
-  p.Family("kvtier_memory_free_bytes", "gauge", "Free bytes in the G2 arena.");
-  p.Sample("kvtier_memory_free_bytes", "", s.memory_free_bytes);
-  p.Family("kvtier_memory_largest_free_extent_bytes", "gauge", "Largest free run in the arena.");
-  p.Sample("kvtier_memory_largest_free_extent_bytes", "", s.memory_largest_free_extent_bytes);
-  p.Family("kvtier_index_bytes", "gauge", "Memory of the block index and eviction metadata.");
-  p.Sample("kvtier_index_bytes", "", s.index_bytes);
-  p.Family("kvtier_disk_corrupt_records_total", "counter",
-           "G3 records that failed their checksum or tag: dropped, never served.");
-  p.Sample("kvtier_disk_corrupt_records_total", "", s.disk_corrupt_records);
-  p.Family("kvtier_disk_unreadable_records_total", "counter",
-           "G3 records sealed under a shredded key: dropped.");
-  p.Sample("kvtier_disk_unreadable_records_total", "", s.disk_unreadable_records);
-  p.Family("kvtier_disk_logical_bytes", "gauge", "Live G3 blocks as users see them.");
-  p.Sample("kvtier_disk_logical_bytes", "", s.disk_logical_bytes);
-  p.Family("kvtier_disk_stored_bytes", "gauge", "The same blocks as stored (compressed).");
-  p.Sample("kvtier_disk_stored_bytes", "", s.disk_stored_bytes);
+  p.Single("kvtier_memory_free_bytes", "gauge", "Free bytes in the G2 arena.", s.memory_free_bytes);
+  p.Single("kvtier_memory_largest_free_extent_bytes", "gauge", "Largest free run in the arena.",
+           s.memory_largest_free_extent_bytes);
+  p.Single("kvtier_index_bytes", "gauge", "Memory of the block index and eviction metadata.",
+           s.index_bytes);
+  p.Single("kvtier_disk_corrupt_records_total", "counter",
+           "G3 records that failed their checksum or tag: dropped, never served.",
+           s.disk_corrupt_records);
+  p.Single("kvtier_disk_unreadable_records_total", "counter",
+           "G3 records sealed under a shredded key: dropped.",
+           s.disk_unreadable_records);
+  p.Single("kvtier_disk_logical_bytes", "gauge", "Live G3 blocks as users see them.",
+           s.disk_logical_bytes);
+  p.Single("kvtier_disk_stored_bytes", "gauge", "The same blocks as stored (compressed).",
+           s.disk_stored_bytes);
 
-  p.Family("kvtier_shared_puts_total", "counter", "Objects this node published to G4.");
-  p.Sample("kvtier_shared_puts_total", "", s.shared_puts);
-  p.Family("kvtier_shared_corrupt_total", "counter", "G4 objects that failed verification.");
-  p.Sample("kvtier_shared_corrupt_total", "", s.shared_corrupt);
-  p.Family("kvtier_shared_errors_total", "counter", "G4 storage errors (I/O, network, service).");
-  p.Sample("kvtier_shared_errors_total", "", s.shared_errors);
-  p.Family("kvtier_shared_uploads_dropped_total", "counter", "Uploads dropped by a full queue.");
-  p.Sample("kvtier_shared_uploads_dropped_total", "", s.shared_uploads_dropped);
-  p.Family("kvtier_shared_janitor_lease", "gauge", "1 when this node runs G4 housekeeping.");
-  p.Sample("kvtier_shared_janitor_lease", "", s.shared_janitor_lease ? 1 : 0);
+  p.Single("kvtier_shared_puts_total", "counter", "Objects this node published to G4.",
+           s.shared_puts);
+  p.Single("kvtier_shared_corrupt_total", "counter", "G4 objects that failed verification.",
+           s.shared_corrupt);
+  p.Single("kvtier_shared_errors_total", "counter", "G4 storage errors (I/O, network, service).",
+           s.shared_errors);
+  p.Single("kvtier_shared_uploads_dropped_total", "counter", "Uploads dropped by a full queue.",
+           s.shared_uploads_dropped);
+  p.Single("kvtier_shared_janitor_lease", "gauge", "1 when this node runs G4 housekeeping.",
+           s.shared_janitor_lease ? 1 : 0);
 
-  p.Family("kvtier_demoted_blocks_total", "counter", "G2 evictions written to G3.");
-  p.Sample("kvtier_demoted_blocks_total", "", s.demoted_blocks);
-  p.Family("kvtier_demotion_failures_total", "counter", "Admitted to G3 but not written.");
-  p.Sample("kvtier_demotion_failures_total", "", s.demotion_failures);
-  p.Family("kvtier_promoted_blocks_total", "counter", "G3 hits copied back into G2.");
-  p.Sample("kvtier_promoted_blocks_total", "", s.promoted_blocks);
-  p.Family("kvtier_admitted_blocks_total", "counter", "G2 evictions admitted to G3.");
-  p.Sample("kvtier_admitted_blocks_total", "", s.admitted_blocks);
+  p.Single("kvtier_demoted_blocks_total", "counter", "G2 evictions written to G3.",
+           s.demoted_blocks);
+  p.Single("kvtier_demotion_failures_total", "counter", "Admitted to G3 but not written.",
+           s.demotion_failures);
+  p.Single("kvtier_promoted_blocks_total", "counter", "G3 hits copied back into G2.",
+           s.promoted_blocks);
+  p.Single("kvtier_admitted_blocks_total", "counter", "G2 evictions admitted to G3.",
+           s.admitted_blocks);
   p.Family("kvtier_admissions_skipped_total", "counter", "G2 evictions not admitted to G3.");
   p.Sample("kvtier_admissions_skipped_total", "reason=\"short_prefix\"", s.skipped_short_prefix);
   p.Sample("kvtier_admissions_skipped_total", "reason=\"infrequent\"", s.skipped_infrequent);
