@@ -33,6 +33,7 @@ struct BenchCompressOptions {
   double min_seconds = 0.2;
   int zstd_level = compression::KvCodecOptions{}.zstd_level;
   size_t block_kib = compression::KvCodecOptions{}.block_bytes / 1024;
+  bool match_search = compression::KvCodecOptions{}.match_search;
 };
 
 // Prompts whose greedy continuations give distinct KV sequences (no block repeats another).
@@ -92,15 +93,17 @@ int RunBenchCompress(const BenchCompressOptions& opts) {
               " K and V), blocks of %zu tokens, %zu blocks per dtype, one core\n",
               sequences.size(), seq_positions, "stories260K", cfg.n_layers, cfg.n_kv_heads,
               cfg.head_dim(), tokens, n_blocks);
-  std::printf("kvtier codec: byte planes + zstd level %d, %zu KiB entropy blocks; "
+  std::printf("kvtier codec: byte planes + zstd level %d, %s, %zu KiB entropy blocks; "
               "baseline: zstd -1 (libzstd %s) on the raw bytes\n\n",
-              opts.zstd_level, opts.block_kib, ZSTD_versionString());
+              opts.zstd_level, opts.match_search ? "with match search" : "literals only",
+              opts.block_kib, ZSTD_versionString());
   std::printf("%-9s %9s | %7s %10s %10s | %7s %10s %10s | %10s\n", "dtype", "block KiB",
               "ratio", "comp MB/s", "dec MB/s", "zstd-1", "comp MB/s", "dec MB/s", "memcpy MB/s");
 
   compression::KvCodecOptions codec_options;
   codec_options.zstd_level = opts.zstd_level;
   codec_options.block_bytes = opts.block_kib * 1024;
+  codec_options.match_search = opts.match_search;
   compression::KvCodec codec(codec_options);
   std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
@@ -238,6 +241,8 @@ void AddKvBenchCompressCommand(CLI::App& kv, int* exit_code) {
       ->capture_default_str()->check(CLI::Range(-7, 22));
   cmd->add_option("--entropy-block-kib", opts->block_kib, "Entropy table block of the codec")
       ->capture_default_str()->check(CLI::Range(1, 128));
+  cmd->add_flag("--match-search", opts->match_search,
+               "Let zstd search the planes for repeats (default: literals only)");
   cmd->callback([opts, exit_code] { *exit_code = RunBenchCompress(*opts); });
 }
 

@@ -1,6 +1,7 @@
 #include "src/services/compression/kv_codec.h"
 
-#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_literalCompressionMode (stable since 1.5.0).
+// ZSTD_c_literalCompressionMode (stable since 1.5.0), ZSTD_registerSequenceProducer (1.5.4).
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 #include <zstd_errors.h>
 #if defined(__SSE2__)
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -18,8 +20,8 @@ namespace {
 constexpr std::byte kMagic0{'K'};
 constexpr std::byte kMagic1{'Z'};
 constexpr uint32_t kRawPlaneFlag = 0x80000000u;
-constexpr size_t kMinBlockBytes = 1024;
-constexpr size_t kMaxBlockBytes = 128 * 1024;
+constexpr int kMinFrameLog = 10;  // 1 KiB
+constexpr int kMaxFrameLog = 17;  // 128 KiB, zstd's block size limit: one block per frame.
 
 void PutU32(std::byte* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
@@ -31,17 +33,41 @@ uint32_t GetU32(const std::byte* p) {
   return v;
 }
 
-// Byte planes of an element of `dtype`; 0 for an unknown dtype.
-size_t PlaneCount(KvDtype dtype) { return dtype == kOpaqueBytes ? 1 : KvDtypeBytes(dtype); }
+// How a block is cut into planes: every group of `planes` bytes gives one byte to each plane.
+// Byte b of a bf16, fp16 or fp32 element goes to plane b. fp8 elements go in pairs: plane 0
+// takes both low nibbles (the exponent's last bit and the mantissa: near-random) and plane 1
+// both high nibbles (sign and exponent), so the entropy coder, whose speed is per symbol,
+// codes one symbol per two elements.
+struct Layout {
+  size_t planes = 0;  // Also the bytes per group. 0: unknown dtype.
+  bool nibbles = false;
+};
 
-void WriteHeader(std::byte* p, KvCodecId codec, KvDtype dtype, size_t raw_size, uint8_t planes) {
+Layout WriterLayout(KvDtype dtype) {
+  if (dtype == kOpaqueBytes) return {1, false};
+  if (dtype == KvDtype::kFp8E4M3) return {2, true};
+  return {KvDtypeBytes(dtype), false};
+}
+
+// The layout of a payload of `dtype` written with `planes` planes; {0} if they do not match.
+Layout ReaderLayout(KvDtype dtype, size_t planes) {
+  const Layout layout = WriterLayout(dtype);
+  if (layout.planes == planes) return layout;
+  // fp8 payloads written before fp8 was split into nibbles: one plane of whole bytes.
+  if (dtype == KvDtype::kFp8E4M3 && planes == 1) return {1, false};
+  return {};
+}
+
+void WriteHeader(std::byte* p, KvCodecId codec, KvDtype dtype, size_t raw_size, uint8_t planes,
+                 uint8_t frame_log) {
   p[0] = kMagic0;
   p[1] = kMagic1;
   p[2] = static_cast<std::byte>(codec);
   p[3] = static_cast<std::byte>(dtype);
   PutU32(p + 4, static_cast<uint32_t>(raw_size));
   p[8] = static_cast<std::byte>(planes);
-  p[9] = p[10] = p[11] = std::byte{0};
+  p[9] = static_cast<std::byte>(frame_log);
+  p[10] = p[11] = std::byte{0};
 }
 
 // Plane b of n elements of width W: byte b of each element, contiguous.
@@ -59,16 +85,78 @@ void MergePlanes(const std::byte* const* planes, size_t n, std::byte* out) {
   }
 }
 
+// Pairs i of fp8 elements into byte i of the low-nibble plane and of the high-nibble plane,
+// `stride` bytes after it.
+void SplitNibbles(const std::byte* in, size_t pairs, size_t stride, std::byte* planes) {
+  const auto* p = reinterpret_cast<const uint8_t*>(in);
+  auto* lo = reinterpret_cast<uint8_t*>(planes);
+  for (size_t i = 0; i < pairs; ++i) {
+    const uint8_t even = p[2 * i], odd = p[2 * i + 1];
+    lo[i] = static_cast<uint8_t>((even & 0x0f) | (odd << 4));
+    lo[stride + i] = static_cast<uint8_t>((odd & 0xf0) | (even >> 4));
+  }
+}
+
+void MergeNibbles(const std::byte* lo_plane, const std::byte* hi_plane, size_t pairs,
+                  std::byte* out) {
+  const auto* lo = reinterpret_cast<const uint8_t*>(lo_plane);
+  const auto* hi = reinterpret_cast<const uint8_t*>(hi_plane);
+  auto* o = reinterpret_cast<uint8_t*>(out);
+  for (size_t i = 0; i < pairs; ++i) {
+    o[2 * i] = static_cast<uint8_t>((lo[i] & 0x0f) | (hi[i] << 4));
+    o[2 * i + 1] = static_cast<uint8_t>((hi[i] & 0xf0) | (lo[i] >> 4));
+  }
+}
+
 #if defined(__SSE2__)
-// Interleaving is decompression's last pass over every byte; done a byte at a time through
-// the plane pointers it ran at a fifth of memcpy speed. SSE2 (baseline on x86-64) unpacks 16
-// elements per step.
+// Splitting and interleaving touch every byte once; done a byte at a time through plane
+// pointers they ran at a fifth of memcpy speed. SSE2 (baseline on x86-64) does 16 elements
+// per step.
+const __m128i* In128(const std::byte* p) { return reinterpret_cast<const __m128i*>(p); }
+__m128i* Out128(std::byte* p) { return reinterpret_cast<__m128i*>(p); }
+
+void SplitPlanes2(const std::byte* in, size_t n, std::byte* planes) {
+  const __m128i low_byte = _mm_set1_epi16(0x00ff);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i a = _mm_loadu_si128(In128(in + 2 * i));
+    const __m128i b = _mm_loadu_si128(In128(in + 2 * i + 16));
+    _mm_storeu_si128(Out128(planes + i),
+                     _mm_packus_epi16(_mm_and_si128(a, low_byte), _mm_and_si128(b, low_byte)));
+    _mm_storeu_si128(Out128(planes + n + i),
+                     _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+  for (; i < n; ++i) {
+    planes[i] = in[2 * i];
+    planes[n + i] = in[2 * i + 1];
+  }
+}
+
+void SplitPlanes4(const std::byte* in, size_t n, std::byte* planes) {
+  const __m128i low_byte = _mm_set1_epi32(0xff);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(In128(in + 4 * i + 16 * k));
+    for (int b = 0; b < 4; ++b) {
+      __m128i w[4];
+      for (int k = 0; k < 4; ++k) w[k] = _mm_and_si128(_mm_srli_epi32(v[k], 8 * b), low_byte);
+      // Values fit in 8 bits, so the signed 32->16 pack and unsigned 16->8 pack are exact.
+      _mm_storeu_si128(Out128(planes + b * n + i),
+                       _mm_packus_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3])));
+    }
+  }
+  for (; i < n; ++i) {
+    for (size_t b = 0; b < 4; ++b) planes[b * n + i] = in[4 * i + b];
+  }
+}
+
 void MergePlanes2(const std::byte* const* planes, size_t n, std::byte* out) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[0] + i));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[1] + i));
-    __m128i* o = reinterpret_cast<__m128i*>(out + 2 * i);
+    const __m128i lo = _mm_loadu_si128(In128(planes[0] + i));
+    const __m128i hi = _mm_loadu_si128(In128(planes[1] + i));
+    __m128i* o = Out128(out + 2 * i);
     _mm_storeu_si128(o, _mm_unpacklo_epi8(lo, hi));
     _mm_storeu_si128(o + 1, _mm_unpackhi_epi8(lo, hi));
   }
@@ -79,13 +167,13 @@ void MergePlanes2(const std::byte* const* planes, size_t n, std::byte* out) {
 void MergePlanes4(const std::byte* const* planes, size_t n, std::byte* out) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[0] + i));
-    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[1] + i));
-    const __m128i b2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[2] + i));
-    const __m128i b3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[3] + i));
+    const __m128i b0 = _mm_loadu_si128(In128(planes[0] + i));
+    const __m128i b1 = _mm_loadu_si128(In128(planes[1] + i));
+    const __m128i b2 = _mm_loadu_si128(In128(planes[2] + i));
+    const __m128i b3 = _mm_loadu_si128(In128(planes[3] + i));
     const __m128i lo01 = _mm_unpacklo_epi8(b0, b1), hi01 = _mm_unpackhi_epi8(b0, b1);
     const __m128i lo23 = _mm_unpacklo_epi8(b2, b3), hi23 = _mm_unpackhi_epi8(b2, b3);
-    __m128i* o = reinterpret_cast<__m128i*>(out + 4 * i);
+    __m128i* o = Out128(out + 4 * i);
     _mm_storeu_si128(o, _mm_unpacklo_epi16(lo01, lo23));
     _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
     _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
@@ -95,7 +183,51 @@ void MergePlanes4(const std::byte* const* planes, size_t n, std::byte* out) {
                                                  planes[3] + i}.data(),
                  n - i, out + 4 * i);
 }
+
+void SplitNibbles(const std::byte* in, size_t n, std::byte* planes) {
+  const __m128i low_byte = _mm_set1_epi16(0x00ff), low_nibble = _mm_set1_epi8(0x0f);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i a = _mm_loadu_si128(In128(in + 2 * i));
+    const __m128i b = _mm_loadu_si128(In128(in + 2 * i + 16));
+    const __m128i even = _mm_packus_epi16(_mm_and_si128(a, low_byte), _mm_and_si128(b, low_byte));
+    const __m128i odd = _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8));
+    // Masked first, the 16-bit shifts move nibbles within their byte only.
+    _mm_storeu_si128(Out128(planes + i),
+                     _mm_or_si128(_mm_and_si128(even, low_nibble),
+                                  _mm_slli_epi16(_mm_and_si128(odd, low_nibble), 4)));
+    _mm_storeu_si128(Out128(planes + n + i),
+                     _mm_or_si128(_mm_andnot_si128(low_nibble, odd),
+                                  _mm_srli_epi16(_mm_andnot_si128(low_nibble, even), 4)));
+  }
+  SplitNibbles(in + 2 * i, n - i, n, planes + i);
+}
+
+void MergeNibbles(const std::byte* const* planes, size_t n, std::byte* out) {
+  const __m128i low_nibble = _mm_set1_epi8(0x0f);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i lo = _mm_loadu_si128(In128(planes[0] + i));
+    const __m128i hi = _mm_loadu_si128(In128(planes[1] + i));
+    const __m128i even = _mm_or_si128(_mm_and_si128(lo, low_nibble),
+                                      _mm_slli_epi16(_mm_and_si128(hi, low_nibble), 4));
+    const __m128i odd = _mm_or_si128(_mm_andnot_si128(low_nibble, hi),
+                                     _mm_srli_epi16(_mm_andnot_si128(low_nibble, lo), 4));
+    __m128i* o = Out128(out + 2 * i);
+    _mm_storeu_si128(o, _mm_unpacklo_epi8(even, odd));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi8(even, odd));
+  }
+  MergeNibbles(planes[0] + i, planes[1] + i, n - i, out + 2 * i);
+}
 #else
+void SplitNibbles(const std::byte* in, size_t n, std::byte* planes) {
+  SplitNibbles(in, n, n, planes);
+}
+void MergeNibbles(const std::byte* const* planes, size_t n, std::byte* out) {
+  MergeNibbles(planes[0], planes[1], n, out);
+}
+void SplitPlanes2(const std::byte* in, size_t n, std::byte* planes) { SplitPlanes<2>(in, n, planes); }
+void SplitPlanes4(const std::byte* in, size_t n, std::byte* planes) { SplitPlanes<4>(in, n, planes); }
 void MergePlanes2(const std::byte* const* planes, size_t n, std::byte* out) {
   MergePlanes<2>(planes, n, out);
 }
@@ -104,29 +236,67 @@ void MergePlanes4(const std::byte* const* planes, size_t n, std::byte* out) {
 }
 #endif
 
-void Split(size_t width, const std::byte* in, size_t n, std::byte* planes) {
-  switch (width) {
-    case 2: SplitPlanes<2>(in, n, planes); break;
-    case 4: SplitPlanes<4>(in, n, planes); break;
-    default: std::memcpy(planes, in, n * width); break;
+// Cuts n groups into layout.planes planes of n bytes each, contiguous.
+void Split(Layout layout, const std::byte* in, size_t n, std::byte* planes) {
+  if (layout.nibbles) return SplitNibbles(in, n, planes);
+  switch (layout.planes) {
+    case 2: SplitPlanes2(in, n, planes); break;
+    case 4: SplitPlanes4(in, n, planes); break;
+    default: std::memcpy(planes, in, n); break;
   }
 }
 
-void Merge(size_t width, const std::byte* const* planes, size_t n, std::byte* out) {
-  switch (width) {
+void Merge(Layout layout, const std::byte* const* planes, size_t n, std::byte* out) {
+  if (layout.nibbles) return MergeNibbles(planes, n, out);
+  switch (layout.planes) {
     case 2: MergePlanes2(planes, n, out); break;
     case 4: MergePlanes4(planes, n, out); break;
-    default: std::memcpy(out, planes[0], n * width); break;
+    default: std::memcpy(out, planes[0], n); break;
   }
 }
 
 Status DataLoss(const std::string& what) { return Status::DataLoss("kv payload: " + what); }
 
+// Whether entropy coding `plane` can plausibly save `min_saving` of it, judged by the order-0
+// entropy of a sample: 64 runs of 256 bytes spread evenly over the plane. Mantissa planes are
+// near-random; without this test zstd spends as long finding that out as it spends coding an
+// exponent plane. The plug-in estimate is biased low (by ~0.01 bit/byte for this sample
+// size), so the test errs towards trying. Small planes are always tried.
+bool WorthCoding(std::span<const std::byte> plane, double min_saving) {
+  constexpr size_t kRuns = 64, kRunBytes = 256, kSample = kRuns * kRunBytes;
+  if (plane.size() < 4 * kSample) return true;
+  std::array<uint32_t, 256> count{};
+  const size_t stride = (plane.size() - kRunBytes) / (kRuns - 1);
+  for (size_t r = 0; r < kRuns; ++r) {
+    const std::byte* run = plane.data() + r * stride;
+    for (size_t i = 0; i < kRunBytes; ++i) count[static_cast<uint8_t>(run[i])]++;
+  }
+  double bits = 0;
+  for (uint32_t c : count) {
+    if (c != 0) bits -= c * std::log2(static_cast<double>(c) / kSample);
+  }
+  return bits / (8.0 * kSample) < 1.0 - min_saving;
+}
+
+// zstd's block-level sequence producer that parses every block as literals only. A KV plane
+// has almost no repeats for LZ to find (a match search over it finds nothing and costs most
+// of the compression time); what it has is a skewed byte distribution, which zstd's Huffman
+// stage codes. The frames stay standard zstd frames.
+size_t LiteralsOnly(void* /*state*/, ZSTD_Sequence* out, size_t capacity, const void* /*src*/,
+                    size_t src_size, const void* /*dict*/, size_t /*dict_size*/, int /*level*/,
+                    size_t /*window*/) {
+  if (capacity < 1) return ZSTD_SEQUENCE_PRODUCER_ERROR;
+  out[0] = ZSTD_Sequence{0, static_cast<unsigned>(src_size), 0, 0};
+  return 1;
+}
+
 }  // namespace
 
 KvCodec::KvCodec(const KvCodecOptions& options)
     : options_(options), cctx_(ZSTD_createCCtx()), dctx_(ZSTD_createDCtx()) {
-  options_.block_bytes = std::clamp(options_.block_bytes, kMinBlockBytes, kMaxBlockBytes);
+  frame_log_ = kMinFrameLog;
+  while (frame_log_ < kMaxFrameLog && (size_t{1} << frame_log_) < options_.block_bytes) ++frame_log_;
+  options_.block_bytes = size_t{1} << frame_log_;
   options_.min_saving = std::clamp(options_.min_saving, 0.0, 1.0);
   options_.zstd_level = std::clamp(options_.zstd_level, ZSTD_minCLevel(), ZSTD_maxCLevel());
   if (cctx_ != nullptr) {
@@ -134,6 +304,7 @@ KvCodec::KvCodec(const KvCodecOptions& options)
     // Negative (fastest) levels skip entropy-coding literals by default, and the literals are
     // everything a KV plane has to offer; keep Huffman on for them.
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_literalCompressionMode, ZSTD_ps_enable);
+    if (!options_.match_search) ZSTD_registerSequenceProducer(cctx_, nullptr, &LiteralsOnly);
   }
 }
 
@@ -155,31 +326,24 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, std::span<std::b
       out.size(), static_cast<size_t>(static_cast<double>(plane.size()) * (1.0 - options_.min_saving)));
   *raw = true;
   *written = plane.size();
-  if (budget > 0) {
-    ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_only);
-    size_t rc = ZSTD_CCtx_setPledgedSrcSize(cctx_, plane.size());
-    if (ZSTD_isError(rc)) return Status::Internal(ZSTD_getErrorName(rc));
-    ZSTD_outBuffer dst{out.data(), budget, 0};
+  if (budget > 0 && WorthCoding(plane, options_.min_saving)) {
+    size_t pos = 0;
     bool fits = true;
     for (size_t at = 0; at < plane.size() && fits; at += options_.block_bytes) {
       const size_t len = std::min(options_.block_bytes, plane.size() - at);
-      const bool last = at + len == plane.size();
-      ZSTD_inBuffer src{plane.data() + at, len, 0};
-      do {
-        rc = ZSTD_compressStream2(cctx_, &dst, &src, last ? ZSTD_e_end : ZSTD_e_flush);
-        if (ZSTD_isError(rc)) {
-          if (ZSTD_getErrorCode(rc) != ZSTD_error_dstSize_tooSmall) {
-            return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(rc));
-          }
-          fits = false;
-        } else if (rc != 0 && dst.pos == dst.size) {
-          fits = false;
+      const size_t rc = ZSTD_compress2(cctx_, out.data() + pos, budget - pos, plane.data() + at, len);
+      if (ZSTD_isError(rc)) {
+        if (ZSTD_getErrorCode(rc) != ZSTD_error_dstSize_tooSmall) {
+          return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(rc));
         }
-      } while (fits && rc != 0);
+        fits = false;
+      } else {
+        pos += rc;
+      }
     }
     if (fits) {
       *raw = false;
-      *written = dst.pos;
+      *written = pos;
       return Status::OK();
     }
   }
@@ -189,7 +353,8 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, std::span<std::b
 
 Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
                                  std::span<std::byte> out) {
-  const size_t width = PlaneCount(dtype);
+  const Layout layout = WriterLayout(dtype);
+  const size_t width = layout.planes;
   if (width == 0) {
     return Status::InvalidArgument("unknown KV dtype " + std::to_string(static_cast<int>(dtype)));
   }
@@ -209,7 +374,7 @@ Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
     std::span<const std::byte> planes = in.first(n * width);
     if (width > 1) {
       if (scratch_.size() < n * width) scratch_.resize(n * width);
-      Split(width, in.data(), n, scratch_.data());
+      Split(layout, in.data(), n, scratch_.data());
       planes = std::span(scratch_).first(n * width);
     }
     size_t pos = kKvPayloadHeaderBytes + 4 * width;
@@ -225,11 +390,11 @@ Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
     if (pos + tail < stored_size) {
       std::memcpy(out.data() + pos, in.data() + n * width, tail);
       WriteHeader(out.data(), KvCodecId::kBytePlanesZstd, dtype, in.size(),
-                  static_cast<uint8_t>(width));
+                  static_cast<uint8_t>(width), static_cast<uint8_t>(frame_log_));
       return pos + tail;
     }
   }
-  WriteHeader(out.data(), KvCodecId::kStored, dtype, in.size(), 0);
+  WriteHeader(out.data(), KvCodecId::kStored, dtype, in.size(), 0, 0);
   if (!in.empty()) std::memcpy(out.data() + kKvPayloadHeaderBytes, in.data(), in.size());
   return stored_size;
 }
@@ -253,19 +418,19 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
   }
   info.codec = static_cast<KvCodecId>(codec);
   info.dtype = static_cast<KvDtype>(p[3]);
-  const size_t width = PlaneCount(info.dtype);
-  if (width == 0) {
+  if (WriterLayout(info.dtype).planes == 0) {
     return Status::InvalidArgument("kv payload: unknown dtype " +
                                    std::to_string(static_cast<int>(p[3])));
   }
   info.raw_size = GetU32(p + 4);
   const size_t planes = static_cast<uint8_t>(p[8]);
-  if (p[9] != std::byte{0} || p[10] != std::byte{0} || p[11] != std::byte{0}) {
+  const int frame_log = static_cast<uint8_t>(p[9]);
+  if (p[10] != std::byte{0} || p[11] != std::byte{0}) {
     return DataLoss("reserved header bytes are not zero");
   }
   if (info.raw_size > kMaxKvPayloadBytes) return DataLoss("raw size exceeds the limit");
   if (info.codec == KvCodecId::kStored) {
-    if (planes != 0) return DataLoss("stored payload with planes");
+    if (planes != 0 || frame_log != 0) return DataLoss("stored payload with planes");
     if (payload.size() != kKvPayloadHeaderBytes + info.raw_size) {
       return DataLoss("stored payload is " + std::to_string(payload.size()) +
                       " bytes, its header implies " +
@@ -273,10 +438,16 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
     }
     return info;
   }
-  if (planes != width) return DataLoss("plane count does not match the dtype");
+  const size_t width = ReaderLayout(info.dtype, planes).planes;
+  if (width == 0) return DataLoss("plane count does not match the dtype");
   const size_t table_end = kKvPayloadHeaderBytes + 4 * planes;
   if (payload.size() < table_end) return DataLoss("truncated plane table");
   const size_t n = info.raw_size / width;
+  // Frame log 0: each coded plane is one frame (payloads written before planes were framed).
+  if (frame_log != 0 && (frame_log < kMinFrameLog || frame_log > kMaxFrameLog)) {
+    return DataLoss("frame size 2^" + std::to_string(frame_log) + " out of range");
+  }
+  info.frame_elements = frame_log == 0 ? n : size_t{1} << frame_log;
   size_t pos = table_end;
   for (size_t b = 0; b < planes; ++b) {
     const uint32_t desc = GetU32(p + kKvPayloadHeaderBytes + 4 * b);
@@ -284,7 +455,7 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
     const bool raw = (desc & kRawPlaneFlag) != 0;
     if (bytes > payload.size() - pos) return DataLoss("truncated plane " + std::to_string(b));
     if (raw && bytes != n) return DataLoss("raw plane size does not match the raw size");
-    if (!raw && ZSTD_getFrameContentSize(p + pos, bytes) != n) {
+    if (!raw && ZSTD_getFrameContentSize(p + pos, bytes) != std::min(n, info.frame_elements)) {
       return DataLoss("plane " + std::to_string(b) + " is not a zstd frame of the right size");
     }
     info.plane_bytes.push_back(static_cast<uint32_t>(bytes));
@@ -311,28 +482,48 @@ Status KvCodec::Decompress(std::span<const std::byte> payload, std::span<std::by
     return Status::OK();
   }
   if (dctx_ == nullptr) return Status::ResourceExhausted("cannot allocate a zstd context");
-  const size_t width = PlaneCount(info->dtype);
+  const Layout layout = ReaderLayout(info->dtype, info->plane_bytes.size());
+  const size_t width = layout.planes;
   const size_t n = info->raw_size / width;
-  // A single plane decodes straight into `out`; several go through scratch and are merged.
-  if (width > 1 && scratch_.size() < n * width) scratch_.resize(n * width);
-  std::byte* const plane_area = width > 1 ? scratch_.data() : out.data();
-  const std::byte* planes[4] = {};
+  const size_t frame = info->frame_elements;
+  // Frame by frame: each coded plane's next frame is decoded into scratch small enough to stay
+  // in cache, then the planes are interleaved into `out`. A single coded plane is decoded
+  // straight into `out`.
+  if (width > 1 && scratch_.size() < frame * width) scratch_.resize(frame * width);
+  std::array<const std::byte*, 4> src{}, end{};
   size_t pos = kKvPayloadHeaderBytes + 4 * width;
   for (size_t b = 0; b < width; ++b) {
-    const std::byte* src = payload.data() + pos;
-    const size_t bytes = info->plane_bytes[b];
-    if (info->plane_raw[b]) {
-      planes[b] = src;
-    } else {
-      std::byte* dst = plane_area + b * n;
-      const size_t rc = ZSTD_decompressDCtx(dctx_, dst, n, src, bytes);
+    src[b] = payload.data() + pos;
+    pos += info->plane_bytes[b];
+    end[b] = payload.data() + pos;
+  }
+  for (size_t start = 0; start < n; start += frame) {
+    const size_t len = std::min(frame, n - start);
+    std::array<const std::byte*, 4> planes{};
+    for (size_t b = 0; b < width; ++b) {
+      if (info->plane_raw[b]) {
+        planes[b] = src[b] + start;
+        continue;
+      }
+      const auto left = static_cast<size_t>(end[b] - src[b]);
+      const size_t frame_bytes = ZSTD_findFrameCompressedSize(src[b], left);
+      if (ZSTD_isError(frame_bytes)) {
+        return DataLoss("plane " + std::to_string(b) + ": " + ZSTD_getErrorName(frame_bytes));
+      }
+      std::byte* dst = width > 1 ? scratch_.data() + b * frame : out.data() + start;
+      const size_t rc = ZSTD_decompressDCtx(dctx_, dst, len, src[b], frame_bytes);
       if (ZSTD_isError(rc)) return DataLoss(std::string("zstd: ") + ZSTD_getErrorName(rc));
-      if (rc != n) return DataLoss("plane " + std::to_string(b) + " decodes to the wrong size");
+      if (rc != len) return DataLoss("plane " + std::to_string(b) + " decodes to the wrong size");
+      src[b] += frame_bytes;
       planes[b] = dst;
     }
-    pos += bytes;
+    if (planes[0] != out.data() + start) Merge(layout, planes.data(), len, out.data() + start * width);
   }
-  if (n > 0 && planes[0] != out.data()) Merge(width, planes, n, out.data());
+  for (size_t b = 0; b < width; ++b) {
+    if (!info->plane_raw[b] && src[b] != end[b]) {
+      return DataLoss("plane " + std::to_string(b) + " has bytes past its last frame");
+    }
+  }
   const size_t tail = info->raw_size - n * width;
   if (tail > 0) std::memcpy(out.data() + n * width, payload.data() + pos, tail);
   return Status::OK();

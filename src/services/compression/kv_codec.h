@@ -63,6 +63,9 @@ struct KvCodecOptions {
   // A plane is kept zstd-coded only when that saves at least this fraction of its size;
   // otherwise it is stored raw, which decodes at memcpy speed.
   double min_saving = 0.02;
+  // Whether zstd searches the planes for repeats. Off, every plane is coded as literals only,
+  // (Huffman alone), several times faster for a small loss of ratio.
+  bool match_search = false;
 };
 
 // Description of a payload, from its header alone.
@@ -70,6 +73,8 @@ struct KvPayloadInfo {
   KvCodecId codec = KvCodecId::kStored;
   KvDtype dtype = KvDtype::kBf16;
   size_t raw_size = 0;
+  // Elements per zstd frame of a coded plane (all but the last frame hold exactly this many).
+  size_t frame_elements = 0;
   // Per plane: stored bytes and whether the plane is stored raw (empty for kStored).
   std::vector<uint32_t> plane_bytes;
   std::vector<bool> plane_raw;
@@ -109,6 +114,7 @@ class KvCodec {
                        size_t* written, bool* raw);
 
   KvCodecOptions options_;
+  int frame_log_ = 0;  // log2 of options_.block_bytes.
   ZSTD_CCtx_s* cctx_ = nullptr;
   ZSTD_DCtx_s* dctx_ = nullptr;
   std::vector<std::byte> scratch_;  // Planes of the block being (de)compressed.

@@ -73,7 +73,8 @@ TEST(KvCodecTest, RoundTripsEveryDtypeIncludingNanInfAndSubnormals) {
       if (elements >= 1000) {
         // Enough data for the planes to pay: the exponent-carrying plane is zstd-coded.
         ASSERT_EQ(info.codec, KvCodecId::kBytePlanesZstd) << static_cast<int>(dtype);
-        ASSERT_EQ(info.plane_raw.size(), KvDtypeBytes(dtype));
+        // fp8 e4m3 goes in nibble planes, element pairs giving one byte to each.
+        ASSERT_EQ(info.plane_raw.size(), dtype == KvDtype::kFp8E4M3 ? 2 : KvDtypeBytes(dtype));
         EXPECT_FALSE(info.plane_raw.back());
       }
     }
@@ -202,10 +203,13 @@ TEST(KvCodecTest, InconsistentHeadersAreDataLoss) {
     EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss) << offset;
   };
   expect_data_loss(0, std::byte{'X'});   // Magic.
-  expect_data_loss(3, std::byte{4});     // fp8 dtype: plane count no longer matches.
+  expect_data_loss(3, std::byte{3});     // fp32 dtype: plane count no longer matches.
+  expect_data_loss(3, std::byte{5});     // fp8 e5m2 dtype: one plane.
   expect_data_loss(4, std::byte{0x00});  // Raw size.
   expect_data_loss(7, std::byte{0x40});  // Raw size beyond the limit.
   expect_data_loss(8, std::byte{4});     // Plane count.
+  expect_data_loss(9, std::byte{9});     // Frame size below 1 KiB.
+  expect_data_loss(9, std::byte{18});    // Frame size above 128 KiB.
   expect_data_loss(10, std::byte{1});    // Reserved.
   expect_data_loss(12, std::byte{0x01}); // First plane's size.
   expect_data_loss(15, std::byte{0x00}); // First plane's raw flag.
@@ -213,6 +217,49 @@ TEST(KvCodecTest, InconsistentHeadersAreDataLoss) {
   const std::vector<std::byte> payload = SamplePayload();
   std::vector<std::byte> small(10);
   EXPECT_EQ(codec.Decompress(payload, std::span(small)).code(), StatusCode::kInvalidArgument);
+}
+
+// Planes are coded as a series of zstd frames; each must hold the header's frame size.
+TEST(KvCodecTest, PlanesAreFramedAndEveryFrameIsChecked) {
+  KvCodecOptions options;
+  options.block_bytes = 4096;
+  KvCodec codec(options);
+  const std::vector<std::byte> block = KvLikeBlock(KvDtype::kBf16, 50000, 5);
+  std::vector<std::byte> payload;
+  ASSERT_TRUE(codec.Compress(KvDtype::kBf16, block, &payload).ok());
+  Result<KvPayloadInfo> info = KvCodec::Inspect(payload);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->frame_elements, 4096u);
+  ASSERT_FALSE(info->plane_raw[1]);
+  std::vector<std::byte> out;
+  ASSERT_TRUE(KvCodec().Decompress(payload, &out).ok());  // Any reader, whatever its options.
+  EXPECT_EQ(out, block);
+  // Claiming larger frames makes the first frame's size wrong.
+  payload[9] = std::byte{13};
+  EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss);
+  // Frame log 0, one frame per plane, as payloads written before framing: here the plane's
+  // first frame then holds too few elements.
+  payload[9] = std::byte{0};
+  EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss);
+}
+
+// Before fp8 e4m3 was split into nibble planes its payloads had one plane of whole bytes.
+TEST(KvCodecTest, Fp8PayloadsWithOneBytePlaneStillDecode) {
+  const std::vector<std::byte> block = KvLikeBlock(KvDtype::kFp8E4M3, 3001, 6);
+  std::vector<std::byte> payload(kKvPayloadHeaderBytes + 4);
+  payload[0] = std::byte{'K'};
+  payload[1] = std::byte{'Z'};
+  payload[2] = static_cast<std::byte>(KvCodecId::kBytePlanesZstd);
+  payload[3] = static_cast<std::byte>(KvDtype::kFp8E4M3);
+  const uint32_t size = static_cast<uint32_t>(block.size());
+  std::memcpy(payload.data() + 4, &size, 4);  // Little-endian host, as the test machines are.
+  payload[8] = std::byte{1};
+  const uint32_t raw_plane = size | 0x80000000u;
+  std::memcpy(payload.data() + kKvPayloadHeaderBytes, &raw_plane, 4);
+  payload.insert(payload.end(), block.begin(), block.end());
+  std::vector<std::byte> out;
+  ASSERT_TRUE(KvCodec().Decompress(payload, &out).ok());
+  EXPECT_EQ(out, block);
 }
 
 // Corrupting coded bytes is the checksum service's to detect; the codec must only not crash
