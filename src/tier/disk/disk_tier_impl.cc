@@ -89,7 +89,9 @@ DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, std::vector<DiskTenan
     : options_(options),
       env_(env),
       codec_(codec),
-      encode_threads_(std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8)),
+      codec_pool_(codec == nullptr
+                      ? 0
+                      : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8) - 1),
       max_segments_(options.capacity_bytes / options.segment_bytes),
       tenant_table_bytes_(TenantTableBytes(Names(tenants))),
       tenant_names_(Names(tenants)),
@@ -320,29 +322,55 @@ std::vector<Result<size_t>> DiskTierImpl::ReadMany(uint32_t tenant,
   uint64_t kept_failures = 0;  // Failed reads of blocks that stay indexed.
   uint64_t read_bytes = 0;
   size_t handled = 0;
-  // Verifies and decodes what has completed, while later reads are still in flight.
-  auto handle_completions = [&] {
-    for (; handled < done.size(); ++handled) {
-      const IoCompletion& c = done[handled];
-      const size_t i = static_cast<size_t>(c.tag);
-      if (!c.status.ok()) {
-        failed[i] = true;
-        failure[i] = DropReason::kReadError;
-      } else if (ReadOutcome got = DecodeBlock(bufs[i].prefix(std::min(c.bytes, bufs[i].size())),
-                                               tenant, keys[i], locs[i].value_bytes, outs[i]);
-                 got.status.ok()) {
+  // Completed reads not yet verified and decoded, as indexes into `done`. With a codec they
+  // wait until there is one per thread of codec_pool_, then are decoded together; later reads
+  // stay in flight meanwhile.
+  std::vector<size_t> ready;
+  const size_t decode_batch = codec_ == nullptr ? 1 : codec_pool_.parallelism();
+  std::vector<ReadOutcome> got;
+  auto decode_ready = [&] {
+    got.assign(ready.size(), ReadOutcome{});
+    auto decode = [&](size_t j) {
+      const IoCompletion& c = done[ready[j]];
+      const auto i = static_cast<size_t>(c.tag);
+      got[j] = DecodeBlock(bufs[i].prefix(std::min(c.bytes, bufs[i].size())), tenant, keys[i],
+                           locs[i].value_bytes, outs[i]);
+    };
+    if (ready.size() > 1) {
+      codec_pool_.ParallelFor(ready.size(), decode);
+    } else if (ready.size() == 1) {
+      decode(0);
+    }
+    for (size_t j = 0; j < ready.size(); ++j) {
+      const auto i = static_cast<size_t>(done[ready[j]].tag);
+      if (got[j].status.ok()) {
         results[i] = size_t{locs[i].value_bytes};
         ++hits;
         read_bytes += locs[i].value_bytes;
-      } else if (got.drop_entry) {
+      } else if (got[j].drop_entry) {
         failed[i] = true;
-        failure[i] = got.drop;
+        failure[i] = got[j].drop;
       } else {
-        results[i] = std::move(got.status);
+        results[i] = std::move(got[j].status);
         ++kept_failures;
       }
       ReturnBuffer(std::move(bufs[i]));
     }
+    ready.clear();
+  };
+  auto handle_completions = [&](bool last) {
+    for (; handled < done.size(); ++handled) {
+      const IoCompletion& c = done[handled];
+      if (c.status.ok()) {
+        ready.push_back(handled);
+        continue;
+      }
+      const auto i = static_cast<size_t>(c.tag);
+      failed[i] = true;
+      failure[i] = DropReason::kReadError;
+      ReturnBuffer(std::move(bufs[i]));
+    }
+    if (last || ready.size() >= decode_batch) decode_ready();
   };
   for (size_t i = 0; i < n; ++i) {
     if (locs[i].file == nullptr) continue;
@@ -357,10 +385,10 @@ std::vector<Result<size_t>> DiskTierImpl::ReadMany(uint32_t tenant,
             bufs[i].prefix(bytes), i};
     Status s = queue->Submit(op, &done);
     if (!s.ok()) done.push_back(IoCompletion{i, std::move(s), 0});
-    handle_completions();
+    handle_completions(false);
   }
-  while (queue->WaitSome(&done)) handle_completions();
-  handle_completions();
+  while (queue->WaitSome(&done)) handle_completions(false);
+  handle_completions(true);
   ReturnQueue(std::move(queue));
 
   MutexLock l(&mu_);

@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "src/common/mutex.h"
+#include "src/common/worker_pool.h"
 #include "src/env/aligned_buffer.h"
 #include "src/services/block_codec.h"
 #include "src/tier/disk/disk_format.h"
@@ -152,7 +153,7 @@ class DiskTierImpl final : public DiskTier {
   void WriteRound(std::vector<PendingRecord>& records, size_t begin, size_t end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Takes write buffers for records[from, to) (bufs[k - base] for record k) and encodes them,
-  // the blocks on up to encode_threads_ threads; a record that fails gets its status and no
+  // the blocks in parallel on codec_pool_; a record that fails gets its status and no
   // buffer. Prebuilt records are left as they are.
   void PrepareRecords(std::vector<PendingRecord>& records, std::vector<AlignedBuffer>& bufs,
                       size_t base, size_t from, size_t to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
@@ -211,11 +212,12 @@ class DiskTierImpl final : public DiskTier {
   const DiskTierOptions options_;
   Env* const env_;
   BlockCodec* const codec_;  // Not owned; null: values stored as they are.
-  // Threads that encode a window of puts (compression, encryption) at once: the codec costs
-  // far more CPU per byte than the device does, so one core cannot keep up with an NVMe.
-  const size_t encode_threads_;
-  // Below this many value bytes in a window, encoding on one thread beats starting others.
-  static constexpr uint64_t kParallelEncodeBytes = 256 * kKiB;
+  // Threads that encode a window of puts and decode the blocks of a read (compression,
+  // encryption, checksums) in parallel: the codec costs far more CPU per byte than the device
+  // does, so one core cannot keep up with an NVMe. Without a codec, none.
+  WorkerPool codec_pool_;
+  // Below this many value bytes in a batch, coding on one thread beats waking others.
+  static constexpr uint64_t kParallelCodecBytes = 256 * kKiB;
   const uint64_t max_segments_;
   const size_t tenant_table_bytes_;  // Of every configured tenant name, for footer sizing.
   const std::vector<std::string> tenant_names_;

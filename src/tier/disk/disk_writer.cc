@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -177,20 +176,16 @@ void DiskTierImpl::PrepareRecords(std::vector<PendingRecord>& records,
     }
   }
   // Straight into each record buffer; record_bytes shrinks to the encoded length.
-  auto encode = [&](size_t first, size_t stride) {
-    for (size_t i = first; i < blocks.size(); i += stride) {
-      PendingRecord& r = records[blocks[i]];
-      r.status = EncodeRecord(r, bufs[blocks[i] - base].prefix(r.record_bytes));
-    }
+  auto encode = [&](size_t i) {
+    PendingRecord& r = records[blocks[i]];
+    r.status = EncodeRecord(r, bufs[blocks[i] - base].prefix(r.record_bytes));
   };
   // Only a codec makes encoding cost more than a copy, and only large windows repay threads.
-  const size_t threads = codec_ != nullptr && value_bytes >= kParallelEncodeBytes
-                             ? std::min(blocks.size(), encode_threads_)
-                             : 1;
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(encode, t, threads);
-  encode(0, threads);
-  for (std::thread& h : helpers) h.join();
+  if (codec_ != nullptr && value_bytes >= kParallelCodecBytes) {
+    codec_pool_.ParallelFor(blocks.size(), encode);
+  } else {
+    for (size_t i = 0; i < blocks.size(); ++i) encode(i);
+  }
   for (size_t k : blocks) {
     if (!records[k].status.ok()) ReturnBuffer(std::move(bufs[k - base]));
   }

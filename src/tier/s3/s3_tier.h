@@ -42,7 +42,7 @@
 #include "src/services/block_codec.h"
 #include "src/tier/s3/s3_client.h"
 #include "src/tier/shared/shared_tier.h"
-#include "src/tier/shared/worker_pool.h"
+#include "src/common/worker_pool.h"
 
 namespace kvtier {
 
@@ -107,7 +107,7 @@ class S3Tier final : public SharedTier {
   std::unique_ptr<s3::S3Client> client_;
   bool conditional_put_ = false;
   mutable SharedTierCounters counters_;
-  g4::WorkerPool pool_;
+  WorkerPool pool_;
 
   Mutex touch_mu_;
   // Last access marker this node wrote, by object key; cleared when it grows past a bound.

@@ -36,7 +36,7 @@
 #include "src/common/mutex.h"
 #include "src/services/block_codec.h"
 #include "src/tier/shared/shared_tier.h"
-#include "src/tier/shared/worker_pool.h"
+#include "src/common/worker_pool.h"
 
 namespace kvtier {
 
@@ -137,7 +137,7 @@ class SharedFsTier final : public SharedTier {
   Env* const env_;
   mutable SharedTierCounters counters_;
   std::atomic<uint64_t> temp_counter_{0};
-  g4::WorkerPool pool_;
+  WorkerPool pool_;
 
   Mutex janitor_mu_;
   uint64_t lease_generation_ ABSL_GUARDED_BY(janitor_mu_) = 0;  // 0 = not held.

@@ -1,6 +1,6 @@
-#include "src/tier/shared/worker_pool.h"
+#include "src/common/worker_pool.h"
 
-namespace kvtier::g4 {
+namespace kvtier {
 
 struct WorkerPool::Batch {
   const std::function<void(size_t)>* fn = nullptr;
@@ -63,4 +63,4 @@ void WorkerPool::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   }
 }
 
-}  // namespace kvtier::g4
+}  // namespace kvtier

@@ -1,4 +1,4 @@
-#include "src/tier/shared/worker_pool.h"
+#include "src/common/worker_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-namespace kvtier::g4 {
+namespace kvtier {
 namespace {
 
 TEST(WorkerPoolTest, RunsEveryIndexOnce) {
@@ -34,4 +34,4 @@ TEST(WorkerPoolTest, ConcurrentBatchesAndNoThreads) {
 }
 
 }  // namespace
-}  // namespace kvtier::g4
+}  // namespace kvtier

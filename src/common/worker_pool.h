@@ -1,12 +1,12 @@
 // WorkerPool: a fixed set of threads that runs the per-item work of one batch call in
-// parallel (parallel stat/read/write of many objects on a shared file system, where each
-// call blocks on a network round trip).
+// parallel: stat/read/write of many objects on a shared file system, where each call blocks on
+// a network round trip; compressing, encrypting and verifying the blocks of a disk batch.
 //
 // Thread safety: thread-safe. Several callers may run batches at once; their items share the
 // threads. The calling thread works on its own batch too, so a batch always makes progress.
 
-#ifndef KVTIER_SRC_TIER_SHARED_WORKER_POOL_H_
-#define KVTIER_SRC_TIER_SHARED_WORKER_POOL_H_
+#ifndef KVTIER_SRC_COMMON_WORKER_POOL_H_
+#define KVTIER_SRC_COMMON_WORKER_POOL_H_
 
 #include <cstddef>
 #include <deque>
@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "src/common/mutex.h"
 
-namespace kvtier::g4 {
+namespace kvtier {
 
 class WorkerPool {
  public:
@@ -27,6 +27,9 @@ class WorkerPool {
   ~WorkerPool();  // Waits for the threads; REQUIRES: no ParallelFor running.
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Threads that run items at once, the caller's included.
+  size_t parallelism() const { return threads_.size() + 1; }
 
   // Calls fn(i) for every i in [0, n), in parallel, and returns when all calls have returned.
   // `fn` must not throw.
@@ -46,6 +49,6 @@ class WorkerPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace kvtier::g4
+}  // namespace kvtier
 
-#endif  // KVTIER_SRC_TIER_SHARED_WORKER_POOL_H_
+#endif  // KVTIER_SRC_COMMON_WORKER_POOL_H_
