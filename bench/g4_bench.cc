@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/malloc_tuning.h"
 #include "src/tier/s3/s3_tier.h"
 #include "src/tier/sharedfs/shared_fs_tier.h"
 
@@ -30,6 +31,7 @@ struct Args {
   size_t blocks = 128, block_mib = 2, batch = 1, threads = 1, parallel = 4;
   bool drop_cache = false;       // fs: evict the objects from the page cache before reading.
   bool unsigned_payload = false; // s3: UNSIGNED-PAYLOAD instead of hashing each body.
+  bool check_before_put = false; // s3: HEAD before each PUT (S3TierOptions).
 };
 
 kvtier::BlockKey KeyOf(size_t i) {
@@ -102,6 +104,7 @@ int Run(kvtier::SharedTier* tier, const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kvtier::KeepLargeBuffersInHeap();  // As kvtierd, which runs the tiers, does.
   Args a;
   if (argc < 2) {
     std::fprintf(stderr, "usage: kvtier_g4_bench fs|s3 [options] (see bench/g4_bench.cc)\n");
@@ -121,6 +124,7 @@ int main(int argc, char** argv) {
     else if (k == "--parallel") a.parallel = std::strtoull(v.c_str(), nullptr, 10);
     else if (k == "--drop-cache") a.drop_cache = v == "1";
     else if (k == "--unsigned-payload") a.unsigned_payload = v == "1";
+    else if (k == "--check-before-put") a.check_before_put = v == "1";
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -145,6 +149,7 @@ int main(int argc, char** argv) {
     o.client.bucket = a.bucket;
     o.client.max_parallel = static_cast<uint32_t>(a.parallel);
     o.client.sign_payload = !a.unsigned_payload;
+    o.check_before_put = a.check_before_put;
     o.node_id = "bench";
     auto tier = kvtier::S3Tier::Open(o);
     if (!tier.ok()) {

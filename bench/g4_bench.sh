@@ -15,7 +15,8 @@
 # usage: bench/g4_bench.sh [DIR] [BLOCKS]
 #   DIR     the "shared" directory (default: $BUILD/g4-bench); emptied, then removed
 #   BLOCKS  2 MiB blocks per measurement (default 128)
-# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4),
+# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4), CHECK_BEFORE_PUT
+#   (0; 1 = the tier HEADs each block before its PUT, as s3_check_before_put = true),
 #   KVTIER_S3RVER (default build/npm/node_modules/.bin/s3rver; S3 part skipped without it)
 # needs: fio, curl, python3 (Debian), a build with kvtier_g4_bench.
 set -euo pipefail
@@ -27,6 +28,7 @@ DIR=${1:-$BUILD/g4-bench}
 BLOCKS=${2:-128}
 ROUNDS=${ROUNDS:-3}
 PARALLEL=${PARALLEL:-4}
+CHECK_BEFORE_PUT=${CHECK_BEFORE_PUT:-0}
 S3RVER=${KVTIER_S3RVER:-$ROOT/build/npm/node_modules/.bin/s3rver}
 [ -x "$BIN" ] || { echo "missing $BIN: build the kvtier_g4_bench target" >&2; exit 1; }
 
@@ -84,7 +86,7 @@ EP="http://127.0.0.1:$PORT"
 head -c $((2 * 1048576)) /dev/urandom > "$DIR/block.bin"
 # curl 7.88 signs with SigV4 but does not hash the body: UNSIGNED-PAYLOAD, and so does the tier.
 SIGN=(--aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
-echo "== G4 S3 (s3rver on $EP): $BLOCKS x 2 MiB, $PARALLEL in parallel, $ROUNDS rounds"
+echo "== G4 S3 (s3rver on $EP): $BLOCKS x 2 MiB, $PARALLEL in parallel, $ROUNDS rounds, check_before_put=$CHECK_BEFORE_PUT"
 raw_w=(); raw_r=(); tier_w=(); tier_r=()
 for round in $(seq "$ROUNDS"); do
   put_cfg="$DIR/put.cfg"; get_cfg="$DIR/get.cfg"; : > "$put_cfg"; : > "$get_cfg"
@@ -103,7 +105,8 @@ for round in $(seq "$ROUNDS"); do
   }
   run_tier() {
     out=$(AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "$BIN" s3 --endpoint "$EP" \
-          --bucket bench --blocks "$BLOCKS" --block-mib 2 --batch 32 --parallel "$PARALLEL" --unsigned-payload 1)
+          --bucket bench --blocks "$BLOCKS" --block-mib 2 --batch 32 --parallel "$PARALLEL" --unsigned-payload 1 \
+          --check-before-put "$CHECK_BEFORE_PUT")
     tier_w+=("$(echo "$out" | sed -n 's/.*put_MBps=\([0-9.]*\).*/\1/p')")
     tier_r+=("$(echo "$out" | sed -n 's/.*get_MBps=\([0-9.]*\).*/\1/p')")
   }

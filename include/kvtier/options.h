@@ -141,6 +141,10 @@ struct SharedTierOptions {
   std::string s3_region;
   // true: http://host/bucket/key (MinIO, Ceph RGW, s3rver). false: virtual-host style.
   bool s3_path_style = true;
+  // Services without conditional create (If-None-Match, probed at open): true = HEAD each
+  // block before its PUT and skip the upload when it exists; false = PUT (a repeated PUT
+  // replaces the object with the same bytes).
+  bool s3_check_before_put = false;
   // Empty = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN.
   std::string s3_access_key;
   std::string s3_secret_key;

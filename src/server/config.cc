@@ -64,6 +64,7 @@ location = ""                      # "/mnt/nfs/kvtier", "file:/path" or "s3://bu
 s3_endpoint = ""                   # e.g. "http://127.0.0.1:4568", "https://s3.us-east-1.amazonaws.com"
 s3_region = ""                     # "" = $AWS_REGION, else "us-east-1"
 s3_path_style = true               # false = virtual-host style (bucket.host)
+s3_check_before_put = false        # no conditional create: HEAD first, skip existing blocks
 s3_access_key = ""                 # "" = $AWS_ACCESS_KEY_ID (and $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN)
 s3_secret_key = ""
 node_id = ""                       # this node's unique name; "" = hostname-pid
@@ -293,6 +294,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   shared.String("s3_endpoint", &g4.s3_endpoint);
   shared.String("s3_region", &g4.s3_region);
   shared.Bool("s3_path_style", &g4.s3_path_style);
+  shared.Bool("s3_check_before_put", &g4.s3_check_before_put);
   shared.String("s3_access_key", &g4.s3_access_key);
   shared.String("s3_secret_key", &g4.s3_secret_key);
   shared.String("node_id", &g4.node_id);

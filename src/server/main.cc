@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "src/common/malloc_tuning.h"
 #include "src/server/config.h"
 #include "src/server/server.h"
 
@@ -63,6 +64,7 @@ int Fail(const Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kvtier::KeepLargeBuffersInHeap();
   CLI::App app(kDescription, "kvtierd");
   std::string config_file, port_file;
   std::string data_dir, native_listen, unix_socket, resp_listen, http_listen;

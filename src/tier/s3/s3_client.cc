@@ -51,12 +51,55 @@ struct Transfer {
   S3Response* response = nullptr;
   curl_slist* headers = nullptr;
   std::string url;
+  size_t sent = 0;  // Bytes of the request body handed to curl.
+  bool split = false;  // The response is 2xx and the request asks for head_bytes.
 };
+
+// Hands curl the next bytes of body then body_tail, straight from the caller's buffers.
+size_t OnUpload(char* buffer, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t room = size * n;
+  size_t copied = 0;
+  size_t offset = t->sent;  // Into body followed by body_tail.
+  for (std::span<const std::byte> part : {t->request->body, t->request->body_tail}) {
+    if (offset >= part.size()) {
+      offset -= part.size();
+      continue;
+    }
+    const size_t len = std::min(part.size() - offset, room - copied);
+    std::memcpy(buffer + copied, part.data() + offset, len);
+    copied += len;
+    offset = 0;
+    if (copied == room) break;
+  }
+  t->sent += copied;
+  return copied;
+}
+
+// Rewinds the upload (curl asks before resending a body, e.g. on a reused connection that
+// turned out closed).
+int OnUploadSeek(void* user, curl_off_t offset, int origin) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t total = t->request->body.size() + t->request->body_tail.size();
+  if (origin != SEEK_SET || offset < 0 || static_cast<uint64_t>(offset) > total) {
+    return CURL_SEEKFUNC_CANTSEEK;
+  }
+  t->sent = static_cast<size_t>(offset);
+  return CURL_SEEKFUNC_OK;
+}
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const auto* p = reinterpret_cast<const std::byte*>(data);
-  t->response->body.insert(t->response->body.end(), p, p + size * n);
+  size_t len = size * n;
+  S3Response& r = *t->response;
+  if (t->split && r.head.size() < t->request->head_bytes) {
+    const size_t take = std::min(len, t->request->head_bytes - r.head.size());
+    r.head.insert(r.head.end(), p, p + take);
+    p += take;
+    len -= take;
+  }
+  r.body.insert(r.body.end(), p, p + len);
   return size * n;
 }
 
@@ -65,6 +108,11 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   const std::string_view line(data, size * n);
   if (line.rfind("HTTP/", 0) == 0) {
     t->response->headers.clear();  // A new response (after 100 Continue or a redirect).
+    const size_t space = line.find(' ');
+    const long code = space == std::string_view::npos
+                          ? 0
+                          : std::strtol(std::string(line.substr(space + 1, 3)).c_str(), nullptr, 10);
+    t->split = t->request->head_bytes > 0 && code >= 200 && code < 300;
     return size * n;
   }
   const size_t colon = line.find(':');
@@ -75,7 +123,8 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
       // One allocation for the body instead of doubling as it arrives (bounded: a G4 object
       // is at most ~2 GiB by its format).
       const uint64_t length = std::strtoull(value.c_str(), nullptr, 10);
-      if (length <= (uint64_t{1} << 31)) t->response->body.reserve(length);
+      const size_t head = t->split ? t->request->head_bytes : 0;
+      if (length <= (uint64_t{1} << 31) && length > head) t->response->body.reserve(length - head);
     }
     t->response->headers[std::move(name)] = std::move(value);
   }
@@ -202,7 +251,8 @@ void S3Client::ReturnHandles(std::unique_ptr<Handles> handles) {
   if (idle_.size() < 8) idle_.push_back(std::move(handles));
 }
 
-std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
+std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests,
+                                          const OnComplete& on_complete) {
   std::vector<S3Response> out(requests.size());
   if (requests.empty()) return out;
   std::unique_ptr<Handles> h = TakeHandles();
@@ -216,15 +266,17 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
     const std::string amz_date = AmzDate(options_.env->NowMicros());
     std::deque<size_t> queue(todo.begin(), todo.end());
     std::vector<Transfer> transfers(requests.size());
+    std::vector<S3Request> follow_ups(on_complete ? requests.size() : 0);
     size_t running = 0;
-    auto start = [&](size_t i) {
-      const S3Request& req = requests[i];
+    auto start = [&](size_t i, const S3Request& req) {
       S3Response& resp = out[i];
       resp = S3Response();
       resp.attempts = attempt + 1;
       Transfer& t = transfers[i];
       t.request = &req;
       t.response = &resp;
+      t.sent = 0;
+      t.split = false;
       std::string path = options_.path_style ? "/" + options_.bucket : std::string();
       path += "/" + UriEncode(req.key, false);
       if (req.key.empty() && options_.path_style) path.pop_back();
@@ -235,8 +287,9 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
       sig.method = req.method;
       sig.canonical_uri = path.empty() ? "/" : path;
       sig.query = req.query;
-      sig.payload_sha256_hex = options_.sign_payload || req.body.empty()
-                                   ? Sha256Hex(req.body)
+      const size_t body_bytes = req.body.size() + req.body_tail.size();
+      sig.payload_sha256_hex = options_.sign_payload || body_bytes == 0
+                                   ? Sha256Hex(req.body, req.body_tail)
                                    : std::string("UNSIGNED-PAYLOAD");
       sig.headers = {{"host", host},
                      {"x-amz-date", amz_date},
@@ -293,11 +346,18 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
       if (req.method == "HEAD") {
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
       } else if (req.method == "PUT" || req.method == "POST") {
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                         static_cast<curl_off_t>(req.body.size()));
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS,
-                         req.body.empty() ? "" : reinterpret_cast<const char*>(req.body.data()));
+        // The body is read from the request's buffers as curl sends it.
+        curl_easy_setopt(e, CURLOPT_READFUNCTION, &OnUpload);
+        curl_easy_setopt(e, CURLOPT_READDATA, &t);
+        curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, &OnUploadSeek);
+        curl_easy_setopt(e, CURLOPT_SEEKDATA, &t);
+        if (req.method == "PUT") {
+          curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+          curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body_bytes));
+        } else {
+          curl_easy_setopt(e, CURLOPT_POST, 1L);
+          curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body_bytes));
+        }
       } else if (req.method != "GET") {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
       }
@@ -305,7 +365,7 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
       running++;
     };
     while (!queue.empty() && running < options_.max_parallel) {
-      start(queue.front());
+      start(queue.front(), requests[queue.front()]);
       queue.pop_front();
     }
     while (running > 0) {
@@ -322,8 +382,9 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
         if (m->data.result == CURLE_OK) {
           curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &resp.http_status);
         } else {
-          const std::string msg = "S3 " + requests[i].method + " " + requests[i].key + ": " +
-                                  curl_easy_strerror(m->data.result);
+          const S3Request& req = *transfers[i].request;
+          const std::string msg =
+              "S3 " + req.method + " " + req.key + ": " + curl_easy_strerror(m->data.result);
           resp.transport = m->data.result == CURLE_OPERATION_TIMEDOUT
                                ? Status::DeadlineExceeded(msg)
                                : Status::Unavailable(msg);
@@ -333,8 +394,16 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests) {
         curl_slist_free_all(transfers[i].headers);
         transfers[i].headers = nullptr;
         running--;
+        if (on_complete) {
+          std::optional<S3Request> next = on_complete(i, *transfers[i].request, resp);
+          if (next.has_value()) {
+            follow_ups[i] = std::move(*next);
+            start(i, follow_ups[i]);
+            continue;
+          }
+        }
         if (!queue.empty()) {
-          start(queue.front());
+          start(queue.front(), requests[queue.front()]);
           queue.pop_front();
         }
       }

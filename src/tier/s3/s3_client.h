@@ -16,8 +16,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -63,7 +65,14 @@ struct S3Request {
   std::string key;     // Object key; empty = the bucket itself.
   std::vector<std::pair<std::string, std::string>> query;    // Not encoded.
   std::vector<std::pair<std::string, std::string>> headers;  // Extra headers to sign and send.
-  std::span<const std::byte> body;  // Must stay valid during Execute().
+  // The body is `body` followed by `body_tail` (so that a header and a payload held apart
+  // need not be copied together). Both must stay valid during Execute().
+  std::span<const std::byte> body;
+  std::span<const std::byte> body_tail;
+  // The first head_bytes of a successful (2xx) response body go to S3Response::head and the
+  // rest to S3Response::body, so that a fixed-size header and the payload after it land in
+  // separate buffers without a copy.
+  size_t head_bytes = 0;
 };
 
 struct S3Response {
@@ -72,6 +81,7 @@ struct S3Response {
   Status transport;
   long http_status = 0;
   std::map<std::string, std::string> headers;  // Names lower-cased.
+  std::vector<std::byte> head;  // See S3Request::head_bytes.
   std::vector<std::byte> body;
   uint32_t attempts = 0;
 
@@ -90,9 +100,19 @@ class S3Client {
   S3Client(const S3Client&) = delete;
   S3Client& operator=(const S3Client&) = delete;
 
+  // Called on the calling thread as each request of Execute() completes, with its index, the
+  // request (the original or a follow-up) and its response, which it may consume (move the
+  // body out). It may return a follow-up request for the same index, started at once, whose
+  // response replaces the previous one: a chain such as HEAD then PUT runs without waiting for
+  // the other indexes. A chain ended by a retryable failure is retried from its original
+  // request. The follow-up's body must stay valid during Execute().
+  using OnComplete = std::function<std::optional<S3Request>(size_t index, const S3Request& request,
+                                                            S3Response& response)>;
+
   // Runs all requests in parallel (at most max_parallel at once); one response per request,
-  // in order. Returns when every request has a final outcome.
-  std::vector<S3Response> Execute(std::span<const S3Request> requests);
+  // in order (the last of its chain). Returns when every request has a final outcome.
+  std::vector<S3Response> Execute(std::span<const S3Request> requests,
+                                  const OnComplete& on_complete = nullptr);
   S3Response ExecuteOne(const S3Request& request);
 
   // Lists every key under `prefix` (ListObjectsV2, following continuation tokens).

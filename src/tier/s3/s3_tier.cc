@@ -134,7 +134,9 @@ Status S3Tier::ProbeConditionalPut() {
   del.key = probe;
   (void)client_->ExecuteOne(del);
   env_->Log(std::string("S3Tier: conditional put (If-None-Match) ") +
-            (conditional_put_ ? "supported" : "not supported: HEAD before PUT"));
+            (conditional_put_ ? "supported"
+             : options_.check_before_put ? "not supported: HEAD before PUT"
+                                         : "not supported: a repeated PUT replaces the object"));
   return Status::OK();
 }
 
@@ -152,92 +154,97 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
     return out;
   }
   const uint64_t now = env_->NowMicros();
-  std::vector<std::vector<std::byte>> objects(puts.size());
+  std::vector<g4::SealedObject> objects(puts.size());
   pool_.ParallelFor(puts.size(), [&](size_t i) {
     const SharedPut& p = puts[i];
-    Result<std::vector<std::byte>> o =
-        g4::SealObject(options_.codec, tenant, p.key, p.session,
-                       p.created_us != 0 ? p.created_us : now, p.dtype, p.value);
+    Result<g4::SealedObject> o =
+        g4::SealObjectParts(options_.codec, tenant, p.key, p.session,
+                            p.created_us != 0 ? p.created_us : now, p.dtype, p.value);
     if (o.ok()) {
       objects[i] = std::move(*o);
     } else {
       out[i] = o.status();
     }
   });
+  // Each object is a chain of requests, run without waiting for the other objects' chains:
+  // HEAD (with check_before_put where the service lacks conditional create; a hit ends the
+  // chain), then the session marker (so that an object is never visible without its index
+  // entry), then the object.
   std::vector<size_t> todo;
   for (size_t i = 0; i < puts.size(); ++i) {
     if (out[i].ok()) todo.push_back(i);
   }
-  if (!conditional_put_ && !todo.empty()) {
-    // HEAD first; see the header comment for the race this leaves.
-    std::vector<S3Request> heads(todo.size());
-    for (size_t k = 0; k < todo.size(); ++k) {
-      heads[k].method = "HEAD";
-      heads[k].key = g4::ObjectName(*component, puts[todo[k]].key);
-    }
-    std::vector<S3Response> found = client_->Execute(heads);
-    std::vector<size_t> absent;
-    for (size_t k = 0; k < todo.size(); ++k) {
-      if (found[k].ok()) {
-        counters_.put_existing++;
-      } else if (found[k].transport.ok() && found[k].http_status == 404) {
-        absent.push_back(todo[k]);
-      } else {
-        out[todo[k]] = found[k].ToStatus("S3 HEAD before put");
-      }
-    }
-    todo = std::move(absent);
-  }
-  // Session markers before objects: an object is never visible without its index entry.
-  std::vector<S3Request> markers;
-  std::vector<size_t> marker_of;
-  for (size_t i : todo) {
-    if (puts[i].session == 0) continue;
+  std::vector<std::string> object_names(todo.size());
+  auto object_put = [&](size_t k) {
+    const SharedPut& p = puts[todo[k]];
     S3Request r;
     r.method = "PUT";
-    r.key = g4::SessionMarkerName(*component, puts[i].session, puts[i].key);
-    markers.push_back(std::move(r));
-    marker_of.push_back(i);
-  }
-  std::vector<S3Response> marker_results = client_->Execute(markers);
-  std::vector<size_t> ready;
-  {
-    size_t m = 0;
-    for (size_t i : todo) {
-      if (m < marker_of.size() && marker_of[m] == i) {
-        if (!marker_results[m].ok()) out[i] = marker_results[m].ToStatus("S3 PUT session marker");
-        ++m;
-      }
-      if (out[i].ok()) ready.push_back(i);
-    }
-  }
-  std::vector<S3Request> requests(ready.size());
-  for (size_t k = 0; k < ready.size(); ++k) {
-    const SharedPut& p = puts[ready[k]];
-    S3Request& r = requests[k];
-    r.method = "PUT";
-    r.key = g4::ObjectName(*component, p.key);
-    r.body = objects[ready[k]];
+    r.key = object_names[k];
+    r.body = objects[todo[k]].header;
+    r.body_tail = objects[todo[k]].payload;
     r.headers = {{kMetaFormat, std::to_string(g4::kObjectFormatVersion)},
                  {kMetaValueBytes, std::to_string(p.value.size())},
                  {kMetaSession, std::to_string(p.session)},
                  {kMetaCreated, std::to_string(p.created_us != 0 ? p.created_us : now)}};
     if (p.dtype) r.headers.emplace_back(kMetaDtype, std::to_string(static_cast<int>(*p.dtype)));
     if (conditional_put_) r.headers.emplace_back("if-none-match", "*");
+    return r;
+  };
+  auto marker_or_object = [&](size_t k) {
+    const SharedPut& p = puts[todo[k]];
+    if (p.session == 0) return object_put(k);
+    S3Request r;
+    r.method = "PUT";
+    r.key = g4::SessionMarkerName(*component, p.session, p.key);
+    return r;
+  };
+  std::vector<S3Request> first(todo.size());
+  for (size_t k = 0; k < todo.size(); ++k) {
+    object_names[k] = g4::ObjectName(*component, puts[todo[k]].key);
+    if (conditional_put_ || !options_.check_before_put) {
+      first[k] = marker_or_object(k);
+    } else {
+      first[k].method = "HEAD";
+      first[k].key = object_names[k];
+    }
   }
-  std::vector<S3Response> results = client_->Execute(requests);
-  for (size_t k = 0; k < ready.size(); ++k) {
-    const size_t i = ready[k];
-    if (results[k].ok()) {
-      counters_.puts++;
-      counters_.put_bytes += objects[i].size();
-    } else if (results[k].transport.ok() &&
-               (results[k].http_status == 412 || results[k].http_status == 409)) {
+  // The outcome of each chain, as of its last completed request (a retried chain overwrites).
+  enum class Outcome { kStored, kExisted, kFailed };
+  std::vector<Outcome> outcome(todo.size(), Outcome::kFailed);
+  auto on_complete = [&](size_t k, const S3Request& req,
+                         S3Response& r) -> std::optional<S3Request> {
+    const size_t i = todo[k];
+    out[i] = Status::OK();
+    outcome[k] = Outcome::kFailed;
+    if (req.method == "HEAD") {
+      if (r.ok()) {
+        outcome[k] = Outcome::kExisted;
+      } else if (r.transport.ok() && r.http_status == 404) {
+        return marker_or_object(k);
+      } else {
+        out[i] = r.ToStatus("S3 HEAD before put");
+      }
+    } else if (req.key != object_names[k]) {  // The session marker.
+      if (r.ok()) return object_put(k);
+      out[i] = r.ToStatus("S3 PUT session marker");
+    } else if (r.ok()) {
+      outcome[k] = Outcome::kStored;
+    } else if (r.transport.ok() && (r.http_status == 412 || r.http_status == 409)) {
       // 412: another writer published first. 409: a concurrent conditional write of the same
       // key is in progress (it carries the same bytes).
-      counters_.put_existing++;
+      outcome[k] = Outcome::kExisted;
     } else {
-      out[i] = results[k].ToStatus("S3 PUT object");
+      out[i] = r.ToStatus("S3 PUT object");
+    }
+    return std::nullopt;
+  };
+  client_->Execute(first, on_complete);
+  for (size_t k = 0; k < todo.size(); ++k) {
+    if (outcome[k] == Outcome::kStored) {
+      counters_.puts++;
+      counters_.put_bytes += objects[todo[k]].size();
+    } else if (outcome[k] == Outcome::kExisted) {
+      counters_.put_existing++;
     }
   }
   for (const Status& s : out) CountError(s);
@@ -294,29 +301,37 @@ std::vector<Result<std::vector<std::byte>>> S3Tier::GetMany(std::string_view ten
   for (size_t i = 0; i < keys.size(); ++i) {
     gets[i].method = "GET";
     gets[i].key = g4::ObjectName(*component, keys[i]);
+    gets[i].head_bytes = g4::ObjectHeaderBytes(tenant.size());
   }
-  std::vector<S3Response> results = client_->Execute(gets);
+  // Each object is checked (and decoded) as it arrives, while the others are in flight.
   std::vector<char> bad(keys.size(), 0);
-  pool_.ParallelFor(keys.size(), [&](size_t i) {
-    S3Response& r = results[i];
+  auto on_complete = [&](size_t i, const S3Request& /*req*/,
+                         S3Response& r) -> std::optional<S3Request> {
+    bad[i] = 0;
     if (!r.ok()) {
       out[i] = r.ToStatus("S3 GET");
-      return;
+      return std::nullopt;
     }
     bool stored_bad = false;
     size_t header_bytes = 0;
-    Result<g4::ObjectHeader> header =
-        g4::VerifyHeader(tenant, keys[i], r.body, r.body.size(), &header_bytes, &stored_bad);
+    // The header arrived in r.head, the payload in r.body.
+    Result<g4::ObjectHeader> header = g4::VerifyHeader(
+        tenant, keys[i], r.head, r.head.size() + r.body.size(), &header_bytes, &stored_bad);
+    if (header.ok() && header_bytes != r.head.size()) {
+      header = Status::DataLoss("G4 object header of " + std::to_string(header_bytes) +
+                                " bytes, expected " + std::to_string(r.head.size()));
+      stored_bad = true;
+    }
     if (header.ok()) {
-      // The body becomes the payload in place.
-      r.body.erase(r.body.begin(), r.body.begin() + static_cast<ptrdiff_t>(header_bytes));
       out[i] = g4::OpenPayload(options_.codec, tenant, keys[i], *header, std::move(r.body),
                                &stored_bad);
     } else {
       out[i] = header.status();
     }
     bad[i] = stored_bad ? 1 : 0;
-  });
+    return std::nullopt;
+  };
+  std::vector<S3Response> results = client_->Execute(gets, on_complete);
   // Access recency: an empty marker per object, at most once per touch interval per node.
   const uint64_t now = env_->NowMicros();
   std::vector<std::string> corrupt;

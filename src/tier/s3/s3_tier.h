@@ -5,8 +5,10 @@
 // Publishing: one PUT per object, which S3 makes atomic (a reader sees the whole object or
 // nothing). Where the service supports conditional writes (If-None-Match: *, probed at Open),
 // concurrent writers leave exactly one object and the loser gets 412, counted as "existed".
-// Elsewhere a HEAD precedes the PUT; two nodes that both miss on HEAD both PUT the same bytes
-// (content-addressed, immutable), so the race costs a duplicate upload, never wrong data.
+// Elsewhere a second PUT of a key replaces the object with the same bytes (content-addressed,
+// immutable): still one object, never wrong data, at the cost of the upload. With
+// check_before_put a HEAD precedes each such PUT and an existing object is not uploaded
+// again; two nodes that both miss on HEAD both PUT, which is the same harmless race.
 //
 // Metadata for ExistsMany (one parallel round of HEADs) travels as x-amz-meta-kvtier-*
 // headers: format version, value bytes, session, created time and dtype.
@@ -53,6 +55,10 @@ struct S3TierOptions {
   // Conditional create (If-None-Match: *): kAuto probes the service at Open.
   enum class ConditionalPut { kAuto, kOn, kOff };
   ConditionalPut conditional_put = ConditionalPut::kAuto;
+  // Without conditional create: HEAD each object before its PUT and skip the upload when it
+  // exists. Saves bandwidth where nodes often store blocks already in G4; costs a request per
+  // put (the Store puts blocks after a lookup missed them, so most HEADs find nothing).
+  bool check_before_put = false;
   // Threads that seal (compress, encrypt, checksum) and open objects in parallel.
   size_t codec_threads = 4;
   // Time base of the janitor lease. true: the service's clock (Date and Last-Modified

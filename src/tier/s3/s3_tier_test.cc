@@ -49,10 +49,12 @@ class S3TierTest : public ::testing::Test {
     return o;
   }
   std::unique_ptr<S3Tier> Node(const std::string& node, Env* env = nullptr,
-                               SharedJanitorOptions janitor = {}, bool storage_clock = true) {
+                               SharedJanitorOptions janitor = {}, bool storage_clock = true,
+                               bool check_before_put = false) {
     S3TierOptions o = Options(node, env);
     o.janitor = janitor;
     o.storage_clock = storage_clock;
+    o.check_before_put = check_before_put;
     Result<std::unique_ptr<S3Tier>> tier = S3Tier::Open(o);
     EXPECT_TRUE(tier.ok()) << tier.status().ToString();
     return tier.ok() ? std::move(*tier) : nullptr;
@@ -125,35 +127,50 @@ TEST_F(S3TierTest, PutExistsGetDelete) {
   EXPECT_EQ(st.errors, 0u);
 }
 
-TEST_F(S3TierTest, SecondPutIsNoOpAndConcurrentWritersLeaveOneObject) {
-  auto n1 = Node("n1");
-  auto n2 = Node("n2");
-  ASSERT_NE(n1, nullptr);
-  ASSERT_NE(n2, nullptr);
-  // s3rver ignores If-None-Match on PUT; the probe must notice and fall back to HEAD+PUT.
-  EXPECT_FALSE(n1->conditional_put());
-  std::vector<std::vector<std::byte>> values;
-  std::vector<SharedPut> puts;
-  for (uint32_t k = 0; k < 24; ++k) values.push_back(TestValue(20000 + k, k));
-  for (uint32_t k = 0; k < 24; ++k) puts.push_back(MakePut(TestKey(k), values[k], 1));
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (const Status& s : (t % 2 ? n1 : n2)->PutMany("t", puts)) failures += s.ok() ? 0 : 1;
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(CountKeys(n1.get(), std::string(g4::kPrefix) + "/objects/"), 24u);
-  for (const Status& s : n1->PutMany("t", puts)) ASSERT_TRUE(s.ok());
-  EXPECT_GE(n1->Stats().put_existing, 24u);
-  std::vector<BlockKey> keys;
-  for (uint32_t k = 0; k < 24; ++k) keys.push_back(TestKey(k));
-  auto got = n2->GetMany("t", keys);
-  for (uint32_t k = 0; k < 24; ++k) {
-    ASSERT_TRUE(got[k].ok());
-    EXPECT_EQ(*got[k], values[k]);
+// s3rver ignores If-None-Match on PUT; the probe must notice. Either way (a repeated PUT, or
+// HEAD first with check_before_put) concurrent writers leave one whole object per block.
+TEST_F(S3TierTest, ConcurrentWritersLeaveOneObjectWithOrWithoutCheckBeforePut) {
+  for (bool check : {false, true}) {
+    SCOPED_TRACE(check ? "check_before_put" : "repeated PUT");
+    auto n1 = Node("n1", nullptr, {}, true, check);
+    auto n2 = Node("n2", nullptr, {}, true, check);
+    ASSERT_NE(n1, nullptr);
+    ASSERT_NE(n2, nullptr);
+    EXPECT_FALSE(n1->conditional_put());
+    const std::string tenant = check ? "c" : "r";
+    std::vector<std::vector<std::byte>> values;
+    std::vector<SharedPut> puts;
+    for (uint32_t k = 0; k < 24; ++k) values.push_back(TestValue(20000 + k, k));
+    for (uint32_t k = 0; k < 24; ++k) puts.push_back(MakePut(TestKey(k), values[k], 1));
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (const Status& s : (t % 2 ? n1 : n2)->PutMany(tenant, puts)) {
+          failures += s.ok() ? 0 : 1;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(CountKeys(n1.get(), std::string(g4::kPrefix) + "/objects/" + tenant + "/"), 24u);
+    const uint64_t puts_before = n1->Stats().puts;
+    for (const Status& s : n1->PutMany(tenant, puts)) ASSERT_TRUE(s.ok());
+    if (check) {
+      // Every object exists: nothing is uploaded again.
+      EXPECT_EQ(n1->Stats().puts, puts_before);
+      EXPECT_GE(n1->Stats().put_existing, 24u);
+    } else {
+      EXPECT_EQ(n1->Stats().puts, puts_before + 24);
+    }
+    EXPECT_EQ(CountKeys(n1.get(), std::string(g4::kPrefix) + "/objects/" + tenant + "/"), 24u);
+    std::vector<BlockKey> keys;
+    for (uint32_t k = 0; k < 24; ++k) keys.push_back(TestKey(k));
+    auto got = n2->GetMany(tenant, keys);
+    for (uint32_t k = 0; k < 24; ++k) {
+      ASSERT_TRUE(got[k].ok());
+      EXPECT_EQ(*got[k], values[k]);
+    }
   }
 }
 

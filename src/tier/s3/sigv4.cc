@@ -2,10 +2,11 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/sha.h>
 
 #include <algorithm>
 #include <ctime>
+
+#include "src/common/sha256.h"
 
 namespace kvtier::s3 {
 namespace {
@@ -91,10 +92,11 @@ std::string HexEncode(std::span<const uint8_t> data) {
   return out;
 }
 
-std::string Sha256Hex(std::span<const std::byte> data) {
-  std::array<uint8_t, 32> digest{};
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest.data());
-  return HexEncode(digest);
+std::string Sha256Hex(std::span<const std::byte> data, std::span<const std::byte> more) {
+  Sha256 sha;
+  sha.Update(data.data(), data.size());
+  sha.Update(more.data(), more.size());
+  return HexEncode(sha.Final());
 }
 
 std::string AmzDate(uint64_t unix_us) {

@@ -49,7 +49,8 @@ std::string UriEncode(std::string_view s, bool encode_slash);
 // The canonical query string: names and values encoded, sorted by name then value.
 std::string CanonicalQuery(const std::vector<std::pair<std::string, std::string>>& query);
 
-std::string Sha256Hex(std::span<const std::byte> data);
+// Lower-case hex SHA-256 of `data` followed by `more`.
+std::string Sha256Hex(std::span<const std::byte> data, std::span<const std::byte> more = {});
 std::string HexEncode(std::span<const uint8_t> data);
 
 // "20150830T123600Z" for a time in microseconds since the Unix epoch.

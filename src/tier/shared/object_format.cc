@@ -170,10 +170,10 @@ Result<ObjectHeader> DecodeObjectHeader(std::span<const std::byte> in, size_t* h
   return h;
 }
 
-Result<std::vector<std::byte>> SealObject(BlockCodec* codec, std::string_view tenant,
-                                          const BlockKey& key, SessionId session,
-                                          uint64_t created_us, std::optional<KvDtype> dtype,
-                                          std::span<const std::byte> value) {
+Result<SealedObject> SealObjectParts(BlockCodec* codec, std::string_view tenant,
+                                     const BlockKey& key, SessionId session, uint64_t created_us,
+                                     std::optional<KvDtype> dtype,
+                                     std::span<const std::byte> value) {
   if (tenant.empty() || tenant.size() > kMaxTenantNameBytes) {
     return Status::InvalidArgument("tenant name must be 1 to 255 bytes");
   }
@@ -185,22 +185,33 @@ Result<std::vector<std::byte>> SealObject(BlockCodec* codec, std::string_view te
   h.created_us = created_us;
   h.dtype = dtype;
   h.value_bytes = value.size();
-  const size_t header_bytes = ObjectHeaderBytes(tenant.size());
-  std::vector<std::byte> object;
+  SealedObject object;
   if (codec == nullptr) {
-    object.resize(header_bytes + value.size());
-    if (!value.empty()) std::memcpy(object.data() + header_bytes, value.data(), value.size());
-    h.stored_bytes = value.size();
+    object.payload = value;
   } else {
-    object.resize(header_bytes + codec->MaxEncodedBytes(value.size()));
+    object.encoded.resize(codec->MaxEncodedBytes(value.size()));
     Result<size_t> n = codec->Encode(kObjectFormatVersion, tenant, key, dtype, value,
-                                     std::span(object).subspan(header_bytes), &h.payload);
+                                     std::span(object.encoded), &h.payload);
     if (!n.ok()) return n.status();
-    h.stored_bytes = *n;
-    object.resize(header_bytes + *n);
+    object.encoded.resize(*n);
+    object.payload = object.encoded;
   }
-  h.payload_checksum = Checksum64(std::span(object).subspan(header_bytes));
-  EncodeObjectHeader(h, object);
+  h.stored_bytes = object.payload.size();
+  h.payload_checksum = Checksum64(object.payload);
+  object.header.resize(ObjectHeaderBytes(tenant.size()));
+  EncodeObjectHeader(h, object.header);
+  return object;
+}
+
+Result<std::vector<std::byte>> SealObject(BlockCodec* codec, std::string_view tenant,
+                                          const BlockKey& key, SessionId session,
+                                          uint64_t created_us, std::optional<KvDtype> dtype,
+                                          std::span<const std::byte> value) {
+  Result<SealedObject> parts = SealObjectParts(codec, tenant, key, session, created_us, dtype,
+                                               value);
+  if (!parts.ok()) return parts.status();
+  std::vector<std::byte> object(parts->header);
+  object.insert(object.end(), parts->payload.begin(), parts->payload.end());
   return object;
 }
 

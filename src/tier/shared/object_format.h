@@ -72,8 +72,32 @@ void EncodeObjectHeader(const ObjectHeader& h, std::span<std::byte> out);
 // receives its length. DataLoss when malformed; FailedPrecondition for a newer version.
 Result<ObjectHeader> DecodeObjectHeader(std::span<const std::byte> in, size_t* header_bytes);
 
-// Builds a whole object for `value`: encodes it with `codec` (nullptr = stored as is), then
-// prepends the header. InvalidArgument for a bad tenant name or size; the codec's errors.
+// An object as its header and its payload held apart, so that a value stored as it is can be
+// sent from the caller's buffer without being copied behind the header.
+struct SealedObject {
+  SealedObject() = default;
+  // Moves keep `payload` valid (a vector's buffer moves with it); a copy would not.
+  SealedObject(SealedObject&&) = default;
+  SealedObject& operator=(SealedObject&&) = default;
+  SealedObject(const SealedObject&) = delete;
+  SealedObject& operator=(const SealedObject&) = delete;
+
+  std::vector<std::byte> header;
+  std::vector<std::byte> encoded;  // The payload, when a codec encoded the value.
+  // `encoded`, or the value itself (which must then outlive this object).
+  std::span<const std::byte> payload;
+
+  size_t size() const { return header.size() + payload.size(); }
+};
+
+// Builds the object for `value`: encodes it with `codec` (nullptr = stored as is) and makes
+// its header. InvalidArgument for a bad tenant name or size; the codec's errors.
+Result<SealedObject> SealObjectParts(BlockCodec* codec, std::string_view tenant,
+                                     const BlockKey& key, SessionId session, uint64_t created_us,
+                                     std::optional<KvDtype> dtype,
+                                     std::span<const std::byte> value);
+
+// SealObjectParts as one buffer: the header followed by the payload.
 Result<std::vector<std::byte>> SealObject(BlockCodec* codec, std::string_view tenant,
                                           const BlockKey& key, SessionId session,
                                           uint64_t created_us, std::optional<KvDtype> dtype,
