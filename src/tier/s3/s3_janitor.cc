@@ -154,16 +154,8 @@ Result<bool> S3Tier::AcquireLease() {
 Result<JanitorReport> S3Tier::RunJanitorOnce() {
   MutexLock lock(&janitor_mu_);
   JanitorReport report;
-  Result<bool> held = AcquireLease();
-  if (!held.ok()) {
-    counters_.lease_held = false;
-    CountError(held.status());
-    return held.status();
-  }
-  counters_.lease_held = *held;
-  report.lease_held = *held;
-  if (!*held) return report;
-  counters_.janitor_runs++;
+  KVTIER_RETURN_IF_ERROR(counters_.StartJanitorPass(AcquireLease(), &report));
+  if (!report.lease_held) return report;
 
   const std::string objects_prefix = std::string(g4::kPrefix) + "/objects/";
   const std::string access_prefix = std::string(g4::kPrefix) + "/access/";

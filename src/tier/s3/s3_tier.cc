@@ -140,10 +140,6 @@ Status S3Tier::ProbeConditionalPut() {
   return Status::OK();
 }
 
-void S3Tier::CountError(const Status& s) {
-  if (!s.ok() && s.code() != StatusCode::kNotFound) counters_.errors++;
-}
-
 // --- Put ------------------------------------------------------------------------------------
 
 std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const SharedPut> puts) {
@@ -247,7 +243,7 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
       counters_.put_existing++;
     }
   }
-  for (const Status& s : out) CountError(s);
+  for (const Status& s : out) counters_.CountError(s);
   return out;
 }
 
@@ -267,7 +263,7 @@ std::vector<std::optional<SharedObjectInfo>> S3Tier::ExistsMany(std::string_view
   for (size_t i = 0; i < keys.size(); ++i) {
     const S3Response& r = results[i];
     if (!r.ok()) {
-      CountError(r.ToStatus("S3 HEAD"));
+      counters_.CountError(r.ToStatus("S3 HEAD"));
       continue;
     }
     uint64_t format = 0;
@@ -359,19 +355,19 @@ std::vector<Result<std::vector<std::byte>>> S3Tier::GetMany(std::string_view ten
     counters_.misses++;
     if (out[i].status().code() == StatusCode::kDataLoss) counters_.corrupt++;
     if (bad[i]) corrupt.push_back(g4::ObjectName(*component, keys[i]));
-    CountError(out[i].status());
+    counters_.CountError(out[i].status());
   }
   for (const S3Response& r : client_->Execute(touches)) {
     if (r.ok()) {
       counters_.touches++;
     } else {
-      CountError(r.ToStatus("S3 PUT access marker"));
+      counters_.CountError(r.ToStatus("S3 PUT access marker"));
     }
   }
   if (!corrupt.empty()) {
     for (const std::string& k : corrupt) env_->Log("S3Tier: removing corrupt object " + k);
     uint64_t removed = 0;
-    CountError(DeleteKeys(corrupt, &removed));
+    counters_.CountError(DeleteKeys(corrupt, &removed));
   }
   return out;
 }
@@ -392,7 +388,7 @@ Status S3Tier::DeleteKeys(const std::vector<std::string>& keys, uint64_t* delete
       first = r.ToStatus("S3 DELETE");
     }
   }
-  CountError(first);
+  counters_.CountError(first);
   return first;
 }
 
@@ -418,7 +414,7 @@ Result<uint64_t> S3Tier::DeleteSession(std::string_view tenant, SessionId sessio
   const std::string prefix = g4::SessionPrefix(*component, session);
   Result<std::vector<s3::S3Client::ListedObject>> markers = client_->List(prefix);
   if (!markers.ok()) {
-    CountError(markers.status());
+    counters_.CountError(markers.status());
     return markers.status();
   }
   std::vector<BlockKey> keys;
@@ -455,7 +451,7 @@ Result<uint64_t> S3Tier::DeleteTenant(std::string_view tenant) {
         g4::TenantAccessPrefix(*component)}) {
     Result<std::vector<s3::S3Client::ListedObject>> listed = client_->List(prefix);
     if (!listed.ok()) {
-      CountError(listed.status());
+      counters_.CountError(listed.status());
       return listed.status();
     }
     std::vector<std::string> keys;

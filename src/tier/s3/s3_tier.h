@@ -98,7 +98,6 @@ class S3Tier final : public SharedTier {
 
   S3Tier(S3TierOptions options, std::unique_ptr<s3::S3Client> client);
   Status ProbeConditionalPut();
-  void CountError(const Status& s);
   // DELETEs `keys` in parallel; NotFound counts as done. Returns the first other error.
   Status DeleteKeys(const std::vector<std::string>& keys, uint64_t* deleted);
 

@@ -106,12 +106,44 @@ struct SharedTierStats {
   bool lease_held = false;      // Whether this node held the janitor lease at its last try.
 };
 
+// What one janitor pass did.
+struct JanitorReport {
+  bool lease_held = false;       // False: another node holds the lease; nothing was done.
+  uint64_t objects_seen = 0;
+  uint64_t bytes_seen = 0;
+  uint64_t expired = 0;          // Removed by TTL.
+  uint64_t evicted_quota = 0;    // Removed to bring a tenant under its quota.
+  uint64_t evicted_capacity = 0; // Removed to bring the total under capacity.
+  uint64_t temp_removed = 0;
+  uint64_t markers_removed = 0;  // Session markers whose object is gone.
+};
+
 // The counters behind SharedTierStats, updated without locks by either tier.
 struct SharedTierCounters {
   std::atomic<uint64_t> puts{0}, put_existing{0}, put_bytes{0}, hits{0}, misses{0}, corrupt{0},
       get_bytes{0}, errors{0}, touches{0}, deletes{0}, janitor_runs{0}, janitor_evicted{0},
       janitor_temp_removed{0};
   std::atomic<bool> lease_held{false};
+
+  // Counts `s` as a storage error unless it is OK or NotFound (a miss, not an error).
+  void CountError(const Status& s) {
+    if (!s.ok() && s.code() != StatusCode::kNotFound) errors++;
+  }
+
+  // The start of a janitor pass: records whether this node got the lease (`held`, from the
+  // tier's lease attempt) in the counters and in *report, and counts the pass when it did.
+  // Returns the attempt's error, counted; the pass goes on only if report->lease_held.
+  Status StartJanitorPass(const Result<bool>& held, JanitorReport* report) {
+    if (!held.ok()) {
+      lease_held = false;
+      CountError(held.status());
+      return held.status();
+    }
+    lease_held = *held;
+    report->lease_held = *held;
+    if (*held) janitor_runs++;
+    return Status::OK();
+  }
 
   SharedTierStats Snapshot() const {
     SharedTierStats s;
@@ -131,18 +163,6 @@ struct SharedTierCounters {
     s.lease_held = lease_held;
     return s;
   }
-};
-
-// What one janitor pass did.
-struct JanitorReport {
-  bool lease_held = false;       // False: another node holds the lease; nothing was done.
-  uint64_t objects_seen = 0;
-  uint64_t bytes_seen = 0;
-  uint64_t expired = 0;          // Removed by TTL.
-  uint64_t evicted_quota = 0;    // Removed to bring a tenant under its quota.
-  uint64_t evicted_capacity = 0; // Removed to bring the total under capacity.
-  uint64_t temp_removed = 0;
-  uint64_t markers_removed = 0;  // Session markers whose object is gone.
 };
 
 class SharedTier {

@@ -15,16 +15,8 @@ namespace kvtier {
 Result<JanitorReport> SharedFsTier::RunJanitorOnce() {
   MutexLock lock(&janitor_mu_);
   JanitorReport report;
-  Result<bool> held = AcquireLease();
-  if (!held.ok()) {
-    counters_.lease_held = false;
-    CountError(held.status());
-    return held.status();
-  }
-  counters_.lease_held = *held;
-  report.lease_held = *held;
-  if (!*held) return report;
-  counters_.janitor_runs++;
+  KVTIER_RETURN_IF_ERROR(counters_.StartJanitorPass(AcquireLease(), &report));
+  if (!report.lease_held) return report;
   Result<uint64_t> now = StorageNow();
   if (!now.ok()) return now.status();
   Result<std::vector<ScannedObject>> objects = ScanObjects();
@@ -102,7 +94,7 @@ Status SharedFsTier::EvictObjects(std::vector<ScannedObject>& objects, uint64_t 
     });
     for (size_t k = 0; k < n; ++k) {
       if (!results[k].ok()) {
-        CountError(results[k]);
+        counters_.CountError(results[k]);
         return results[k];
       }
       g4::CountEviction(victims[begin + k].reason, report);

@@ -85,10 +85,6 @@ Result<uint64_t> SharedFsTier::StorageNow() {
   return info->mtime_us;
 }
 
-void SharedFsTier::CountError(const Status& s) {
-  if (!s.ok() && s.code() != StatusCode::kNotFound) counters_.errors++;
-}
-
 std::string SharedFsTier::NewTempPath() {
   return Abs(std::string(g4::kPrefix) + "/tmp/" + options_.node_id + "." +
              std::to_string(::getpid()) + "." + std::to_string(temp_counter_++) + ".tmp");
@@ -112,7 +108,7 @@ std::vector<Status> SharedFsTier::PutMany(std::string_view tenant,
   }
   pool_.ParallelFor(puts.size(), [&](size_t i) {
     out[i] = PutOne(*component, tenant, puts[i]);
-    CountError(out[i]);
+    counters_.CountError(out[i]);
   });
   return out;
 }
@@ -207,7 +203,7 @@ std::vector<std::optional<SharedObjectInfo>> SharedFsTier::ExistsMany(
       out[i] = *info;
     } else if (info.status().code() != StatusCode::kDataLoss &&
                info.status().code() != StatusCode::kFailedPrecondition) {
-      CountError(info.status());  // A bad object is GetMany's to count and remove.
+      counters_.CountError(info.status());  // A bad object is GetMany's to count and remove.
     }
   });
   return out;
@@ -232,7 +228,7 @@ Result<std::vector<std::byte>> SharedFsTier::GetOne(const std::string& tenant_co
     counters_.misses++;
     if (s.code() == StatusCode::kDataLoss) counters_.corrupt++;
     if (stored_bad) RemoveCorrupt(path, inode);
-    CountError(s.code() == StatusCode::kDataLoss || s.code() == StatusCode::kFailedPrecondition
+    counters_.CountError(s.code() == StatusCode::kDataLoss || s.code() == StatusCode::kFailedPrecondition
                    ? Status::OK()
                    : s);
     return s;
@@ -287,7 +283,7 @@ Status SharedFsTier::Delete(std::string_view tenant, const BlockKey& key) {
   const std::string path = Abs(g4::ObjectName(*component, key));
   Result<SharedObjectInfo> info = ReadInfo(path, tenant, key);
   Status s = sharedfs::RemoveFile(path);
-  CountError(s);
+  counters_.CountError(s);
   KVTIER_RETURN_IF_ERROR(s);
   if (info.ok()) {
     counters_.deletes++;
@@ -311,7 +307,7 @@ Result<uint64_t> SharedFsTier::DeleteSession(std::string_view tenant, SessionId 
   Result<std::vector<std::string>> names = sharedfs::ListDir(dir);
   if (!names.ok()) {
     if (names.status().code() == StatusCode::kNotFound) return uint64_t{0};
-    CountError(names.status());
+    counters_.CountError(names.status());
     return names.status();
   }
   std::atomic<uint64_t> removed{0};
@@ -334,7 +330,7 @@ Result<uint64_t> SharedFsTier::DeleteSession(std::string_view tenant, SessionId 
     }
     if (s.ok()) s = sharedfs::RemoveFile(marker);
     if (!s.ok()) {
-      CountError(s);
+      counters_.CountError(s);
       MutexLock lock(&error_mu);
       if (first_error.ok()) first_error = s;
     }
@@ -356,7 +352,7 @@ Result<uint64_t> SharedFsTier::DeleteTenant(std::string_view tenant) {
   Status first_error;
   auto note = [&](const Status& s) {
     if (s.ok() || s.code() == StatusCode::kNotFound) return;
-    CountError(s);
+    counters_.CountError(s);
     MutexLock lock(&error_mu);
     if (first_error.ok()) first_error = s;
   };

@@ -113,7 +113,6 @@ class SharedFsTier final : public SharedTier {
   std::optional<uint64_t> WriteTime();
   // "Now" on the time base of mtimes (see SharedFsTierOptions::storage_clock).
   Result<uint64_t> StorageNow();
-  void CountError(const Status& s);
   void RemoveEmptyDir(const std::string& path);
 
   // shared_fs_lease.cc
