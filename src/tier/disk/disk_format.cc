@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "src/common/byte_codec.h"
 #include "src/common/checksum.h"
 
 namespace kvtier::disk {
@@ -13,79 +14,6 @@ constexpr size_t kRecordFixedBytes = 136;
 constexpr size_t kFooterFixedBytes = 16;
 constexpr size_t kFooterEntryBytes = 88;
 constexpr size_t kTrailerUsedBytes = 48;
-
-class Writer {
- public:
-  explicit Writer(std::span<std::byte> out) : out_(out) {}
-  void U8(uint8_t v) { out_[pos_++] = std::byte(v); }
-  void U16(uint16_t v) { Raw(&v, 2); }
-  void U32(uint32_t v) { Raw(&v, 4); }
-  void U64(uint64_t v) { Raw(&v, 8); }
-  void Raw(const void* p, size_t n) {
-    std::memcpy(out_.data() + pos_, p, n);
-    pos_ += n;
-  }
-  void PadTo(size_t pos) {
-    std::memset(out_.data() + pos_, 0, pos - pos_);
-    pos_ = pos;
-  }
-  size_t pos() const { return pos_; }
-
- private:
-  std::span<std::byte> out_;
-  size_t pos_ = 0;
-};
-
-// Bounds-checked little-endian reader: reading past the end sets ok() false, never crashes.
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> in) : in_(in) {}
-  uint8_t U8() {
-    uint8_t v = 0;
-    Raw(&v, 1);
-    return v;
-  }
-  uint16_t U16() {
-    uint16_t v = 0;
-    Raw(&v, 2);
-    return v;
-  }
-  uint32_t U32() {
-    uint32_t v = 0;
-    Raw(&v, 4);
-    return v;
-  }
-  uint64_t U64() {
-    uint64_t v = 0;
-    Raw(&v, 8);
-    return v;
-  }
-  void Raw(void* p, size_t n) {
-    if (!ok_ || in_.size() - pos_ < n) {
-      ok_ = false;
-      std::memset(p, 0, n);
-      return;
-    }
-    std::memcpy(p, in_.data() + pos_, n);
-    pos_ += n;
-  }
-  void Skip(size_t n) {
-    if (!ok_ || in_.size() - pos_ < n) {
-      ok_ = false;
-      return;
-    }
-    pos_ += n;
-  }
-  bool ok() const { return ok_; }
-  size_t pos() const { return pos_; }
-
- private:
-  std::span<const std::byte> in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
-
-constexpr size_t Align8(size_t n) { return (n + 7) / 8 * 8; }
 
 uint64_t Hash(std::span<const std::byte> in, size_t n) { return Checksum64(in.first(n)); }
 
@@ -101,7 +29,7 @@ uint64_t RecordBytes(size_t tenant_bytes, uint64_t stored_bytes) {
 
 void EncodeRecordHeader(const RecordHeader& h, std::span<std::byte> out) {
   const size_t header_bytes = RecordHeaderBytes(h.tenant.size());
-  Writer w(out);
+  ByteWriter w(out);
   w.U32(kRecordMagic);
   w.U16(kFormatVersion);
   w.U8(static_cast<uint8_t>(h.kind));
@@ -129,7 +57,7 @@ void EncodeRecordHeader(const RecordHeader& h, std::span<std::byte> out) {
 }
 
 Result<RecordHeader> DecodeRecordHeader(std::span<const std::byte> in, size_t* header_bytes) {
-  Reader r(in);
+  ByteReader r(in);
   if (r.U32() != kRecordMagic || !r.ok()) return Status::DataLoss("no record header");
   const uint16_t version = r.U16();
   RecordHeader h;
@@ -189,7 +117,7 @@ Result<RecordHeader> DecodeRecordHeader(std::span<const std::byte> in, size_t* h
 }
 
 void EncodeSegmentHeader(const SegmentHeader& h, std::span<std::byte> out) {
-  Writer w(out);
+  ByteWriter w(out);
   w.U32(kSegmentMagic);
   w.U16(kFormatVersion);
   w.U16(0);
@@ -200,7 +128,7 @@ void EncodeSegmentHeader(const SegmentHeader& h, std::span<std::byte> out) {
 }
 
 Result<SegmentHeader> DecodeSegmentHeader(std::span<const std::byte> in) {
-  Reader r(in);
+  ByteReader r(in);
   const uint32_t magic = r.U32();
   const uint16_t version = r.U16();
   r.Skip(2);
@@ -245,7 +173,7 @@ AlignedBuffer EncodeFooter(const Footer& footer, uint64_t segment_id, uint64_t f
   const size_t padded = static_cast<size_t>(AlignUp(body_bytes));
   AlignedBuffer buf(padded + kTrailerBytes);
   if (buf.size() == 0) return buf;
-  Writer w(buf.span());
+  ByteWriter w(buf.span());
   w.U32(kFooterMagic);
   w.U16(kFormatVersion);
   w.U16(0);
@@ -272,7 +200,7 @@ AlignedBuffer EncodeFooter(const Footer& footer, uint64_t segment_id, uint64_t f
   }
   const uint64_t body_checksum = Hash(buf.span(), body_bytes);
   std::span<std::byte> trailer = buf.span().subspan(padded);
-  Writer t(trailer);
+  ByteWriter t(trailer);
   t.U32(kTrailerMagic);
   t.U16(kFormatVersion);
   t.U16(0);
@@ -285,7 +213,7 @@ AlignedBuffer EncodeFooter(const Footer& footer, uint64_t segment_id, uint64_t f
 }
 
 Result<Trailer> DecodeTrailer(std::span<const std::byte> in) {
-  Reader r(in);
+  ByteReader r(in);
   const uint32_t magic = r.U32();
   const uint16_t version = r.U16();
   r.Skip(2);
@@ -309,7 +237,7 @@ Result<Footer> DecodeFooter(std::span<const std::byte> body, const Trailer& trai
   if (body.size() < trailer.footer_bytes || Hash(body, trailer.footer_bytes) != trailer.footer_checksum) {
     return Status::DataLoss("segment footer checksum mismatch");
   }
-  Reader r(body.first(trailer.footer_bytes));
+  ByteReader r(body.first(trailer.footer_bytes));
   const uint32_t magic = r.U32();
   const uint16_t version = r.U16();
   r.Skip(2);

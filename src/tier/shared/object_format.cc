@@ -4,71 +4,12 @@
 
 #include <cstring>
 
+#include "src/common/byte_codec.h"
 #include "src/common/checksum.h"
 #include "src/common/sha256.h"
 
 namespace kvtier::g4 {
 namespace {
-
-constexpr size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
-
-class Writer {
- public:
-  explicit Writer(std::span<std::byte> out) : out_(out) {}
-  void Raw(const void* p, size_t n) {
-    std::memcpy(out_.data() + pos_, p, n);
-    pos_ += n;
-  }
-  void U8(uint8_t v) { Raw(&v, 1); }
-  void U16(uint16_t v) { LittleEndian(v); }
-  void U32(uint32_t v) { LittleEndian(v); }
-  void U64(uint64_t v) { LittleEndian(v); }
-  void PadTo(size_t pos) {
-    std::memset(out_.data() + pos_, 0, pos - pos_);
-    pos_ = pos;
-  }
-
- private:
-  template <typename T>
-  void LittleEndian(T v) {
-    for (size_t i = 0; i < sizeof(T); ++i) U8(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::span<std::byte> out_;
-  size_t pos_ = 0;
-};
-
-// Reads little-endian integers; past the end it yields zeros and ok() turns false.
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> in) : in_(in) {}
-  bool ok() const { return ok_; }
-  void Raw(void* p, size_t n) {
-    if (!ok_ || in_.size() - pos_ < n) {
-      ok_ = false;
-      std::memset(p, 0, n);
-      return;
-    }
-    std::memcpy(p, in_.data() + pos_, n);
-    pos_ += n;
-  }
-  uint8_t U8() { return Get<uint8_t>(); }
-  uint16_t U16() { return Get<uint16_t>(); }
-  uint32_t U32() { return Get<uint32_t>(); }
-  uint64_t U64() { return Get<uint64_t>(); }
-
- private:
-  template <typename T>
-  T Get() {
-    uint8_t b[sizeof(T)];
-    Raw(b, sizeof(T));
-    T v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(T{b[i]} << (8 * i));
-    return v;
-  }
-  std::span<const std::byte> in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
 
 bool ValidDtype(uint8_t d) {
   return d >= static_cast<uint8_t>(KvDtype::kBf16) && d <= static_cast<uint8_t>(KvDtype::kFp8E5M2);
@@ -84,7 +25,7 @@ size_t ObjectHeaderBytes(size_t tenant_bytes) {
 
 void EncodeObjectHeader(const ObjectHeader& h, std::span<std::byte> out) {
   const size_t header_bytes = ObjectHeaderBytes(h.tenant.size());
-  Writer w(out);
+  ByteWriter w(out);
   w.U32(kObjectMagic);
   w.U16(kObjectFormatVersion);
   w.U16(static_cast<uint16_t>(header_bytes));
@@ -107,7 +48,7 @@ void EncodeObjectHeader(const ObjectHeader& h, std::span<std::byte> out) {
 }
 
 Result<ObjectHeader> DecodeObjectHeader(std::span<const std::byte> in, size_t* header_bytes) {
-  Reader r(in);
+  ByteReader r(in);
   const uint32_t magic = r.U32();
   const uint16_t version = r.U16();
   const uint16_t length = r.U16();
@@ -124,7 +65,7 @@ Result<ObjectHeader> DecodeObjectHeader(std::span<const std::byte> in, size_t* h
   }
   uint64_t stored_checksum = 0;
   {
-    Reader c(in.subspan(length - 8, 8));
+    ByteReader c(in.subspan(length - 8, 8));
     stored_checksum = c.U64();
   }
   if (Checksum64(in.first(length - 8)) != stored_checksum) {
