@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "src/common/openssl_errors.h"
+
 namespace kvtier::client {
 namespace {
 
@@ -20,17 +22,6 @@ constexpr size_t kRecord = 16 << 10;
 constexpr size_t kReadBufferBytes = 256 << 10;
 // Upper bound on the handshake; a server that accepts and says nothing fails it.
 constexpr int kHandshakeTimeoutMs = 30'000;
-
-std::string Errors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
-}
 
 bool IsIpAddress(const std::string& host) {
   unsigned char buf[16];
@@ -52,7 +43,7 @@ Result<std::unique_ptr<TlsStream>> TlsStream::Connect(int fd, const ClientTlsOpt
                                                       std::string_view host) {
   ERR_clear_error();
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  if (ctx == nullptr) return Status::Internal("SSL_CTX_new: " + Errors());
+  if (ctx == nullptr) return Status::Internal("SSL_CTX_new: " + DrainOpenSslErrors());
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -68,17 +59,20 @@ Result<std::unique_ptr<TlsStream>> TlsStream::Connect(int fd, const ClientTlsOpt
     int ok = options.ca_file.empty()
                  ? SSL_CTX_set_default_verify_paths(ctx)
                  : SSL_CTX_load_verify_locations(ctx, options.ca_file.c_str(), nullptr);
-    if (ok != 1) return fail(Status::InvalidArgument("TLS CA file " + options.ca_file + ": " + Errors()));
+    if (ok != 1) {
+      return fail(Status::InvalidArgument("TLS CA file " + options.ca_file + ": " +
+                                          DrainOpenSslErrors()));
+    }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   }
   if (!options.cert_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1 ||
         SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      return fail(Status::InvalidArgument("TLS client certificate/key: " + Errors()));
+      return fail(Status::InvalidArgument("TLS client certificate/key: " + DrainOpenSslErrors()));
     }
   }
   SSL* ssl = SSL_new(ctx);
-  if (ssl == nullptr) return fail(Status::Internal("SSL_new: " + Errors()));
+  if (ssl == nullptr) return fail(Status::Internal("SSL_new: " + DrainOpenSslErrors()));
   std::unique_ptr<TlsStream> stream(new TlsStream(fd, ctx, ssl));
   std::string name = options.server_name.empty() ? std::string(host) : options.server_name;
   if (IsIpAddress(name)) {
@@ -100,7 +94,7 @@ Result<std::unique_ptr<TlsStream>> TlsStream::Connect(int fd, const ClientTlsOpt
       }
       continue;
     }
-    std::string why = Errors();
+    std::string why = DrainOpenSslErrors();
     long verify = SSL_get_verify_result(ssl);
     if (verify != X509_V_OK) {
       why += std::string(why.empty() ? "" : "; ") + "certificate: " +
@@ -137,7 +131,7 @@ Status TlsStream::ReadExact(std::byte* out, size_t n) {
       errno = 0;
       r = SSL_read_ex(ssl_, out, n, &got);
       err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
-      if (err == SSL_ERROR_SSL) why = Errors();
+      if (err == SSL_ERROR_SSL) why = DrainOpenSslErrors();
     }
     switch (err) {
       case SSL_ERROR_NONE:
@@ -172,7 +166,7 @@ Status TlsStream::WriteBytes(const void* data, size_t n) {
       errno = 0;
       r = SSL_write_ex(ssl_, p, n, &wrote);
       err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
-      if (err == SSL_ERROR_SSL) why = Errors();
+      if (err == SSL_ERROR_SSL) why = DrainOpenSslErrors();
     }
     switch (err) {
       case SSL_ERROR_NONE:

@@ -6,16 +6,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "src/common/openssl_errors.h"
+
 namespace kvtier::server {
 
 std::string TlsErrors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
+  std::string out = DrainOpenSslErrors();
   return out.empty() ? "unknown TLS error" : out;
 }
 
