@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -25,9 +26,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kvtier/block_key.h"
 #include "src/protocol/messages.h"
 #include "src/protocol/wire.h"
 
@@ -35,6 +38,35 @@ namespace kvtier::daemon_test {
 
 // Upper bound on any wait in these tests; reaching it is a failure, not a pass.
 inline constexpr std::chrono::seconds kDeadline{60};
+
+// Test data: a block key made of two numbers.
+inline BlockKey TestKey(uint32_t a, uint32_t b = 0) {
+  std::array<uint8_t, kBlockKeySize> bytes{};
+  std::memcpy(bytes.data(), &a, 4);
+  std::memcpy(bytes.data() + 4, &b, 4);
+  bytes[31] = 0x5a;
+  return BlockKey(bytes);
+}
+
+// Pseudo-random bytes from `seed` (xorshift): incompressible.
+inline std::vector<std::byte> RandomValue(uint32_t seed, size_t size) {
+  std::vector<std::byte> v(size);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<std::byte>(x);
+  }
+  return v;
+}
+
+// Bytes of a short repeating pattern from `seed`: they compress.
+inline std::vector<std::byte> PatternValue(uint32_t seed, size_t size) {
+  std::vector<std::byte> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = static_cast<std::byte>((seed * 131 + i * 7) & 0xff);
+  return v;
+}
 
 class Daemon {
  public:

@@ -14,26 +14,6 @@ namespace {
 
 using protocol::Opcode;
 
-BlockKey Key(uint32_t a, uint32_t b = 0) {
-  std::array<uint8_t, kBlockKeySize> bytes{};
-  std::memcpy(bytes.data(), &a, 4);
-  std::memcpy(bytes.data() + 4, &b, 4);
-  bytes[31] = 0x5a;
-  return BlockKey(bytes);
-}
-
-std::vector<std::byte> Value(uint32_t seed, size_t size) {
-  std::vector<std::byte> v(size);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<std::byte>(x);
-  }
-  return v;
-}
-
 std::unique_ptr<Client> Connect(const std::string& endpoint, const std::string& tenant = "",
                                 const std::string& token = "") {
   ClientOptions o;
@@ -58,17 +38,19 @@ TEST(DaemonNativeTest, RoundTripsOverTcpAndUnixSocket) {
   EXPECT_EQ(tcp->server_info().max_block_bytes, 4 * kMiB);
   EXPECT_TRUE(tcp->Ping().ok());
 
-  std::vector<std::vector<std::byte>> values = {Value(1, 100), Value(2, 3 * kMiB), Value(3, 4096)};
+  std::vector<std::vector<std::byte>> values = {RandomValue(1, 100), RandomValue(2, 3 * kMiB),
+                                                RandomValue(3, 4096)};
   std::vector<BlockWrite> writes;
   for (uint32_t i = 0; i < values.size(); ++i) {
-    writes.push_back({Key(i), values[i], i > 0 ? std::optional<BlockKey>(Key(i - 1)) : std::nullopt, 0,
+    writes.push_back({TestKey(i), values[i],
+                      i > 0 ? std::optional<BlockKey>(TestKey(i - 1)) : std::nullopt, 0,
                       std::nullopt});
   }
   for (const Status& s : tcp->PutMany(writes)) EXPECT_TRUE(s.ok()) << s.ToString();
 
   auto unix_client = Connect(d.unix_endpoint());
   ASSERT_NE(unix_client, nullptr);
-  std::vector<BlockKey> keys = {Key(0), Key(1), Key(2), Key(99)};
+  std::vector<BlockKey> keys = {TestKey(0), TestKey(1), TestKey(2), TestKey(99)};
   BlockValues got = unix_client->GetMany(keys);
   ASSERT_EQ(got.values.size(), 4u);
   for (size_t i = 0; i < 3; ++i) {
@@ -81,20 +63,21 @@ TEST(DaemonNativeTest, RoundTripsOverTcpAndUnixSocket) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->num_blocks, 3u);
   EXPECT_EQ(m->tiers, std::vector<TierLevel>(3, TierLevel::kG2));
-  auto exists = unix_client->Exists(std::vector<BlockKey>{Key(1), Key(99)});
+  auto exists = unix_client->Exists(std::vector<BlockKey>{TestKey(1), TestKey(99)});
   ASSERT_TRUE(exists.ok());
   EXPECT_EQ((*exists)[0], TierLevel::kG2);
   EXPECT_FALSE((*exists)[1].has_value());
 
-  EXPECT_TRUE(tcp->PinMany(std::vector<BlockKey>{Key(0)})[0].ok());
-  EXPECT_EQ(tcp->UnpinMany(std::vector<BlockKey>{Key(1)})[0].code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(tcp->UnpinMany(std::vector<BlockKey>{Key(0)})[0].ok());
+  EXPECT_TRUE(tcp->PinMany(std::vector<BlockKey>{TestKey(0)})[0].ok());
+  EXPECT_EQ(tcp->UnpinMany(std::vector<BlockKey>{TestKey(1)})[0].code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(tcp->UnpinMany(std::vector<BlockKey>{TestKey(0)})[0].ok());
   EXPECT_TRUE(tcp->Prefetch(keys).ok());
 
-  EXPECT_TRUE(tcp->Delete(Key(2)).ok());
-  EXPECT_EQ(tcp->Get(Key(2)).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(tcp->Delete(Key(2)).code(), StatusCode::kNotFound);
-  Result<std::vector<std::byte>> one = tcp->Get(Key(0));
+  EXPECT_TRUE(tcp->Delete(TestKey(2)).ok());
+  EXPECT_EQ(tcp->Get(TestKey(2)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tcp->Delete(TestKey(2)).code(), StatusCode::kNotFound);
+  Result<std::vector<std::byte>> one = tcp->Get(TestKey(0));
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(*one, values[0]);
 
@@ -111,9 +94,9 @@ TEST(DaemonNativeTest, TenantsAuthenticateAndAreIsolated) {
   auto acme = Connect(d.tcp_endpoint(), "acme", "acme-token");
   ASSERT_NE(acme, nullptr);
   EXPECT_EQ(acme->server_info().tenant, "acme");
-  std::vector<std::byte> v = Value(7, 1000);
-  ASSERT_TRUE(acme->Put(Key(7), v).ok());
-  EXPECT_EQ(anon->Get(Key(7)).status().code(), StatusCode::kNotFound);
+  std::vector<std::byte> v = RandomValue(7, 1000);
+  ASSERT_TRUE(acme->Put(TestKey(7), v).ok());
+  EXPECT_EQ(anon->Get(TestKey(7)).status().code(), StatusCode::kNotFound);
 
   ClientOptions wrong;
   wrong.endpoint = d.tcp_endpoint();
@@ -131,16 +114,16 @@ TEST(DaemonNativeTest, PipelinedAsyncCallsAllComplete) {
   auto c = Connect(d.tcp_endpoint());
   constexpr uint32_t kRequests = 64;
   std::vector<std::vector<std::byte>> values;
-  for (uint32_t i = 0; i < kRequests; ++i) values.push_back(Value(100 + i, 10000 + i));
+  for (uint32_t i = 0; i < kRequests; ++i) values.push_back(RandomValue(100 + i, 10000 + i));
   std::vector<std::future<std::vector<Status>>> puts;
   for (uint32_t i = 0; i < kRequests; ++i) {
-    BlockWrite w{Key(100 + i), values[i], std::nullopt, 0, std::nullopt};
+    BlockWrite w{TestKey(100 + i), values[i], std::nullopt, 0, std::nullopt};
     puts.push_back(c->PutManyAsync(std::span(&w, 1)));
   }
   for (auto& f : puts) EXPECT_TRUE(f.get()[0].ok());
   std::vector<std::future<BlockValues>> gets;
   std::vector<BlockKey> keys;
-  for (uint32_t i = 0; i < kRequests; ++i) keys.push_back(Key(100 + i));
+  for (uint32_t i = 0; i < kRequests; ++i) keys.push_back(TestKey(100 + i));
   for (uint32_t i = 0; i < kRequests; ++i) gets.push_back(c->GetManyAsync(std::span(&keys[i], 1)));
   for (uint32_t i = 0; i < kRequests; ++i) {
     BlockValues v = gets[i].get();
@@ -170,11 +153,11 @@ class BadInputTest : public ::testing::Test {
   void SetUp() override {
     bystander_ = Connect(daemon_.tcp_endpoint());
     ASSERT_NE(bystander_, nullptr);
-    value_ = Value(42, 2 * kMiB);
-    ASSERT_TRUE(bystander_->Put(Key(42), value_).ok());
+    value_ = RandomValue(42, 2 * kMiB);
+    ASSERT_TRUE(bystander_->Put(TestKey(42), value_).ok());
   }
   void TearDown() override {
-    Result<std::vector<std::byte>> v = bystander_->Get(Key(42));
+    Result<std::vector<std::byte>> v = bystander_->Get(TestKey(42));
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     EXPECT_EQ(*v, value_);
   }
@@ -215,7 +198,7 @@ TEST_F(BadInputTest, LyingLengthOverTheLimitGetsAnErrorAndAClose) {
 TEST_F(BadInputTest, LengthShorterThanTheBodyIsAMalformedRequest) {
   int fd = Hello();
   std::string keys;
-  protocol::EncodeKeyList(std::vector<BlockKey>{Key(42)}, &keys);
+  protocol::EncodeKeyList(std::vector<BlockKey>{TestKey(42)}, &keys);
   // The frame claims 10 bytes: the key list inside is cut short, so the request is rejected.
   std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kGetMany), 3, keys.substr(0, 10));
   SendAll(fd, frame);
@@ -233,7 +216,8 @@ TEST_F(BadInputTest, LengthShorterThanTheBodyIsAMalformedRequest) {
 
 TEST_F(BadInputTest, OversizedValueIsRejectedAndTheConnectionCarriesOn) {
   int fd = Hello();
-  std::vector<protocol::PutEntry> entries = {{Key(1), std::nullopt, 4 * kMiB + 1, 0, std::nullopt}};
+  std::vector<protocol::PutEntry> entries = {
+      {TestKey(1), std::nullopt, 4 * kMiB + 1, 0, std::nullopt}};
   std::string body;
   protocol::EncodePutDirectory(entries, &body);
   body.append(4 * kMiB + 1, 'x');
@@ -321,18 +305,18 @@ TEST(DaemonIdleTest, IdleClientIsToldAndClosedOthersCarryOn) {
 TEST(DaemonSlowClientTest, ClientThatDoesNotReadIsThrottledNotFatal) {
   Daemon d("max_output_bytes = \"1MiB\"\n");
   auto writer = Connect(d.tcp_endpoint());
-  std::vector<std::byte> v = Value(5, 1 * kMiB);
-  ASSERT_TRUE(writer->Put(Key(5), v).ok());
+  std::vector<std::byte> v = RandomValue(5, 1 * kMiB);
+  ASSERT_TRUE(writer->Put(TestKey(5), v).ok());
   // A raw client queues 64 reads of 1 MiB without reading any reply.
   int slow = ConnectTcp(d.native_port());
   SendAll(slow, HelloFrame(1));
   std::string keys;
-  protocol::EncodeKeyList(std::vector<BlockKey>{Key(5)}, &keys);
+  protocol::EncodeKeyList(std::vector<BlockKey>{TestKey(5)}, &keys);
   std::string requests;
   for (uint64_t id = 2; id < 66; ++id) requests += NativeFrame(static_cast<uint8_t>(Opcode::kGetMany), id, keys);
   SendAll(slow, requests);
   // Meanwhile another client is served.
-  Result<std::vector<std::byte>> other = writer->Get(Key(5));
+  Result<std::vector<std::byte>> other = writer->Get(TestKey(5));
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(*other, v);
   // The slow client then reads everything, intact and in order.

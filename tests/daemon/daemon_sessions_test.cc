@@ -15,19 +15,6 @@ namespace {
 
 using protocol::Opcode;
 
-BlockKey Key(uint32_t a) {
-  std::array<uint8_t, kBlockKeySize> bytes{};
-  std::memcpy(bytes.data(), &a, 4);
-  bytes[31] = 0x77;
-  return BlockKey(bytes);
-}
-
-std::vector<std::byte> Value(uint32_t seed, size_t size) {
-  std::vector<std::byte> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = static_cast<std::byte>((seed * 131 + i * 7) & 0xff);
-  return v;
-}
-
 std::unique_ptr<Client> Connect(const Daemon& d, const std::string& tenant = "",
                                 const std::string& token = "") {
   ClientOptions o;
@@ -43,10 +30,10 @@ std::unique_ptr<Client> Connect(const Daemon& d, const std::string& tenant = "",
 void PutSession(Client* c, uint32_t first_key, uint32_t n, SessionId session) {
   std::vector<std::vector<std::byte>> values;
   std::vector<BlockWrite> writes;
-  for (uint32_t i = 0; i < n; ++i) values.push_back(Value(first_key + i, 4096));
+  for (uint32_t i = 0; i < n; ++i) values.push_back(PatternValue(first_key + i, 4096));
   for (uint32_t i = 0; i < n; ++i) {
-    writes.push_back({Key(first_key + i), values[i],
-                      i > 0 ? std::optional<BlockKey>(Key(first_key + i - 1)) : std::nullopt,
+    writes.push_back({TestKey(first_key + i), values[i],
+                      i > 0 ? std::optional<BlockKey>(TestKey(first_key + i - 1)) : std::nullopt,
                       session, KvDtype::kBf16});
   }
   for (const Status& s : c->PutMany(writes)) ASSERT_TRUE(s.ok()) << s.ToString();
@@ -54,7 +41,7 @@ void PutSession(Client* c, uint32_t first_key, uint32_t n, SessionId session) {
 
 size_t CountPresent(Client* c, uint32_t first_key, uint32_t n) {
   std::vector<BlockKey> keys;
-  for (uint32_t i = 0; i < n; ++i) keys.push_back(Key(first_key + i));
+  for (uint32_t i = 0; i < n; ++i) keys.push_back(TestKey(first_key + i));
   Result<std::vector<std::optional<TierLevel>>> e = c->Exists(keys);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   size_t present = 0;
@@ -69,12 +56,12 @@ TEST(DaemonSessionsTest, SessionAndDtypeTravelWithPutsAndValuesRoundTrip) {
   auto c = Connect(d, "acme", "acme-token");
   ASSERT_NE(c, nullptr);
   EXPECT_NE(c->server_info().features & protocol::kFeatureSessions, 0u);
-  std::vector<std::byte> v = Value(1, 10000);
+  std::vector<std::byte> v = PatternValue(1, 10000);
   PutOptions options;
   options.session = 5;
   options.dtype = KvDtype::kFp8E4M3;
-  ASSERT_TRUE(c->Put(Key(1), v, options).ok());
-  Result<std::vector<std::byte>> got = c->Get(Key(1));
+  ASSERT_TRUE(c->Put(TestKey(1), v, options).ok());
+  Result<std::vector<std::byte>> got = c->Get(TestKey(1));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, v);
 }
@@ -101,7 +88,7 @@ TEST(DaemonSessionsTest, BadSessionRequestsAreNamedAndTheConnectionCarriesOn) {
   // A PUT_MANY entry with a dtype outside the enum.
   std::string body;
   protocol::EncodePutDirectory(
-      std::vector<protocol::PutEntry>{{Key(1), std::nullopt, 3, 9, KvDtype::kBf16}}, &body);
+      std::vector<protocol::PutEntry>{{TestKey(1), std::nullopt, 3, 9, KvDtype::kBf16}}, &body);
   body[4 + 32 + 1 + 8] = 42;  // After key, flags and session: the dtype byte.
   body += "abc";
   SendAll(fd, NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 5, body));

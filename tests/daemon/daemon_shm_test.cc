@@ -27,19 +27,6 @@ using protocol::Opcode;
 // G3 off, so that "resident" means "in the arena" and nothing is demoted.
 constexpr char kNoDisk[] = "[disk]\ndir = \"\"\n";
 
-BlockKey Key(uint32_t a) {
-  std::array<uint8_t, kBlockKeySize> bytes{};
-  std::memcpy(bytes.data(), &a, 4);
-  bytes[31] = 0x5A;
-  return BlockKey(bytes);
-}
-
-std::vector<std::byte> Value(uint32_t seed, size_t size) {
-  std::vector<std::byte> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = static_cast<std::byte>((seed * 131 + i * 7) & 0xff);
-  return v;
-}
-
 std::unique_ptr<ShmClient> ConnectShm(const Daemon& d) {
   ShmClientOptions o;
   o.socket_path = d.unix_socket();
@@ -146,18 +133,18 @@ TEST(DaemonShmTest, ShmPutThenNativeGetAndNativePutThenShmGet) {
   EXPECT_GE(shm->arena_size(), 256u << 20);
 
   // Odd sizes, so that a block does not end on a page boundary.
-  std::vector<std::byte> a = Value(1, (1 << 20) + 3);
-  ASSERT_TRUE(shm->Put(Key(1), a).ok());
-  Result<std::vector<std::byte>> got = native->Get(Key(1));
+  std::vector<std::byte> a = PatternValue(1, (1 << 20) + 3);
+  ASSERT_TRUE(shm->Put(TestKey(1), a).ok());
+  Result<std::vector<std::byte>> got = native->Get(TestKey(1));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, a);
   // Putting the same key again is OK (blocks are immutable) and changes nothing.
-  EXPECT_TRUE(shm->Put(Key(1), Value(99, 10)).ok());
-  EXPECT_EQ(*native->Get(Key(1)), a);
+  EXPECT_TRUE(shm->Put(TestKey(1), PatternValue(99, 10)).ok());
+  EXPECT_EQ(*native->Get(TestKey(1)), a);
 
-  std::vector<std::byte> b = Value(2, 77777);
-  ASSERT_TRUE(native->Put(Key(2), b).ok());
-  std::vector<BlockKey> keys = {Key(2), Key(3), Key(1)};
+  std::vector<std::byte> b = PatternValue(2, 77777);
+  ASSERT_TRUE(native->Put(TestKey(2), b).ok());
+  std::vector<BlockKey> keys = {TestKey(2), TestKey(3), TestKey(1)};
   Result<ShmBlocks> blocks = shm->Get(keys);
   ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
   ASSERT_EQ(blocks->size(), 3u);
@@ -168,25 +155,25 @@ TEST(DaemonShmTest, ShmPutThenNativeGetAndNativePutThenShmGet) {
   blocks->Release();
 
   std::vector<std::byte> out(b.size());
-  Result<size_t> n = shm->Read(Key(2), out);
+  Result<size_t> n = shm->Read(TestKey(2), out);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, b.size());
   EXPECT_EQ(out, b);
   std::vector<std::byte> small(10);
-  EXPECT_EQ(shm->Read(Key(2), small).status().code(), StatusCode::kOutOfRange);
-  EXPECT_EQ(shm->Read(Key(3), out).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(shm->Read(TestKey(2), small).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(shm->Read(TestKey(3), out).status().code(), StatusCode::kNotFound);
 
   // A batch put, with chain, session and dtype.
   std::vector<std::vector<std::byte>> values;
   std::vector<BlockWrite> writes;
-  for (uint32_t i = 0; i < 20; ++i) values.push_back(Value(100 + i, 4096 * (i + 1)));
+  for (uint32_t i = 0; i < 20; ++i) values.push_back(PatternValue(100 + i, 4096 * (i + 1)));
   for (uint32_t i = 0; i < 20; ++i) {
-    writes.push_back({Key(100 + i), values[i],
-                      i > 0 ? std::optional<BlockKey>(Key(100 + i - 1)) : std::nullopt, 42,
+    writes.push_back({TestKey(100 + i), values[i],
+                      i > 0 ? std::optional<BlockKey>(TestKey(100 + i - 1)) : std::nullopt, 42,
                       KvDtype::kBf16});
   }
   for (const Status& s : shm->PutMany(writes)) EXPECT_TRUE(s.ok()) << s.ToString();
-  for (uint32_t i = 0; i < 20; ++i) EXPECT_EQ(*native->Get(Key(100 + i)), values[i]);
+  for (uint32_t i = 0; i < 20; ++i) EXPECT_EQ(*native->Get(TestKey(100 + i)), values[i]);
   Result<DeletionReport> deleted = native->DeleteSession(42);
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
   EXPECT_EQ(deleted->memory_blocks, 20u);
@@ -199,8 +186,8 @@ TEST(DaemonShmTest, AllocateFillInPlaceCommitOrAbort) {
   std::unique_ptr<Client> native = ConnectNative(d);
   ASSERT_TRUE(shm && native);
   const uint64_t baseline = G2UsedBytes(d);
-  std::vector<std::byte> v = Value(20, 123457);
-  Result<ShmAllocation> a = shm->Allocate(Key(20), v.size());
+  std::vector<std::byte> v = PatternValue(20, 123457);
+  Result<ShmAllocation> a = shm->Allocate(TestKey(20), v.size());
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   size_t off = 0;
   for (std::span<std::byte> piece : a->pieces()) {
@@ -208,23 +195,23 @@ TEST(DaemonShmTest, AllocateFillInPlaceCommitOrAbort) {
     off += piece.size();
   }
   ASSERT_EQ(off, v.size());
-  EXPECT_EQ(native->Get(Key(20)).status().code(), StatusCode::kNotFound);  // Not yet visible.
+  EXPECT_EQ(native->Get(TestKey(20)).status().code(), StatusCode::kNotFound);  // Not yet visible.
   ASSERT_TRUE(shm->Commit(std::move(a).value()).ok());
-  EXPECT_EQ(*native->Get(Key(20)), v);
-  EXPECT_EQ(shm->Allocate(Key(20), 10).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(*native->Get(TestKey(20)), v);
+  EXPECT_EQ(shm->Allocate(TestKey(20), 10).status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(shm->Commit(ShmAllocation()).code(), StatusCode::kInvalidArgument);
 
   // Dropped uncommitted: the space comes back once the abort is applied.
   const uint64_t with_block = G2UsedBytes(d);
   EXPECT_GT(with_block, baseline);
   {
-    Result<ShmAllocation> dropped = shm->Allocate(Key(21), 4 << 20);
+    Result<ShmAllocation> dropped = shm->Allocate(TestKey(21), 4 << 20);
     ASSERT_TRUE(dropped.ok());
     EXPECT_GE(G2UsedBytes(d), with_block + (4 << 20));
   }
   ASSERT_TRUE(shm->Flush().ok());
   EXPECT_EQ(G2UsedBytes(d), with_block);
-  EXPECT_EQ(native->Get(Key(21)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(native->Get(TestKey(21)).status().code(), StatusCode::kNotFound);
 }
 
 TEST(DaemonShmTest, LeaseKeepsBytesUnchangedAfterDeleteAndChurn) {
@@ -232,17 +219,17 @@ TEST(DaemonShmTest, LeaseKeepsBytesUnchangedAfterDeleteAndChurn) {
   std::unique_ptr<ShmClient> shm = ConnectShm(d);
   std::unique_ptr<Client> native = ConnectNative(d);
   ASSERT_TRUE(shm && native);
-  std::vector<std::byte> v = Value(5, 3 << 20);
-  ASSERT_TRUE(native->Put(Key(5), v).ok());
-  Result<ShmBlocks> lease = shm->Get(std::vector<BlockKey>{Key(5)});
+  std::vector<std::byte> v = PatternValue(5, 3 << 20);
+  ASSERT_TRUE(native->Put(TestKey(5), v).ok());
+  Result<ShmBlocks> lease = shm->Get(std::vector<BlockKey>{TestKey(5)});
   ASSERT_TRUE(lease.ok() && lease->status(0).ok());
-  ASSERT_TRUE(native->Delete(Key(5)).ok());
-  EXPECT_EQ(native->Get(Key(5)).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(native->Delete(TestKey(5)).ok());
+  EXPECT_EQ(native->Get(TestKey(5)).status().code(), StatusCode::kNotFound);
   // Write well over the arena's capacity: the leased space must not be reused meanwhile.
-  std::vector<std::byte> filler = Value(6, 4 << 20);
+  std::vector<std::byte> filler = PatternValue(6, 4 << 20);
   for (uint32_t i = 0; i < 100; ++i) {
     filler[0] = static_cast<std::byte>(i);
-    ASSERT_TRUE(shm->Put(Key(1000 + i), filler).ok());
+    ASSERT_TRUE(shm->Put(TestKey(1000 + i), filler).ok());
   }
   EXPECT_EQ(Gather(*lease, 0), v);
 }
@@ -253,24 +240,24 @@ TEST(DaemonShmTest, BlockFromBelowG2ComesInline) {
   std::unique_ptr<ShmClient> shm = ConnectShm(d);
   std::unique_ptr<Client> native = ConnectNative(d);
   ASSERT_TRUE(shm && native);
-  std::vector<std::byte> v = Value(11, 300000);
-  ASSERT_TRUE(native->Put(Key(11), v).ok());
+  std::vector<std::byte> v = PatternValue(11, 300000);
+  ASSERT_TRUE(native->Put(TestKey(11), v).ok());
   // Push it out of the 256 MiB of G2 into G3 (demotion is asynchronous: poll for it).
-  std::vector<std::byte> filler = Value(12, 4 << 20);
+  std::vector<std::byte> filler = PatternValue(12, 4 << 20);
   uint32_t next = 2000;
   auto tier_of_11 = [&] {
     Result<std::vector<std::optional<TierLevel>>> t =
-        native->Exists(std::vector<BlockKey>{Key(11)});
+        native->Exists(std::vector<BlockKey>{TestKey(11)});
     return t.ok() ? (*t)[0] : std::nullopt;
   };
   for (int i = 0; i < 96; ++i) {  // 384 MiB, untouched block 11 first in line for eviction.
     filler[0] = static_cast<std::byte>(next);
-    ASSERT_TRUE(shm->Put(Key(next++), filler).ok());
+    ASSERT_TRUE(shm->Put(TestKey(next++), filler).ok());
   }
   EXPECT_TRUE(Eventually([&] { return tier_of_11() == TierLevel::kG3; }))
       << "block 11 never reached G3";
   const uint64_t g3_hits = Metric(d, "kvtier_tier_hits_total{tier=\"g3\"}");
-  Result<ShmBlocks> blocks = shm->Get(std::vector<BlockKey>{Key(11), Key(next - 1)});
+  Result<ShmBlocks> blocks = shm->Get(std::vector<BlockKey>{TestKey(11), TestKey(next - 1)});
   EXPECT_EQ(Metric(d, "kvtier_tier_hits_total{tier=\"g3\"}"), g3_hits + 1);
   ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
   ASSERT_TRUE(blocks->status(0).ok()) << blocks->status(0).ToString();
@@ -284,18 +271,18 @@ TEST(DaemonShmTest, LeaseLimitIsAClearErrorAndReleasingLiftsIt) {
   std::unique_ptr<ShmClient> shm = ConnectShm(d);
   std::unique_ptr<Client> native = ConnectNative(d);
   ASSERT_TRUE(shm && native);
-  ASSERT_TRUE(native->Put(Key(7), Value(7, 4096)).ok());
+  ASSERT_TRUE(native->Put(TestKey(7), PatternValue(7, 4096)).ok());
   // The same block leased max_leases times (each SHM_GET item is a lease of its own).
-  std::vector<BlockKey> keys(shm->max_leases(), Key(7));
+  std::vector<BlockKey> keys(shm->max_leases(), TestKey(7));
   Result<ShmBlocks> all = shm->Get(keys);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   for (size_t i = 0; i < all->size(); ++i) ASSERT_TRUE(all->status(i).ok()) << i;
-  Result<ShmBlocks> over = shm->Get(std::vector<BlockKey>{Key(7)});
+  Result<ShmBlocks> over = shm->Get(std::vector<BlockKey>{TestKey(7)});
   ASSERT_TRUE(over.ok());
   EXPECT_EQ(over->status(0).code(), StatusCode::kResourceExhausted);
   EXPECT_NE(over->status(0).message().find("max_leases"), std::string_view::npos);
   all->Release();
-  Result<ShmBlocks> again = shm->Get(std::vector<BlockKey>{Key(7)});
+  Result<ShmBlocks> again = shm->Get(std::vector<BlockKey>{TestKey(7)});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->status(0).ok()) << again->status(0).ToString();
 }
@@ -316,8 +303,8 @@ TEST(DaemonShmTest, ForgedIdsAndMalformedRequestsAreErrorsNotCrashes) {
   }
   // An allocation id is not a lease id, and an id is good once.
   std::string body;
-  protocol::EncodePutDirectory(std::vector<protocol::PutEntry>{{Key(8), std::nullopt, 100, 0, {}}},
-                               &body);
+  protocol::EncodePutDirectory(
+      std::vector<protocol::PutEntry>{{TestKey(8), std::nullopt, 100, 0, {}}}, &body);
   RawReply alloc = raw.Call(Opcode::kShmAlloc, body);
   Result<std::vector<protocol::ShmAllocItem>> items = protocol::DecodeShmAllocReply(
       {reinterpret_cast<const std::byte*>(alloc.body.data()), alloc.body.size()});
@@ -375,8 +362,8 @@ TEST(DaemonShmTest, KilledClientLeaksNoLeasesOrAllocations) {
   std::unique_ptr<ShmClient> survivor = ConnectShm(d);  // No threads: safe across fork.
   ASSERT_TRUE(survivor);
   constexpr size_t kBlock = 4 << 20;
-  std::vector<std::byte> a = Value(9, kBlock);
-  ASSERT_TRUE(survivor->Put(Key(9), a).ok());
+  std::vector<std::byte> a = PatternValue(9, kBlock);
+  ASSERT_TRUE(survivor->Put(TestKey(9), a).ok());
   const uint64_t baseline = G2UsedBytes(d);
   ASSERT_GE(baseline, kBlock);
 
@@ -388,11 +375,11 @@ TEST(DaemonShmTest, KilledClientLeaksNoLeasesOrAllocations) {
     RawUnix raw(d, protocol::kFeatureSharedMemory);
     bool ok = raw.Call(Opcode::kShmAttach, "").status.ok();
     std::string keys;
-    protocol::EncodeKeyList(std::vector<BlockKey>{Key(9), Key(9)}, &keys);
+    protocol::EncodeKeyList(std::vector<BlockKey>{TestKey(9), TestKey(9)}, &keys);
     ok = ok && raw.Call(Opcode::kShmGet, keys).status.ok();
     std::vector<protocol::PutEntry> entries;
     for (uint32_t i = 0; i < 60; ++i) {
-      entries.push_back({Key(5000 + i), std::nullopt, kBlock, 0, {}});
+      entries.push_back({TestKey(5000 + i), std::nullopt, kBlock, 0, {}});
     }
     std::string body;
     protocol::EncodePutDirectory(entries, &body);
@@ -417,7 +404,7 @@ TEST(DaemonShmTest, KilledClientLeaksNoLeasesOrAllocations) {
   // The block is deleted while the doomed client still leases it.
   std::unique_ptr<Client> native = ConnectNative(d);
   ASSERT_TRUE(native);
-  ASSERT_TRUE(native->Delete(Key(9)).ok());
+  ASSERT_TRUE(native->Delete(TestKey(9)).ok());
   kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -426,10 +413,10 @@ TEST(DaemonShmTest, KilledClientLeaksNoLeasesOrAllocations) {
   EXPECT_TRUE(Eventually([&] { return G2UsedBytes(d) == baseline - kBlock; }))
       << "G2 used bytes stayed at " << G2UsedBytes(d);
   // And the whole arena is usable: 60 new blocks of 4 MiB stay resident (none evicted).
-  std::vector<std::byte> v = Value(10, kBlock);
+  std::vector<std::byte> v = PatternValue(10, kBlock);
   std::vector<BlockKey> keys;
   for (uint32_t i = 0; i < 60; ++i) {
-    keys.push_back(Key(7000 + i));
+    keys.push_back(TestKey(7000 + i));
     ASSERT_TRUE(survivor->Put(keys.back(), v).ok()) << i;
   }
   Result<std::vector<std::optional<TierLevel>>> present = native->Exists(keys);
@@ -437,7 +424,7 @@ TEST(DaemonShmTest, KilledClientLeaksNoLeasesOrAllocations) {
   for (const std::optional<TierLevel>& t : *present) EXPECT_EQ(t, TierLevel::kG2);
   // The surviving client carried on throughout.
   std::vector<std::byte> out(kBlock);
-  EXPECT_TRUE(survivor->Read(Key(7000), out).ok());
+  EXPECT_TRUE(survivor->Read(TestKey(7000), out).ok());
   EXPECT_EQ(out, v);
 }
 

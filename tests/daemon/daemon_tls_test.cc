@@ -18,25 +18,6 @@
 namespace kvtier::daemon_test {
 namespace {
 
-BlockKey Key(uint32_t a) {
-  std::array<uint8_t, kBlockKeySize> bytes{};
-  std::memcpy(bytes.data(), &a, 4);
-  bytes[31] = 0x7e;
-  return BlockKey(bytes);
-}
-
-std::vector<std::byte> Value(uint32_t seed, size_t size) {
-  std::vector<std::byte> v(size);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<std::byte>(x);
-  }
-  return v;
-}
-
 // A self-signed certificate for localhost and 127.0.0.1, made once per test binary.
 class Certificate {
  public:
@@ -137,13 +118,15 @@ TEST(DaemonTlsTest, RoundTripOverTlsWhileTheUnixSocketStaysPlaintext) {
   EXPECT_EQ((*c)->server_info().tenant, "acme");
 
   // Values across TLS record boundaries: tiny, exactly 16 KiB, 3 MiB.
-  std::vector<std::vector<std::byte>> values = {Value(1, 1), Value(2, 16384), Value(3, 3 << 20)};
+  std::vector<std::vector<std::byte>> values = {RandomValue(1, 1), RandomValue(2, 16384),
+                                                RandomValue(3, 3 << 20)};
   std::vector<BlockWrite> writes;
   for (uint32_t i = 0; i < values.size(); ++i) {
-    writes.push_back({Key(i), values[i], std::nullopt, 0, std::nullopt});
+    writes.push_back({TestKey(i), values[i], std::nullopt, 0, std::nullopt});
   }
   for (const Status& s : (*c)->PutMany(writes)) ASSERT_TRUE(s.ok()) << s.ToString();
-  BlockValues got = (*c)->GetMany(std::vector<BlockKey>{Key(0), Key(1), Key(2), Key(99)});
+  BlockValues got =
+      (*c)->GetMany(std::vector<BlockKey>{TestKey(0), TestKey(1), TestKey(2), TestKey(99)});
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_TRUE(got.values[i].ok()) << got.values[i].status().ToString();
     EXPECT_TRUE(std::equal(got.values[i]->begin(), got.values[i]->end(), values[i].begin(),
@@ -153,7 +136,7 @@ TEST(DaemonTlsTest, RoundTripOverTlsWhileTheUnixSocketStaysPlaintext) {
 
   // Many pipelined requests in flight at once over the TLS connections.
   std::vector<std::future<BlockValues>> pending;
-  std::vector<BlockKey> keys(64, Key(2));
+  std::vector<BlockKey> keys(64, TestKey(2));
   for (size_t i = 0; i < keys.size(); ++i) pending.push_back((*c)->GetManyAsync(std::span(&keys[i], 1)));
   for (auto& f : pending) {
     BlockValues v = f.get();
@@ -201,8 +184,8 @@ TEST(DaemonTlsTest, PlaintextClientIsClosedCleanlyWhileOthersCarryOn) {
   Daemon d(Certificate::Get().Toml());
   Result<std::unique_ptr<Client>> tls = Client::Connect(TlsOptions(d));
   ASSERT_TRUE(tls.ok()) << tls.status().ToString();
-  std::vector<std::byte> v = Value(9, 1 << 20);
-  ASSERT_TRUE((*tls)->Put(Key(9), v).ok());
+  std::vector<std::byte> v = RandomValue(9, 1 << 20);
+  ASSERT_TRUE((*tls)->Put(TestKey(9), v).ok());
 
   // The C++ client without TLS: a clear error, no hang.
   ClientOptions plain;
@@ -214,7 +197,7 @@ TEST(DaemonTlsTest, PlaintextClientIsClosedCleanlyWhileOthersCarryOn) {
   EXPECT_TRUE(ClosedByPeer(fd));
   close(fd);
 
-  Result<std::vector<std::byte>> got = (*tls)->Get(Key(9));
+  Result<std::vector<std::byte>> got = (*tls)->Get(TestKey(9));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, v);
 }
@@ -256,12 +239,12 @@ TEST(DaemonTlsTest, ClientThatDoesNotReadIsThrottledAndThenServedInOrder) {
   Daemon d("max_output_bytes = \"1MiB\"\n" + Certificate::Get().Toml());
   Result<std::unique_ptr<Client>> writer = Client::Connect(TlsOptions(d));
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  std::vector<std::byte> v = Value(5, 1 << 20);
-  ASSERT_TRUE((*writer)->Put(Key(5), v).ok());
+  std::vector<std::byte> v = RandomValue(5, 1 << 20);
+  ASSERT_TRUE((*writer)->Put(TestKey(5), v).ok());
   RawTlsClient slow(d.native_port(), TLS1_3_VERSION);
   ASSERT_TRUE(slow.connected());
   std::string keys;
-  protocol::EncodeKeyList(std::vector<BlockKey>{Key(5)}, &keys);
+  protocol::EncodeKeyList(std::vector<BlockKey>{TestKey(5)}, &keys);
   // One TLS record per request, so that the server reads many records ahead at once.
   slow.Write(HelloFrame(1));
   for (uint64_t id = 2; id < 66; ++id) {
