@@ -77,97 +77,36 @@ Result<std::unique_ptr<DiskTier>> OpenTier(const std::string& dir, uint64_t capa
   return DiskTier::Open(o, {DiskTenantConfig{"bench"}}, nullptr, codec);
 }
 
-int Throughput(const std::string& dir, uint64_t block, uint64_t total, uint32_t depth) {
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const uint64_t blocks = total / block;
-  Result<std::unique_ptr<DiskTier>> tier = OpenTier(dir, total * 2 + kGiB, depth);
-  if (!tier.ok()) {
-    std::fprintf(stderr, "open: %s\n", tier.status().ToString().c_str());
-    return 1;
-  }
-  const size_t batch = 4 * depth;
-  std::vector<std::vector<std::byte>> values(batch, std::vector<std::byte>(block));
-  for (size_t i = 0; i < batch; ++i) Fill(values[i], i);
-  auto start = Clock::now();
-  for (uint64_t n = 0; n < blocks; n += batch) {
-    std::vector<DiskTier::PutRequest> reqs;
-    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
-      reqs.push_back({KeyOf(k), values[k % batch]});
-    }
-    for (const Status& s : (*tier)->PutMany(0, reqs)) {
-      if (!s.ok()) {
-        std::fprintf(stderr, "put: %s\n", s.ToString().c_str());
-        return 1;
-      }
-    }
-  }
-  const double write_s = Seconds(start);
-  std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
-  start = Clock::now();
-  for (uint64_t n = 0; n < blocks; n += batch) {
-    std::vector<BlockKey> keys;
-    std::vector<std::span<std::byte>> spans;
-    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
-      keys.push_back(KeyOf(k));
-      spans.emplace_back(outs[k - n]);
-    }
-    std::vector<Result<size_t>> got = (*tier)->ReadMany(0, keys, spans);
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (!got[i].ok() || *got[i] != block) {
-        std::fprintf(stderr, "read %zu: %s\n", i, got[i].status().ToString().c_str());
-        return 1;
-      }
-    }
-    if (n == 0 || n + batch >= blocks) {
-      if (std::memcmp(outs[0].data(), values[n % batch].data(), block) != 0) {
-        std::fprintf(stderr, "wrong bytes read back\n");
-        return 1;
-      }
-    }
-  }
-  const double read_s = Seconds(start);
-  const DiskTierStats s = (*tier)->Stats();
-  std::printf("io_uring %d\n", s.io_uring ? 1 : 0);
-  std::printf("write_MBps %.1f\n", static_cast<double>(blocks * block) / write_s / 1e6);
-  std::printf("read_MBps %.1f\n", static_cast<double>(blocks * block) / read_s / 1e6);
-  return 0;
-}
-
-struct ServiceRun {
-  double put_mbps = 0;
-  double get_mbps = 0;
-  double compression = 0;  // Logical / stored bytes.
+struct Timings {
+  double put_s = 0;
+  double get_s = 0;
 };
 
-// Puts TOTAL_BYTES cycling through `values` (bf16, so tagged kBf16) and reads them back, with
-// `codec` (null: off). Checks every byte of the first and last batch.
-bool RunServices(const std::string& dir, const std::vector<std::vector<std::byte>>& values,
-                 uint64_t total, uint32_t depth, BlockCodec* codec, ServiceRun* run) {
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+// Puts `blocks` blocks cycling through `values` in batches of `batch`, then reads them back in
+// the same batches, timing each phase. `kv`: tag the puts as bf16 KV with a session per 64
+// blocks (what the data services see). Checks every byte of the first and last batch.
+bool PutThenRead(DiskTier* tier, const std::vector<std::vector<std::byte>>& values,
+                 uint64_t blocks, size_t batch, bool kv, Timings* t) {
   const uint64_t block = values[0].size();
-  const uint64_t blocks = total / block;
-  Result<std::unique_ptr<DiskTier>> tier = OpenTier(dir, total * 2 + kGiB, depth, codec);
-  if (!tier.ok()) {
-    std::fprintf(stderr, "open: %s\n", tier.status().ToString().c_str());
-    return false;
-  }
-  const size_t batch = 4 * depth;
   auto start = Clock::now();
   for (uint64_t n = 0; n < blocks; n += batch) {
     std::vector<DiskTier::PutRequest> reqs;
     for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
-      reqs.push_back({KeyOf(k), values[k % values.size()], 1 + k / 64, 0, KvDtype::kBf16});
+      DiskTier::PutRequest r{KeyOf(k), values[k % values.size()]};
+      if (kv) {
+        r.session = 1 + k / 64;
+        r.dtype = KvDtype::kBf16;
+      }
+      reqs.push_back(r);
     }
-    for (const Status& s : (*tier)->PutMany(0, reqs)) {
+    for (const Status& s : tier->PutMany(0, reqs)) {
       if (!s.ok()) {
         std::fprintf(stderr, "put: %s\n", s.ToString().c_str());
         return false;
       }
     }
   }
-  const double put_s = Seconds(start);
+  t->put_s = Seconds(start);
   std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
   start = Clock::now();
   for (uint64_t n = 0; n < blocks; n += batch) {
@@ -177,7 +116,7 @@ bool RunServices(const std::string& dir, const std::vector<std::vector<std::byte
       keys.push_back(KeyOf(k));
       spans.emplace_back(outs[k - n]);
     }
-    std::vector<Result<size_t>> got = (*tier)->ReadMany(0, keys, spans);
+    std::vector<Result<size_t>> got = tier->ReadMany(0, keys, spans);
     for (size_t i = 0; i < got.size(); ++i) {
       if (!got[i].ok() || *got[i] != block) {
         std::fprintf(stderr, "read %zu: %s\n", i, got[i].status().ToString().c_str());
@@ -190,10 +129,54 @@ bool RunServices(const std::string& dir, const std::vector<std::vector<std::byte
       }
     }
   }
-  const double get_s = Seconds(start);
+  t->get_s = Seconds(start);
+  return true;
+}
+
+int Throughput(const std::string& dir, uint64_t block, uint64_t total, uint32_t depth) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const uint64_t blocks = total / block;
+  Result<std::unique_ptr<DiskTier>> tier = OpenTier(dir, total * 2 + kGiB, depth);
+  if (!tier.ok()) {
+    std::fprintf(stderr, "open: %s\n", tier.status().ToString().c_str());
+    return 1;
+  }
+  const size_t batch = 4 * depth;
+  std::vector<std::vector<std::byte>> values(batch, std::vector<std::byte>(block));
+  for (size_t i = 0; i < batch; ++i) Fill(values[i], i);
+  Timings t;
+  if (!PutThenRead(tier->get(), values, blocks, batch, /*kv=*/false, &t)) return 1;
   const DiskTierStats s = (*tier)->Stats();
-  run->put_mbps = static_cast<double>(blocks * block) / put_s / 1e6;
-  run->get_mbps = static_cast<double>(blocks * block) / get_s / 1e6;
+  std::printf("io_uring %d\n", s.io_uring ? 1 : 0);
+  std::printf("write_MBps %.1f\n", static_cast<double>(blocks * block) / t.put_s / 1e6);
+  std::printf("read_MBps %.1f\n", static_cast<double>(blocks * block) / t.get_s / 1e6);
+  return 0;
+}
+
+struct ServiceRun {
+  double put_mbps = 0;
+  double get_mbps = 0;
+  double compression = 0;  // Logical / stored bytes.
+};
+
+// PutThenRead of `total` bytes of `values` (bf16 KV) on a fresh tier with `codec` (null: off).
+bool RunServices(const std::string& dir, const std::vector<std::vector<std::byte>>& values,
+                 uint64_t total, uint32_t depth, BlockCodec* codec, ServiceRun* run) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const uint64_t block = values[0].size();
+  const uint64_t blocks = total / block;
+  Result<std::unique_ptr<DiskTier>> tier = OpenTier(dir, total * 2 + kGiB, depth, codec);
+  if (!tier.ok()) {
+    std::fprintf(stderr, "open: %s\n", tier.status().ToString().c_str());
+    return false;
+  }
+  Timings t;
+  if (!PutThenRead(tier->get(), values, blocks, 4 * depth, /*kv=*/true, &t)) return false;
+  const DiskTierStats s = (*tier)->Stats();
+  run->put_mbps = static_cast<double>(blocks * block) / t.put_s / 1e6;
+  run->get_mbps = static_cast<double>(blocks * block) / t.get_s / 1e6;
   run->compression = static_cast<double>(s.logical_bytes) / static_cast<double>(s.stored_bytes);
   return true;
 }
