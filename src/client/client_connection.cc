@@ -23,21 +23,6 @@ using protocol::Opcode;
 
 std::string Errno() { return std::strerror(errno); }
 
-Result<int> ConnectUnix(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("unix socket path too long: " + path);
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::Unavailable("socket: " + Errno());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    Status s = Status::Unavailable("cannot connect to unix:" + path + ": " + Errno());
-    close(fd);
-    return s;
-  }
-  return fd;
-}
-
 Result<int> ConnectTcp(const std::string& address) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos) return Status::InvalidArgument("endpoint '" + address + "' is not host:port");
@@ -102,6 +87,23 @@ Status ReadExactFd(int fd, std::byte* out, size_t n) {
 }
 
 }  // namespace
+
+Result<int> ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("unix socket path too long: " + path);
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Unavailable("socket: " + Errno());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Status s = Status::Unavailable("cannot connect to unix:" + path + ": " + Errno());
+    close(fd);
+    return s;
+  }
+  return fd;
+}
 
 Result<std::unique_ptr<ClientConnection>> ClientConnection::Open(const ClientOptions& options) {
   Endpoint ep = ParseEndpoint(options.endpoint);

@@ -20,6 +20,10 @@
 
 namespace kvtier::client {
 
+// A blocking stream socket connected to the Unix socket at `path`. Unavailable when it cannot
+// be reached; InvalidArgument for a path too long for sockaddr_un.
+Result<int> ConnectUnix(const std::string& path);
+
 // A reply body; `status` is not OK when no reply came (the connection failed).
 struct Reply {
   Status status;

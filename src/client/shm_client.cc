@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "src/client/client_connection.h"
 #include "src/common/mutex.h"
 #include "src/protocol/messages.h"
 #include "src/protocol/shm_messages.h"
@@ -91,30 +91,13 @@ namespace {
 // never lets the daemon's replies pile up until it stops reading our requests).
 constexpr size_t kMaxUnreadReleases = 64;
 
-Result<int> ConnectUnix(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return Status::InvalidArgument("unix socket path too long: " + path);
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::Unavailable("socket: " + Errno());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    Status s = Status::Unavailable("cannot connect to unix:" + path + ": " + Errno());
-    close(fd);
-    return s;
-  }
-  return fd;
-}
-
 }  // namespace
 
 Result<std::shared_ptr<Connection>> Connection::Open(const ShmClientOptions& options) {
   std::string path = options.socket_path;
   if (path.starts_with("unix:")) path = path.substr(5);
   if (path.empty()) return Status::InvalidArgument("ShmClientOptions::socket_path is empty");
-  Result<int> fd = ConnectUnix(path);
+  Result<int> fd = client::ConnectUnix(path);
   if (!fd.ok()) return fd.status();
   std::shared_ptr<Connection> conn(new Connection(*fd));
   KVTIER_RETURN_IF_ERROR(conn->Handshake(options));
