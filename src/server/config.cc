@@ -1,7 +1,9 @@
 #include "src/server/config.h"
 
 #include <cctype>
+#include <initializer_list>
 #include <set>
+#include <utility>
 
 #include <toml++/toml.h>
 
@@ -196,6 +198,22 @@ class TableReader {
     }
     *out = static_cast<T>(bytes);
   }
+  // A string naming one of `choices` ("name" and the value it stands for), e.g. an enum value.
+  template <typename T>
+  void Choice(const char* key, std::initializer_list<std::pair<const char*, T>> choices, T* out) {
+    std::string name;
+    String(key, &name);
+    if (name.empty()) return;
+    std::string expected;
+    for (const auto& [choice, value] : choices) {
+      if (name == choice) {
+        *out = value;
+        return;
+      }
+      expected += std::string(expected.empty() ? "" : " or ") + "\"" + choice + "\"";
+    }
+    Fail(key, expected.c_str());
+  }
   // Reports keys of the table that no accessor asked for.
   void RejectUnknown() {
     if (table_ == nullptr) return;
@@ -274,15 +292,10 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   disk.String("dir", &c->store.disk.dir);
   disk.Size("capacity", &c->store.disk.capacity_bytes);
   disk.Size("segment_bytes", &c->store.disk.segment_bytes);
-  std::string durability;
-  disk.String("durability", &durability);
-  if (durability == "written") {
-    c->store.disk.durability = DiskTierOptions::Durability::kWritten;
-  } else if (durability == "synced") {
-    c->store.disk.durability = DiskTierOptions::Durability::kSynced;
-  } else if (!durability.empty() && error->ok()) {
-    *error = Status::InvalidArgument("'disk.durability' must be \"written\" or \"synced\"");
-  }
+  disk.Choice("durability",
+              {std::pair{"written", DiskTierOptions::Durability::kWritten},
+               std::pair{"synced", DiskTierOptions::Durability::kSynced}},
+              &c->store.disk.durability);
   disk.Bool("use_io_uring", &c->store.disk.use_io_uring);
   disk.Bool("compress", &c->store.disk_data.compress);
   disk.Bool("encrypt", &c->store.disk_data.encrypt);
@@ -298,15 +311,10 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   shared.String("s3_access_key", &g4.s3_access_key);
   shared.String("s3_secret_key", &g4.s3_secret_key);
   shared.String("node_id", &g4.node_id);
-  std::string write_policy;
-  shared.String("write_policy", &write_policy);
-  if (write_policy == "on_put") {
-    g4.write_policy = SharedTierOptions::WritePolicy::kOnPut;
-  } else if (write_policy == "on_demotion") {
-    g4.write_policy = SharedTierOptions::WritePolicy::kOnDemotion;
-  } else if (!write_policy.empty() && error->ok()) {
-    *error = Status::InvalidArgument("'shared.write_policy' must be \"on_put\" or \"on_demotion\"");
-  }
+  shared.Choice("write_policy",
+                {std::pair{"on_put", SharedTierOptions::WritePolicy::kOnPut},
+                 std::pair{"on_demotion", SharedTierOptions::WritePolicy::kOnDemotion}},
+                &g4.write_policy);
   shared.Bool("promote_on_hit", &g4.promote_on_hit);
   shared.Size("capacity", &g4.capacity_bytes);
   shared.Size("tenant_quota", &g4.tenant_quota_bytes);

@@ -87,6 +87,22 @@ TEST(ConfigTest, TyposAndBadValuesAreNamed) {
   EXPECT_NE(s.message().find("x.toml:1"), std::string_view::npos) << s.ToString();
   s = ApplyConfigToml("[memory]\ncapacity = \"3 parsecs\"\n", "x.toml", &c);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // Enumerated values name every choice; a valid one is taken.
+  s = ApplyConfigToml("[disk]\ndurability = \"fast\"\n", "x.toml", &c);
+  EXPECT_NE(s.message().find("'disk.durability' must be \"written\" or \"synced\""),
+            std::string_view::npos)
+      << s.ToString();
+  s = ApplyConfigToml("[shared]\nwrite_policy = \"later\"\n", "x.toml", &c);
+  EXPECT_NE(s.message().find("'shared.write_policy' must be \"on_put\" or \"on_demotion\""),
+            std::string_view::npos)
+      << s.ToString();
+  c = Defaults();
+  ASSERT_TRUE(ApplyConfigToml(
+                  "[disk]\ndurability = \"synced\"\n[shared]\nwrite_policy = \"on_put\"\n",
+                  "x.toml", &c)
+                  .ok());
+  EXPECT_EQ(c.store.disk.durability, DiskTierOptions::Durability::kSynced);
+  EXPECT_EQ(c.store.shared.write_policy, SharedTierOptions::WritePolicy::kOnPut);
 }
 
 TEST(ConfigTest, ValidateRejectsDuplicateTokensAndUnknownAnonymousTenant) {
