@@ -1,12 +1,15 @@
 // Space: segment reclamation, reading a segment's record list, tenant budgets.
 //
-// Reclamation frees whole segments. The victim is the sealed segment with the most dead bytes
-// (ties: the oldest). Its live blocks that were read or looked up since they were last written
-// or moved (the CLOCK "accessed" bit) are relocated into the open segment; the others are
-// dropped: a block nobody touched for a whole trip around the disk is the coldest data we
-// hold, and copying it would spend SSD endurance on bytes unlikely to be read
-// (docs/disk_format.md, "Reclamation"). Tombstones move along while an older segment could
-// still hold a record they delete.
+// Reclamation frees whole segments (docs/disk_format.md, "Reclamation"). When the sealed
+// segment with the most dead bytes holds so little live data that all of it can move into the
+// open segment, that segment is compacted: every live block moves, none is lost. Otherwise the
+// oldest sealed segment goes: its live blocks that were read or looked up since they were last
+// written or moved (the CLOCK "accessed" bit) are relocated, the others are dropped. Such a
+// block went a whole trip around the disk without a read: the coldest data we hold, and
+// copying it would spend SSD endurance on bytes unlikely to be read. Only the oldest segment's
+// blocks have made that trip; a younger segment's unread blocks may have been written a
+// moment ago. Tombstones move along while an older segment could still hold a record they
+// delete.
 
 #include <algorithm>
 #include <cstring>
@@ -153,34 +156,48 @@ Result<std::vector<FooterEntry>> DiskTierImpl::ScanSegment(File* file, uint64_t 
 }
 
 Status DiskTierImpl::ReclaimOneSegment(uint64_t reserve_bytes) {
+  // Relocation writes at most half a segment per segment freed (bounded write amplification).
+  const uint64_t limit = options_.segment_bytes / 2;
   uint32_t victim = 0;
+  bool compact = false;  // Every live block moves, read or not.
   std::shared_ptr<File> file;
   {
     MutexLock l(&mu_);
+    const Segment* oldest = nullptr;
+    const Segment* emptiest = nullptr;
+    uint32_t oldest_id = 0;
+    uint32_t emptiest_id = 0;
     uint64_t most_dead = 0;
-    bool found = false;
-    for (const auto& [id, seg] : segments_) {
+    for (const auto& [id, seg] : segments_) {  // In id order: oldest first.
       if (has_open_ && id == open_.id) continue;
+      if (oldest == nullptr) {
+        oldest = &seg;
+        oldest_id = id;
+      }
       const uint64_t dead = seg.file_bytes - std::min(seg.file_bytes, seg.live_bytes);
-      if (!found || dead > most_dead) {
-        victim = id;
-        file = seg.file;
+      if (emptiest == nullptr || dead > most_dead) {
+        emptiest = &seg;
+        emptiest_id = id;
         most_dead = dead;
-        found = true;
       }
     }
-    if (!found) return Status::ResourceExhausted("disk tier: no segment to reclaim");
+    if (oldest == nullptr) return Status::ResourceExhausted("disk tier: no segment to reclaim");
+    // Each record takes at least a page: an upper bound on the footer entries the moves add.
+    const uint64_t live = emptiest->live_bytes;
+    compact = emptiest_id != oldest_id && has_open_ && live <= limit &&
+              FitsAfter(open_.end + live, open_.entries.size() + live / kPageBytes, reserve_bytes);
+    victim = compact ? emptiest_id : oldest_id;
+    file = compact ? emptiest->file : oldest->file;
   }
   uint64_t ignored_corrupt = 0;
   Result<std::vector<FooterEntry>> listed = ReadSegmentEntries(victim, file.get(), &ignored_corrupt);
   std::vector<PendingRecord> moves;
   if (listed.ok() && has_open_) {
-    // Plan what moves: tombstones first (deletions must hold), then hot blocks, while they fit
-    // beside the reserve and within half a segment (bounded write amplification).
+    // Plan what moves: tombstones first (deletions must hold), then blocks (when not
+    // compacting, only those accessed), while they fit beside the reserve and the limit.
     uint64_t end = open_.end;
     size_t entries = open_.entries.size();
     uint64_t moved = 0;
-    const uint64_t limit = options_.segment_bytes / 2;
     MutexLock l(&mu_);
     const uint64_t now = env_->NowMicros();
     for (int pass = 0; pass < 2; ++pass) {
@@ -204,7 +221,7 @@ Status DiskTierImpl::ReclaimOneSegment(uint64_t reserve_bytes) {
             continue;
           }
           const uint64_t bytes = uint64_t{e.record_pages} * kPageBytes;
-          if (!d.accessed || moved + bytes > limit ||
+          if (!(d.accessed || compact) || moved + bytes > limit ||
               !FitsAfter(end + bytes, entries + 1, reserve_bytes)) {
             Drop(idx, DropReason::kEvicted);
             continue;

@@ -185,9 +185,10 @@ class DiskTierImpl final : public DiskTier {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // --- Space (disk_reclaim.cc) ---
-  // Frees one sealed segment: relocates its hot live blocks into the open segment (at most
-  // `relocate_budget` bytes), drops the rest, deletes the file.
-  Status ReclaimOneSegment(uint64_t relocate_budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Frees one sealed segment: compacts the emptiest when all its live blocks fit in the open
+  // segment, else relocates the oldest one's hot blocks and drops the rest; deletes the file.
+  // Relocations leave `reserve_bytes` of the open segment free for the write that asked.
+  Status ReclaimOneSegment(uint64_t reserve_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Every valid record a segment holds (tenant = our tenant index; records of tenants no
   // longer configured are left out): from its footer, else by scanning the records. Records
   // found torn or corrupt while scanning are added to *corrupt.

@@ -278,6 +278,33 @@ TEST_F(DiskTierTest, ErasedBlockStaysErasedAfterItsTombstoneIsRelocated) {
   EXPECT_TRUE(Check(1).ok());
 }
 
+TEST_F(DiskTierTest, ReclamationNeverDropsUnreadBlocksYoungerThanTheOldest) {
+  ASSERT_TRUE(Open().ok());
+  const uint64_t max_segments = options_.capacity_bytes / options_.segment_bytes;
+  // Fill the disk up to its second-to-last segment, remembering what went into the last
+  // sealed one; nothing is ever read, so no block has its CLOCK bit.
+  std::vector<uint64_t> young;
+  uint64_t k = 0;
+  for (; tier_->Stats().segments < max_segments - 1; ++k) {
+    ASSERT_TRUE(Put(k).ok());
+    if (tier_->Stats().segments == max_segments - 2) young.push_back(k);
+  }
+  ASSERT_GE(young.size(), 4u);
+  // Most of the young segment is deleted: it now has the most dead bytes of all.
+  for (size_t i = 1; i < young.size(); ++i) ASSERT_TRUE(tier_->Erase(0, Key(young[i])).ok());
+  // Writing on makes the directory full: a segment must go.
+  while (tier_->Stats().reclaimed_segments == 0) ASSERT_TRUE(Put(k++).ok());
+  DiskTierStats s = tier_->Stats();
+  EXPECT_EQ(s.evictions, 0u);  // The young segment was compacted: its survivor moved.
+  EXPECT_EQ(s.relocated_blocks, 1u);
+  EXPECT_TRUE(Check(young[0]).ok());
+  // Writing on, the oldest segment goes next, and its unread blocks with it.
+  while (tier_->Stats().reclaimed_segments == 1) ASSERT_TRUE(Put(k++).ok());
+  EXPECT_GT(tier_->Stats().evictions, 0u);
+  EXPECT_EQ(Check(0).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Check(young[0]).ok());
+}
+
 TEST_F(DiskTierTest, ConcurrentPutsReadsAndErasesNeverServeWrongBytes) {
   ASSERT_TRUE(Open().ok());
   constexpr uint64_t kBlocks = 400;  // Several trips around the disk: reclamation runs.
