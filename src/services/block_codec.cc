@@ -93,7 +93,7 @@ Result<size_t> BlockCodec::Encode(uint16_t format_version, std::string_view tena
       return size.status();
     }
     Result<compression::KvPayloadInfo> kv = compression::KvCodec::Inspect(out.first(*size));
-    if (kv.ok() && kv->codec == compression::KvCodecId::kBytePlanesZstd) {
+    if (kv.ok() && kv->codec != compression::KvCodecId::kStored) {
       info->codec = kPayloadCodecKv;
       plain = out.first(*size);
     }

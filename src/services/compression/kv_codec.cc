@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "src/services/compression/exponent_split.h"
+
 namespace kvtier::compression {
 namespace {
 
@@ -22,6 +24,13 @@ constexpr std::byte kMagic1{'Z'};
 constexpr uint32_t kRawPlaneFlag = 0x80000000u;
 constexpr int kMinFrameLog = 10;  // 1 KiB
 constexpr int kMaxFrameLog = 17;  // 128 KiB, zstd's block size limit: one block per frame.
+// Codec 2 frames count elements; its rank plane holds half a byte per element.
+constexpr int kMaxRanksFrameLog = kMaxFrameLog + 1;
+// Codec 2 pays for its table only on blocks of at least this many elements, and only while
+// at most one element in kMaxEscapeShare is escaped.
+constexpr size_t kMinRanksElements = 1024;
+constexpr size_t kMaxEscapeShare = 64;
+constexpr size_t kRanksTableBytes = 16;  // K, then the exponents of ranks 0-14.
 
 void PutU32(std::byte* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
@@ -290,6 +299,80 @@ size_t LiteralsOnly(void* /*state*/, ZSTD_Sequence* out, size_t capacity, const 
   return 1;
 }
 
+
+// The planes of a payload and how many bytes each holds per 8 elements (codec 2) or per 8
+// groups of bytes (codec 1, one byte per group each).
+struct PlaneShape {
+  size_t planes = 0;
+  std::array<size_t, 4> per8{};
+  size_t Bytes(size_t b, size_t elements) const { return elements * per8[b] / 8; }
+};
+
+PlaneShape BytePlaneShape(size_t planes) { return {planes, {8, 8, 8, 8}}; }
+
+PlaneShape ExponentRankShape(KvDtype dtype) {
+  PlaneShape shape{ExponentSplitPlanes(dtype), {}};
+  for (size_t b = 0; b < shape.planes; ++b) shape.per8[b] = PlaneBytesPer8(dtype, b);
+  return shape;
+}
+
+// Codec 2: the elements of whole groups. The end of the plane descriptors: codec 1 planes
+// or the codec 2 ranks table start there.
+size_t RankedElements(size_t raw_size) { return raw_size / (2 * kGroupElements) * kGroupElements; }
+size_t PlaneTableEnd(size_t planes) { return kKvPayloadHeaderBytes + 4 * planes; }
+
+// Decodes the planes of `n` elements a frame at a time, the first plane starting at `pos`:
+// each coded plane's next frame goes into `scratch` (or, given `direct`, the only plane
+// straight to direct + start), then merge(planes, start, len) gets the frame's planes.
+template <typename MergeFn>
+Status DecodeFrames(ZSTD_DCtx* dctx, std::vector<std::byte>* scratch,
+                    std::span<const std::byte> payload, size_t pos, const KvPayloadInfo& info,
+                    const PlaneShape& shape, size_t n, std::byte* direct, MergeFn merge) {
+  const size_t frame = info.frame_elements;
+  std::array<size_t, 4> scratch_at{};
+  size_t scratch_bytes = 0;
+  for (size_t b = 0; b < shape.planes; ++b) {
+    scratch_at[b] = scratch_bytes;
+    scratch_bytes += shape.Bytes(b, frame);
+  }
+  if (direct == nullptr && scratch->size() < scratch_bytes) scratch->resize(scratch_bytes);
+  std::array<const std::byte*, 4> src{}, end{};
+  for (size_t b = 0; b < shape.planes; ++b) {
+    src[b] = payload.data() + pos;
+    pos += info.plane_bytes[b];
+    end[b] = payload.data() + pos;
+  }
+  for (size_t start = 0; start < n; start += frame) {
+    const size_t len = std::min(frame, n - start);
+    std::array<const std::byte*, 4> planes{};
+    for (size_t b = 0; b < shape.planes; ++b) {
+      if (info.plane_raw[b]) {
+        planes[b] = src[b] + shape.Bytes(b, start);
+        continue;
+      }
+      const size_t bytes = shape.Bytes(b, len);
+      const auto left = static_cast<size_t>(end[b] - src[b]);
+      const size_t frame_bytes = ZSTD_findFrameCompressedSize(src[b], left);
+      if (ZSTD_isError(frame_bytes)) {
+        return DataLoss("plane " + std::to_string(b) + ": " + ZSTD_getErrorName(frame_bytes));
+      }
+      std::byte* dst = direct != nullptr ? direct + start : scratch->data() + scratch_at[b];
+      const size_t rc = ZSTD_decompressDCtx(dctx, dst, bytes, src[b], frame_bytes);
+      if (ZSTD_isError(rc)) return DataLoss(std::string("zstd: ") + ZSTD_getErrorName(rc));
+      if (rc != bytes) return DataLoss("plane " + std::to_string(b) + " decodes to the wrong size");
+      src[b] += frame_bytes;
+      planes[b] = dst;
+    }
+    merge(planes.data(), start, len);
+  }
+  for (size_t b = 0; b < shape.planes; ++b) {
+    if (!info.plane_raw[b] && src[b] != end[b]) {
+      return DataLoss("plane " + std::to_string(b) + " has bytes past its last frame");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 KvCodec::KvCodec(const KvCodecOptions& options)
@@ -314,13 +397,14 @@ KvCodec::~KvCodec() {
 }
 
 size_t KvCodec::MaxCompressedSize(size_t raw_size) {
-  // Codec 1 never writes more than its header plus the raw bytes (a plane that does not
-  // shrink is stored raw); codec 0 writes less than that.
+  // Codecs 1 and 2 never write more than their header plus the raw bytes (codec 1 stores a
+  // plane that does not shrink raw; codec 2 gives way to codec 1 when it would write more);
+  // codec 0 writes less than that.
   return kKvPayloadHeaderBytes + 4 * sizeof(uint32_t) + raw_size;
 }
 
-Status KvCodec::CompressPlane(std::span<const std::byte> plane, std::span<std::byte> out,
-                              size_t* written, bool* raw) {
+Status KvCodec::CompressPlane(std::span<const std::byte> plane, size_t frame_bytes,
+                              std::span<std::byte> out, size_t* written, bool* raw) {
   // zstd gets only the room a worthwhile result needs: running out of it means "store raw".
   const size_t budget = std::min(
       out.size(), static_cast<size_t>(static_cast<double>(plane.size()) * (1.0 - options_.min_saving)));
@@ -329,8 +413,8 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, std::span<std::b
   if (budget > 0 && WorthCoding(plane, options_.min_saving)) {
     size_t pos = 0;
     bool fits = true;
-    for (size_t at = 0; at < plane.size() && fits; at += options_.block_bytes) {
-      const size_t len = std::min(options_.block_bytes, plane.size() - at);
+    for (size_t at = 0; at < plane.size() && fits; at += frame_bytes) {
+      const size_t len = std::min(frame_bytes, plane.size() - at);
       const size_t rc = ZSTD_compress2(cctx_, out.data() + pos, budget - pos, plane.data() + at, len);
       if (ZSTD_isError(rc)) {
         if (ZSTD_getErrorCode(rc) != ZSTD_error_dstSize_tooSmall) {
@@ -347,8 +431,56 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, std::span<std::b
       return Status::OK();
     }
   }
+  if (out.size() < plane.size()) return Status::Internal("kv codec: no room for a raw plane");
   std::memcpy(out.data(), plane.data(), plane.size());
   return Status::OK();
+}
+
+Result<size_t> KvCodec::CompressExponentRanks(KvDtype dtype, std::span<const std::byte> in,
+                                              std::span<std::byte> out) {
+  const size_t n = RankedElements(in.size());
+  if (n < kMinRanksElements) return size_t{0};
+  const ExponentTable table = RankExponents(dtype, in.data(), n);
+  const PlaneShape shape = ExponentRankShape(dtype);
+  std::array<std::byte*, 3> planes{};
+  size_t split_bytes = 0;
+  for (size_t b = 0; b < shape.planes; ++b) split_bytes += shape.Bytes(b, n);
+  if (scratch_.size() < split_bytes) scratch_.resize(split_bytes);
+  split_bytes = 0;
+  for (size_t b = 0; b < shape.planes; ++b) {
+    planes[b] = scratch_.data() + split_bytes;
+    split_bytes += shape.Bytes(b, n);
+  }
+  escapes_.clear();
+  SplitExponents(dtype, table, in.data(), n, planes.data(), &escapes_);
+  const size_t x = escapes_.index.size();
+  if (x > n / kMaxEscapeShare) return size_t{0};
+  // The ranks table and the escapes.
+  std::byte* p = out.data() + PlaneTableEnd(shape.planes);
+  p[0] = static_cast<std::byte>(table.count);
+  std::memcpy(p + 1, table.exponent.data(), kRanksTableBytes - 1);
+  PutU32(p + kRanksTableBytes, static_cast<uint32_t>(x));
+  p += kRanksTableBytes + 4;
+  for (size_t i = 0; i < x; ++i) PutU32(p + 4 * i, escapes_.index[i]);
+  std::memcpy(p + 4 * x, escapes_.exponent.data(), x);
+  size_t pos = static_cast<size_t>(p + 5 * x - out.data());
+  // Each plane's frames cover 2^(frame_log_ + 1) elements: the rank plane's, block_bytes.
+  const size_t frame = 2 * options_.block_bytes;
+  for (size_t b = 0; b < shape.planes; ++b) {
+    size_t written = 0;
+    bool raw = false;
+    KVTIER_RETURN_IF_ERROR(CompressPlane({planes[b], shape.Bytes(b, n)}, shape.Bytes(b, frame),
+                                         out.subspan(pos), &written, &raw));
+    PutU32(out.data() + kKvPayloadHeaderBytes + 4 * b,
+           static_cast<uint32_t>(written) | (raw ? kRawPlaneFlag : 0));
+    pos += written;
+  }
+  const size_t tail = in.size() - 2 * n;
+  if (pos + tail >= kKvPayloadHeaderBytes + in.size()) return size_t{0};
+  std::memcpy(out.data() + pos, in.data() + 2 * n, tail);
+  WriteHeader(out.data(), KvCodecId::kExponentRanksZstd, dtype, in.size(),
+              static_cast<uint8_t>(shape.planes), static_cast<uint8_t>(frame_log_ + 1));
+  return pos + tail;
 }
 
 Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
@@ -366,6 +498,10 @@ Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
     return Status::InvalidArgument("output buffer smaller than MaxCompressedSize()");
   }
   if (cctx_ == nullptr) return Status::ResourceExhausted("cannot allocate a zstd context");
+  if (options_.split_exponents && HasExponentSplit(dtype)) {
+    Result<size_t> size = CompressExponentRanks(dtype, in, out);
+    if (!size.ok() || *size != 0) return size;  // 0: codec 1 instead.
+  }
   const size_t n = in.size() / width;
   const size_t tail = in.size() - n * width;
   const size_t stored_size = kKvPayloadHeaderBytes + in.size();
@@ -381,8 +517,8 @@ Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
     for (size_t b = 0; b < width; ++b) {
       size_t written = 0;
       bool raw = false;
-      KVTIER_RETURN_IF_ERROR(
-          CompressPlane(planes.subspan(b * n, n), out.subspan(pos), &written, &raw));
+      KVTIER_RETURN_IF_ERROR(CompressPlane(planes.subspan(b * n, n), options_.block_bytes,
+                                           out.subspan(pos), &written, &raw));
       PutU32(out.data() + kKvPayloadHeaderBytes + 4 * b,
              static_cast<uint32_t>(written) | (raw ? kRawPlaneFlag : 0));
       pos += written;
@@ -413,7 +549,7 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
   if (p[0] != kMagic0 || p[1] != kMagic1) return DataLoss("bad magic");
   KvPayloadInfo info;
   const auto codec = static_cast<uint8_t>(p[2]);
-  if (codec > static_cast<uint8_t>(KvCodecId::kBytePlanesZstd)) {
+  if (codec > static_cast<uint8_t>(KvCodecId::kExponentRanksZstd)) {
     return Status::InvalidArgument("kv payload: unknown codec id " + std::to_string(codec));
   }
   info.codec = static_cast<KvCodecId>(codec);
@@ -438,34 +574,78 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
     }
     return info;
   }
-  const size_t width = ReaderLayout(info.dtype, planes).planes;
-  if (width == 0) return DataLoss("plane count does not match the dtype");
-  const size_t table_end = kKvPayloadHeaderBytes + 4 * planes;
-  if (payload.size() < table_end) return DataLoss("truncated plane table");
-  const size_t n = info.raw_size / width;
+  // n: the elements (codec 2) or groups of bytes (codec 1) the planes hold.
+  PlaneShape shape;
+  size_t n = 0, planes_bytes = 0;
+  int max_frame_log = kMaxFrameLog;
+  if (info.codec == KvCodecId::kBytePlanesZstd) {
+    const size_t width = ReaderLayout(info.dtype, planes).planes;
+    if (width == 0) return DataLoss("plane count does not match the dtype");
+    shape = BytePlaneShape(width);
+    n = info.raw_size / width;
+    planes_bytes = n * width;
+  } else {
+    if (!HasExponentSplit(info.dtype) || planes != ExponentSplitPlanes(info.dtype)) {
+      return DataLoss("plane count does not match the dtype");
+    }
+    shape = ExponentRankShape(info.dtype);
+    n = RankedElements(info.raw_size);
+    planes_bytes = 2 * n;
+    max_frame_log = kMaxRanksFrameLog;
+    if (frame_log == 0) return DataLoss("exponent-rank payload without a frame size");
+  }
+  size_t pos = kKvPayloadHeaderBytes + 4 * planes;
+  if (payload.size() < pos) return DataLoss("truncated plane table");
   // Frame log 0: each coded plane is one frame (payloads written before planes were framed).
-  if (frame_log != 0 && (frame_log < kMinFrameLog || frame_log > kMaxFrameLog)) {
+  if (frame_log != 0 && (frame_log < kMinFrameLog || frame_log > max_frame_log)) {
     return DataLoss("frame size 2^" + std::to_string(frame_log) + " out of range");
   }
   info.frame_elements = frame_log == 0 ? n : size_t{1} << frame_log;
-  size_t pos = table_end;
+  if (info.codec == KvCodecId::kExponentRanksZstd) {
+    if (payload.size() - pos < kRanksTableBytes + 4) return DataLoss("truncated ranks table");
+    const size_t ranks = static_cast<uint8_t>(p[pos]);
+    if (ranks == 0 || ranks > kMaxRanks) return DataLoss("bad count of ranked exponents");
+    for (size_t r = 0; r < kMaxRanks; ++r) {
+      const auto e = static_cast<uint8_t>(p[pos + 1 + r]);
+      if (r < ranks ? e >= ExponentLimit(info.dtype) : e != 0) {
+        return DataLoss("ranked exponent " + std::to_string(r) + " out of range");
+      }
+    }
+    info.escapes = GetU32(p + pos + kRanksTableBytes);
+    pos += kRanksTableBytes + 4;
+    if (info.escapes > n || (payload.size() - pos) / 5 < info.escapes) {
+      return DataLoss("truncated or oversized escape list");
+    }
+    for (size_t i = 0; i < info.escapes; ++i) {
+      const uint32_t index = GetU32(p + pos + 4 * i);
+      const auto exponent = static_cast<uint8_t>(p[pos + 4 * info.escapes + i]);
+      if (index >= n || (i > 0 && index <= GetU32(p + pos + 4 * (i - 1))) ||
+          exponent >= ExponentLimit(info.dtype)) {
+        return DataLoss("escape " + std::to_string(i) + " out of order or out of range");
+      }
+    }
+    pos += 5 * info.escapes;
+  }
   for (size_t b = 0; b < planes; ++b) {
     const uint32_t desc = GetU32(p + kKvPayloadHeaderBytes + 4 * b);
     const size_t bytes = desc & ~kRawPlaneFlag;
     const bool raw = (desc & kRawPlaneFlag) != 0;
     if (bytes > payload.size() - pos) return DataLoss("truncated plane " + std::to_string(b));
-    if (raw && bytes != n) return DataLoss("raw plane size does not match the raw size");
-    if (!raw && ZSTD_getFrameContentSize(p + pos, bytes) != std::min(n, info.frame_elements)) {
+    if (raw && bytes != shape.Bytes(b, n)) {
+      return DataLoss("raw plane size does not match the raw size");
+    }
+    if (!raw && ZSTD_getFrameContentSize(p + pos, bytes) !=
+                    shape.Bytes(b, std::min(n, info.frame_elements))) {
       return DataLoss("plane " + std::to_string(b) + " is not a zstd frame of the right size");
     }
     info.plane_bytes.push_back(static_cast<uint32_t>(bytes));
     info.plane_raw.push_back(raw);
     pos += bytes;
   }
-  if (payload.size() - pos != info.raw_size - n * width) {
+  if (payload.size() - pos != info.raw_size - planes_bytes) {
     return DataLoss("payload is " + std::to_string(payload.size()) + " bytes, its planes end at " +
                     std::to_string(pos) + " with a tail of " +
-                    std::to_string(info.raw_size - n * width));
+                    std::to_string(info.raw_size - planes_bytes));
   }
   return info;
 }
@@ -482,50 +662,52 @@ Status KvCodec::Decompress(std::span<const std::byte> payload, std::span<std::by
     return Status::OK();
   }
   if (dctx_ == nullptr) return Status::ResourceExhausted("cannot allocate a zstd context");
-  const Layout layout = ReaderLayout(info->dtype, info->plane_bytes.size());
-  const size_t width = layout.planes;
-  const size_t n = info->raw_size / width;
-  const size_t frame = info->frame_elements;
-  // Frame by frame: each coded plane's next frame is decoded into scratch small enough to stay
-  // in cache, then the planes are interleaved into `out`. A single coded plane is decoded
-  // straight into `out`.
-  if (width > 1 && scratch_.size() < frame * width) scratch_.resize(frame * width);
-  std::array<const std::byte*, 4> src{}, end{};
-  size_t pos = kKvPayloadHeaderBytes + 4 * width;
-  for (size_t b = 0; b < width; ++b) {
-    src[b] = payload.data() + pos;
-    pos += info->plane_bytes[b];
-    end[b] = payload.data() + pos;
+  const size_t planes = info->plane_bytes.size();
+  size_t planes_at = PlaneTableEnd(planes);
+  size_t planes_bytes = 0;
+  Status status;
+  if (info->codec == KvCodecId::kBytePlanesZstd) {
+    // Frame by frame: each coded plane's next frame is decoded into scratch small enough to
+    // stay in cache, then the planes are interleaved into `out`. A single coded plane is
+    // decoded straight into `out`.
+    const Layout layout = ReaderLayout(info->dtype, planes);
+    const size_t n = info->raw_size / planes;
+    planes_bytes = n * planes;
+    status = DecodeFrames(dctx_, &scratch_, payload, planes_at, *info, BytePlaneShape(planes), n,
+                          planes == 1 ? out.data() : nullptr,
+                          [&](const std::byte* const* frame, size_t start, size_t len) {
+                            if (frame[0] != out.data() + start) {
+                              Merge(layout, frame, len, out.data() + start * planes);
+                            }
+                          });
+  } else {
+    // Inspect checked the table and the escapes (increasing, each below n).
+    const KvDtype dtype = info->dtype;
+    const std::byte* t = payload.data() + planes_at;
+    ExponentTable table;
+    table.count = static_cast<uint8_t>(t[0]);
+    std::memcpy(table.exponent.data(), t + 1, kRanksTableBytes - 1);
+    const std::byte* index = t + kRanksTableBytes + 4;
+    const std::byte* exponent = index + 4 * info->escapes;
+    planes_at += kRanksTableBytes + 4 + 5 * info->escapes;
+    const size_t n = RankedElements(info->raw_size);
+    planes_bytes = 2 * n;
+    size_t next = 0;
+    status = DecodeFrames(dctx_, &scratch_, payload, planes_at, *info, ExponentRankShape(dtype), n,
+                          nullptr, [&](const std::byte* const* frame, size_t start, size_t len) {
+                            MergeExponents(dtype, table, frame, len, out.data() + 2 * start);
+                            for (; next < info->escapes; ++next) {
+                              const uint32_t i = GetU32(index + 4 * next);
+                              if (i >= start + len) break;
+                              SetExponent(dtype, out.data(), i,
+                                          static_cast<uint8_t>(exponent[next]));
+                            }
+                          });
   }
-  for (size_t start = 0; start < n; start += frame) {
-    const size_t len = std::min(frame, n - start);
-    std::array<const std::byte*, 4> planes{};
-    for (size_t b = 0; b < width; ++b) {
-      if (info->plane_raw[b]) {
-        planes[b] = src[b] + start;
-        continue;
-      }
-      const auto left = static_cast<size_t>(end[b] - src[b]);
-      const size_t frame_bytes = ZSTD_findFrameCompressedSize(src[b], left);
-      if (ZSTD_isError(frame_bytes)) {
-        return DataLoss("plane " + std::to_string(b) + ": " + ZSTD_getErrorName(frame_bytes));
-      }
-      std::byte* dst = width > 1 ? scratch_.data() + b * frame : out.data() + start;
-      const size_t rc = ZSTD_decompressDCtx(dctx_, dst, len, src[b], frame_bytes);
-      if (ZSTD_isError(rc)) return DataLoss(std::string("zstd: ") + ZSTD_getErrorName(rc));
-      if (rc != len) return DataLoss("plane " + std::to_string(b) + " decodes to the wrong size");
-      src[b] += frame_bytes;
-      planes[b] = dst;
-    }
-    if (planes[0] != out.data() + start) Merge(layout, planes.data(), len, out.data() + start * width);
-  }
-  for (size_t b = 0; b < width; ++b) {
-    if (!info->plane_raw[b] && src[b] != end[b]) {
-      return DataLoss("plane " + std::to_string(b) + " has bytes past its last frame");
-    }
-  }
-  const size_t tail = info->raw_size - n * width;
-  if (tail > 0) std::memcpy(out.data() + n * width, payload.data() + pos, tail);
+  KVTIER_RETURN_IF_ERROR(status);
+  for (size_t b = 0; b < planes; ++b) planes_at += info->plane_bytes[b];
+  const size_t tail = info->raw_size - planes_bytes;
+  if (tail > 0) std::memcpy(out.data() + planes_bytes, payload.data() + planes_at, tail);
   return Status::OK();
 }
 

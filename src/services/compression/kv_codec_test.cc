@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -70,26 +71,46 @@ TEST(KvCodecTest, RoundTripsEveryDtypeIncludingNanInfAndSubnormals) {
           << static_cast<int>(dtype) << " x " << elements;
       EXPECT_EQ(info.dtype, dtype);
       EXPECT_EQ(info.raw_size, block.size());
-      if (elements >= 1000) {
-        // Enough data for the planes to pay: the exponent-carrying plane is zstd-coded.
+      if (elements == 1000) {
+        // Enough data for the planes to pay, too little for exponent ranks: byte planes, the
+        // exponent-carrying one zstd-coded. fp8 e4m3 goes in nibble planes, element pairs
+        // giving one byte to each.
         ASSERT_EQ(info.codec, KvCodecId::kBytePlanesZstd) << static_cast<int>(dtype);
-        // fp8 e4m3 goes in nibble planes, element pairs giving one byte to each.
         ASSERT_EQ(info.plane_raw.size(), dtype == KvDtype::kFp8E4M3 ? 2 : KvDtypeBytes(dtype));
         EXPECT_FALSE(info.plane_raw.back());
+      }
+      if (elements == 70001 && HasExponentSplit(dtype)) {
+        // bf16 and fp16 go by exponent ranks, the rank plane coded, the rest raw; NaN, Inf
+        // and subnormals have exponents outside the ranked run: they are escaped.
+        ASSERT_EQ(info.codec, KvCodecId::kExponentRanksZstd) << static_cast<int>(dtype);
+        ASSERT_EQ(info.plane_raw.size(), ExponentSplitPlanes(dtype));
+        EXPECT_FALSE(info.plane_raw[0]);
+        EXPECT_TRUE(info.plane_raw[1]);
+        EXPECT_GT(info.escapes, 0u);
       }
     }
   }
 }
 
+KvCodecOptions BytePlanesOnly() {
+  KvCodecOptions options;
+  options.split_exponents = false;
+  return options;
+}
+
 TEST(KvCodecTest, OddSizesKeepTheirTailBytes) {
-  KvCodec codec;
-  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kFp32}) {
+  KvCodec codec, byte_planes(BytePlanesOnly());
+  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kFp16, KvDtype::kFp32}) {
     const std::vector<std::byte> whole = KvLikeBlock(dtype, 5000, 3);
-    for (size_t cut = 1; cut < KvDtypeBytes(dtype); ++cut) {
+    // Exponent ranks take elements 16 at a time: cut up to a whole group and a byte.
+    for (size_t cut = 1; cut < 2 * 16 + 2; ++cut) {
       std::span<const std::byte> odd = std::span(whole).first(whole.size() - cut);
       std::vector<std::byte> expect(odd.begin(), odd.end());
       KvPayloadInfo info;
-      EXPECT_EQ(RoundTrip(codec, dtype, odd, &info), expect);
+      EXPECT_EQ(RoundTrip(codec, dtype, odd, &info), expect) << cut;
+      EXPECT_EQ(info.codec, HasExponentSplit(dtype) ? KvCodecId::kExponentRanksZstd
+                                                    : KvCodecId::kBytePlanesZstd);
+      EXPECT_EQ(RoundTrip(byte_planes, dtype, odd, &info), expect) << cut;
       EXPECT_EQ(info.codec, KvCodecId::kBytePlanesZstd);
     }
   }
@@ -118,14 +139,71 @@ TEST(KvCodecTest, RandomBytesAreStoredRaw) {
 }
 
 TEST(KvCodecTest, IncompressiblePlanesAreStoredRawNextToCodedOnes) {
-  KvCodec codec;
+  KvCodec byte_planes(BytePlanesOnly());
   const std::vector<std::byte> block = KvLikeBlock(KvDtype::kBf16, 1 << 16, 9);
   KvPayloadInfo info;
-  EXPECT_EQ(RoundTrip(codec, KvDtype::kBf16, block, &info), block);
+  EXPECT_EQ(RoundTrip(byte_planes, KvDtype::kBf16, block, &info), block);
   ASSERT_EQ(info.codec, KvCodecId::kBytePlanesZstd);
   EXPECT_EQ(info.plane_raw, (std::vector<bool>{true, false}));  // Mantissa raw, exponent coded.
   EXPECT_EQ(info.plane_bytes[0], 1u << 16);
   EXPECT_LT(info.plane_bytes[1], 1u << 15);
+  // Exponent ranks: ranks coded (4 bits each before coding), sign and mantissa raw.
+  KvCodec codec;
+  EXPECT_EQ(RoundTrip(codec, KvDtype::kBf16, block, &info), block);
+  ASSERT_EQ(info.codec, KvCodecId::kExponentRanksZstd);
+  EXPECT_EQ(info.plane_raw, (std::vector<bool>{false, true}));
+  EXPECT_LT(info.plane_bytes[0], 1u << 15);
+  EXPECT_EQ(info.plane_bytes[1], 1u << 16);
+}
+
+// Exponents in two clusters far apart are no run of 15: the ranks go through the table, and
+// what falls outside it is escaped, on every path of the merge (16 elements past the last
+// whole 32 included) and across frames.
+TEST(KvCodecTest, ExponentRanksRoundTripScatteredExponentsAndEscapes) {
+  KvCodec codec;
+  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kFp16}) {
+    std::mt19937 rng(8);
+    std::vector<float> values(50000 + 16);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int exponent = rng() % 2 == 0 ? -14 + static_cast<int>(rng() % 6)
+                                          : 2 + static_cast<int>(rng() % 8);
+      values[i] = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, exponent) *
+                  (rng() % 2 == 0 ? 1.0f : -1.0f);
+      if (i % 211 == 0) values[i] = std::ldexp(1.0f, -4 + static_cast<int>(i % 3));  // Rare.
+    }
+    std::vector<std::byte> block(values.size() * 2);
+    ASSERT_TRUE(EncodeFromFloat32(dtype, values, 1.0f, block).ok());
+    KvPayloadInfo info;
+    EXPECT_EQ(RoundTrip(codec, dtype, block, &info), block) << static_cast<int>(dtype);
+    EXPECT_EQ(info.codec, KvCodecId::kExponentRanksZstd);
+    EXPECT_GT(info.escapes, 0u);
+    // Every path through the merge, whatever the frame size.
+    KvCodecOptions small;
+    small.block_bytes = 4096;
+    KvCodec framed(small);
+    EXPECT_EQ(RoundTrip(framed, dtype, block, &info), block);
+    EXPECT_EQ(info.frame_elements, 8192u);
+    ASSERT_FALSE(info.plane_raw[0]);
+    // Claiming larger frames makes the first frame's size wrong.
+    std::vector<std::byte> payload, out;
+    ASSERT_TRUE(framed.Compress(dtype, block, &payload).ok());
+    payload[9] = std::byte{14};
+    EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss);
+  }
+}
+
+// When many elements would be escaped (exponents spread over more than 15 values), codec 2
+// gives way to byte planes, which still compress.
+TEST(KvCodecTest, SpreadExponentsFallBackToBytePlanes) {
+  KvCodec codec;
+  std::mt19937 rng(10);
+  std::vector<float> values(40000);
+  for (float& v : values) v = std::ldexp(1.0f, static_cast<int>(rng() % 30) - 15);
+  std::vector<std::byte> block(values.size() * 2);
+  ASSERT_TRUE(EncodeFromFloat32(KvDtype::kBf16, values, 1.0f, block).ok());
+  KvPayloadInfo info;
+  EXPECT_EQ(RoundTrip(codec, KvDtype::kBf16, block, &info), block);
+  EXPECT_EQ(info.codec, KvCodecId::kBytePlanesZstd);
 }
 
 TEST(KvCodecTest, OneCodecHandlesGrowingAndShrinkingBlocks) {
@@ -153,8 +231,11 @@ TEST(KvCodecTest, CompressRejectsBadArguments) {
             StatusCode::kInvalidArgument);
 }
 
-std::vector<std::byte> SamplePayload() {
-  KvCodec codec;
+// A bf16 payload of 20000.5 elements: byte planes (codec 1) or exponent ranks (codec 2).
+std::vector<std::byte> SamplePayload(bool ranks = false) {
+  KvCodecOptions options;
+  options.split_exponents = ranks;
+  KvCodec codec(options);
   std::vector<std::byte> payload;
   const std::vector<std::byte> block = KvLikeBlock(KvDtype::kBf16, 20001, 4);
   EXPECT_TRUE(codec.Compress(KvDtype::kBf16, std::span(block).first(block.size() - 1), &payload)
@@ -163,17 +244,19 @@ std::vector<std::byte> SamplePayload() {
 }
 
 TEST(KvCodecTest, EveryTruncationOrExtensionIsDataLoss) {
-  const std::vector<std::byte> payload = SamplePayload();
-  ASSERT_EQ(KvCodec::Inspect(payload)->codec, KvCodecId::kBytePlanesZstd);
   KvCodec codec;
   std::vector<std::byte> out;
-  for (size_t size = 0; size < payload.size(); ++size) {
-    const Status status = codec.Decompress(std::span(payload).first(size), &out);
-    ASSERT_EQ(status.code(), StatusCode::kDataLoss) << size << ": " << status.ToString();
+  for (KvCodecId id : {KvCodecId::kBytePlanesZstd, KvCodecId::kExponentRanksZstd}) {
+    const std::vector<std::byte> payload = SamplePayload(id == KvCodecId::kExponentRanksZstd);
+    ASSERT_EQ(KvCodec::Inspect(payload)->codec, id);
+    for (size_t size = 0; size < payload.size(); ++size) {
+      const Status status = codec.Decompress(std::span(payload).first(size), &out);
+      ASSERT_EQ(status.code(), StatusCode::kDataLoss) << size << ": " << status.ToString();
+    }
+    std::vector<std::byte> longer = payload;
+    longer.push_back(std::byte{0});
+    EXPECT_EQ(codec.Decompress(longer, &out).code(), StatusCode::kDataLoss);
   }
-  std::vector<std::byte> longer = payload;
-  longer.push_back(std::byte{0});
-  EXPECT_EQ(codec.Decompress(longer, &out).code(), StatusCode::kDataLoss);
   // A stored payload too.
   std::vector<std::byte> stored;
   ASSERT_TRUE(codec.Compress(KvDtype::kFp32, std::vector<std::byte>(7), &stored).ok());
@@ -219,9 +302,40 @@ TEST(KvCodecTest, InconsistentHeadersAreDataLoss) {
   EXPECT_EQ(codec.Decompress(payload, std::span(small)).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(KvCodecTest, InconsistentExponentRankHeadersAreDataLoss) {
+  const std::vector<std::byte> clean = SamplePayload(true);
+  Result<KvPayloadInfo> info = KvCodec::Inspect(clean);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->codec, KvCodecId::kExponentRanksZstd);
+  ASSERT_GE(info->escapes, 2u);
+  KvCodec codec;
+  std::vector<std::byte> out;
+  ASSERT_TRUE(codec.Decompress(clean, &out).ok());
+  auto expect_data_loss = [&](size_t offset, std::byte value) {
+    std::vector<std::byte> payload = clean;
+    payload[offset] = value;
+    EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss) << offset;
+  };
+  constexpr size_t kTable = kKvPayloadHeaderBytes + 2 * 4;  // bf16: two plane descriptors.
+  constexpr size_t kIndices = kTable + 16 + 4;
+  expect_data_loss(3, std::byte{2});          // fp16 dtype: three planes.
+  expect_data_loss(3, std::byte{4});          // fp8 e4m3: no exponent ranks.
+  expect_data_loss(8, std::byte{3});          // Plane count.
+  expect_data_loss(9, std::byte{0});          // Frames are required.
+  expect_data_loss(9, std::byte{19});         // Frames above the limit.
+  expect_data_loss(kTable, std::byte{0});     // No ranks.
+  expect_data_loss(kTable, std::byte{16});    // More ranks than nibbles allow.
+  expect_data_loss(kTable + 16, std::byte{0xff});   // Escape count beyond the payload.
+  expect_data_loss(kIndices + 3, std::byte{0x7f});  // Escape index beyond the block.
+  // The second escape repeats the first: indices must increase.
+  std::vector<std::byte> payload = clean;
+  std::copy_n(clean.begin() + kIndices, 4, payload.begin() + kIndices + 4);
+  EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss);
+}
+
 // Planes are coded as a series of zstd frames; each must hold the header's frame size.
 TEST(KvCodecTest, PlanesAreFramedAndEveryFrameIsChecked) {
-  KvCodecOptions options;
+  KvCodecOptions options = BytePlanesOnly();
   options.block_bytes = 4096;
   KvCodec codec(options);
   const std::vector<std::byte> block = KvLikeBlock(KvDtype::kBf16, 50000, 5);
@@ -265,17 +379,19 @@ TEST(KvCodecTest, Fp8PayloadsWithOneBytePlaneStillDecode) {
 // Corrupting coded bytes is the checksum service's to detect; the codec must only not crash
 // and not overrun: each flip yields DataLoss or a block of the right size.
 TEST(KvCodecTest, CorruptPlaneBytesNeverCrash) {
-  const std::vector<std::byte> clean = SamplePayload();
   KvCodec codec;
   std::vector<std::byte> out;
-  for (size_t i = 20; i < clean.size(); i += 7) {
-    std::vector<std::byte> payload = clean;
-    payload[i] ^= std::byte{0x5A};
-    const Status status = codec.Decompress(payload, &out);
-    if (status.ok()) {
-      EXPECT_EQ(out.size(), 40001u);
-    } else {
-      EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status.ToString();
+  for (bool ranks : {false, true}) {
+    const std::vector<std::byte> clean = SamplePayload(ranks);
+    for (size_t i = 12; i < clean.size(); i += ranks ? 3 : 7) {
+      std::vector<std::byte> payload = clean;
+      payload[i] ^= std::byte{0x5A};
+      const Status status = codec.Decompress(payload, &out);
+      if (status.ok()) {
+        EXPECT_EQ(out.size(), 40001u);
+      } else {
+        EXPECT_EQ(status.code(), StatusCode::kDataLoss) << i << ": " << status.ToString();
+      }
     }
   }
 }
@@ -294,7 +410,9 @@ TEST(KvCodecTest, RealModelKvCompressesInEveryDtype) {
     ASSERT_TRUE(EncodeFromFloat32(dtype, values, scale, block).ok());
     KvPayloadInfo info;
     EXPECT_EQ(RoundTrip(codec, dtype, block, &info), block);
-    EXPECT_EQ(info.codec, KvCodecId::kBytePlanesZstd) << static_cast<int>(dtype);
+    EXPECT_EQ(info.codec, HasExponentSplit(dtype) ? KvCodecId::kExponentRanksZstd
+                                                  : KvCodecId::kBytePlanesZstd)
+        << static_cast<int>(dtype);
   }
 }
 
