@@ -70,20 +70,6 @@ void MergeScalar(KvDtype dtype, const RankBytes& rb, const std::byte* const* pla
 }
 
 #if defined(KVTIER_EXPONENT_SPLIT_SSSE3)
-// 12 bits of the fp16 stream (four elements) -> their four high-byte contributions.
-const std::array<uint32_t, 4096>& Fp16FieldTable() {
-  static const std::array<uint32_t, 4096> table = [] {
-    std::array<uint32_t, 4096> t{};
-    for (uint32_t w = 0; w < 4096; ++w) {
-      for (uint32_t k = 0; k < 4; ++k) {
-        t[w] |= uint32_t{Fp16FieldToHighByte((w >> (3 * k)) & 7)} << (8 * k);
-      }
-    }
-    return t;
-  }();
-  return table;
-}
-
 // 32 elements per step: 16 rank bytes give two vectors of 16 ranks, each looked up in the
 // rank tables with one byte shuffle per output byte lane.
 __attribute__((target("ssse3"))) void MergeSsse3(KvDtype dtype, const RankBytes& rb,
@@ -95,7 +81,16 @@ __attribute__((target("ssse3"))) void MergeSsse3(KvDtype dtype, const RankBytes&
   const __m128i low7 = _mm_set1_epi8(0x7f);
   const __m128i sign = _mm_set1_epi8(static_cast<char>(0x80));
   const bool bf16 = dtype == KvDtype::kBf16;
-  const std::array<uint32_t, 4096>* fields = bf16 ? nullptr : &Fp16FieldTable();
+  // fp16 stream: 16 elements' 48 bits. Element j's field is bit 3j: a shuffle puts the two
+  // bytes holding it in 16-bit lane j, a multiply by 2^(13 - 3j % 8) moves it to the top,
+  // a shift by 13 brings it down; a last shuffle turns fields into high-byte bits.
+  const __m128i pairs_lo = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 1, 2, 2, 3, 2, 3);
+  const __m128i pairs_hi = _mm_setr_epi8(3, 4, 3, 4, 3, 4, 4, 5, 4, 5, 4, 5, 5, -1, 5, -1);
+  const __m128i to_top = _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 12, 1 << 9, 1 << 6,
+                                        1 << 11, 1 << 8);
+  alignas(16) std::array<uint8_t, 16> field_bytes{};
+  for (uint32_t f = 0; f < 8; ++f) field_bytes[f] = Fp16FieldToHighByte(f);
+  const __m128i field_to_high = _mm_load_si128(reinterpret_cast<const __m128i*>(field_bytes.data()));
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[0] + i / 2));
@@ -117,14 +112,12 @@ __attribute__((target("ssse3"))) void MergeSsse3(KvDtype dtype, const RankBytes&
         uint16_t high;
         std::memcpy(&low, stream, sizeof(low));
         std::memcpy(&high, stream + 4, sizeof(high));
-        const uint64_t bits = low | uint64_t{high} << 32;
-        const __m128i field = _mm_set_epi32(
-            static_cast<int>((*fields)[(bits >> 36) & 0xfff]),
-            static_cast<int>((*fields)[(bits >> 24) & 0xfff]),
-            static_cast<int>((*fields)[(bits >> 12) & 0xfff]),
-            static_cast<int>((*fields)[bits & 0xfff]));
+        const __m128i bits = _mm_cvtsi64_si128(static_cast<long long>(low | uint64_t{high} << 32));
+        const __m128i f_lo = _mm_srli_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(bits, pairs_lo), to_top), 13);
+        const __m128i f_hi = _mm_srli_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(bits, pairs_hi), to_top), 13);
         lo = rest;
-        hi = _mm_or_si128(_mm_shuffle_epi8(map_hi, ranks[k]), field);
+        hi = _mm_or_si128(_mm_shuffle_epi8(map_hi, ranks[k]),
+                          _mm_shuffle_epi8(field_to_high, _mm_packus_epi16(f_lo, f_hi)));
       }
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * at), _mm_unpacklo_epi8(lo, hi));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * at + 16), _mm_unpackhi_epi8(lo, hi));
