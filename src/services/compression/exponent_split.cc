@@ -136,89 +136,34 @@ bool HasSsse3() {
 }
 #endif
 
-// The exponent field of element i, for a dtype known at compile time (the loops below run
-// per element; a runtime shift and mask cost them a third of their speed).
+// One step of the split for a dtype known at compile time (a runtime shift and mask cost the
+// scalar loop a third of its speed).
 template <KvDtype D>
-uint8_t ExponentAt(const std::byte* in, size_t i) {
+void SplitOne(uint16_t v, size_t i, uint8_t* rest, uint8_t* stream, uint8_t* exponents) {
   constexpr int kShift = D == KvDtype::kBf16 ? 7 : 10;
   constexpr uint32_t kMask = D == KvDtype::kBf16 ? 0xff : 0x1f;
-  return static_cast<uint8_t>((Load16(in + 2 * i) >> kShift) & kMask);
-}
-
-// Exponents are counted into four tables, element i into table i % 4, so that runs of one
-// exponent (the common case) do not wait on each other's increments. (Counting a sample
-// instead would miss whole channels: K has per-channel scales.)
-template <KvDtype D>
-ExponentTable RankExponentsOf(const std::byte* in, size_t n) {
-  std::array<std::array<uint32_t, 256>, 4> counts{};
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (size_t k = 0; k < 4; ++k) ++counts[k][ExponentAt<D>(in, i + k)];
+  exponents[i] = static_cast<uint8_t>((v >> kShift) & kMask);
+  if constexpr (D == KvDtype::kBf16) {
+    rest[i] = static_cast<uint8_t>(((v >> 8) & 0x80) | (v & 0x7f));
+  } else {
+    rest[i] = static_cast<uint8_t>(v);
+    const size_t bit = 3 * i;
+    if (bit % 8 == 0) stream[bit / 8] = 0;
+    const uint32_t field = ((v >> 13) & 4) | ((v >> 8) & 3);
+    stream[bit / 8] |= static_cast<uint8_t>(field << (bit % 8));
+    if (bit % 8 > 5) stream[bit / 8 + 1] = static_cast<uint8_t>(field >> (8 - bit % 8));
   }
-  for (; i < n; ++i) ++counts[0][ExponentAt<D>(in, i)];
-  std::array<uint32_t, 256> count{};
-  for (size_t e = 0; e < 256; ++e) count[e] = counts[0][e] + counts[1][e] + counts[2][e] + counts[3][e];
-  std::array<uint8_t, 256> order;
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint8_t a, uint8_t b) { return count[a] > count[b]; });
-  ExponentTable table;
-  uint64_t top_covered = 0;
-  while (table.count < kMaxRanks && count[order[table.count]] > 0) {
-    table.exponent[table.count] = order[table.count];
-    top_covered += count[order[table.count]];
-    ++table.count;
-  }
-  // Consecutive exponents rank by subtraction, which the split does 16 elements at a time:
-  // take the best run of 15 when it escapes at most one element in 4096 more than the 15
-  // most frequent do. KV exponents mostly are such a run.
-  constexpr uint32_t kLimit = D == KvDtype::kBf16 ? 256 : 32;
-  uint64_t covered = 0, best = 0;
-  uint32_t best_base = 0;
-  for (uint32_t e = 0; e < kLimit; ++e) {
-    covered += count[e];
-    if (e >= kMaxRanks) covered -= count[e - kMaxRanks];
-    if (e + 1 >= kMaxRanks && covered > best) {
-      best = covered;
-      best_base = e + 1 - kMaxRanks;
-    }
-  }
-  if (best + n / 4096 >= top_covered) {
-    table.count = kMaxRanks;
-    for (uint32_t r = 0; r < kMaxRanks; ++r) table.exponent[r] = static_cast<uint8_t>(best_base + r);
-  }
-  return table;
-}
-
-// Whether the table's exponents are the run exponent[0] + r.
-bool IsRun(const ExponentTable& table) {
-  if (table.count != kMaxRanks) return false;
-  for (uint32_t r = 0; r < kMaxRanks; ++r) {
-    if (table.exponent[r] != table.exponent[0] + r) return false;
-  }
-  return true;
 }
 
 template <KvDtype D>
-void SplitExponentsOf(const ExponentTable& table, const std::byte* in, size_t n,
-                      std::byte* const* planes, Escapes* escapes) {
-  std::array<uint8_t, 256> rank_of;
-  rank_of.fill(kEscapeRank);
-  for (uint8_t r = 0; r < table.count; ++r) rank_of[table.exponent[r]] = r;
-  auto* ranks = reinterpret_cast<uint8_t*>(planes[0]);
+void SplitOffExponentsOf(const std::byte* in, size_t n, std::byte* const* planes,
+                         uint8_t* exponents) {
   auto* rest = reinterpret_cast<uint8_t*>(planes[1]);
   auto* stream = D == KvDtype::kFp16 ? reinterpret_cast<uint8_t*>(planes[2]) : nullptr;
-  auto escape = [&](size_t i) {
-    escapes->index.push_back(static_cast<uint32_t>(i));
-    escapes->exponent.push_back(ExponentAt<D>(in, i));
-  };
 #if defined(__SSE2__)
   // 16 elements per step: bytes split apart with packs, the fp16 stream fields gathered with
-  // multiply-adds, ranks by subtraction from a run (else looked up one by one).
-  const bool run = IsRun(table);
+  // multiply-adds.
   const __m128i low_byte = _mm_set1_epi16(0x00ff);
-  const __m128i base = _mm_set1_epi8(static_cast<char>(table.exponent[0]));
-  const __m128i escape_rank = _mm_set1_epi8(kEscapeRank);
   for (size_t g = 0; g < n; g += kGroupElements) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * g));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * g + 16));
@@ -253,44 +198,20 @@ void SplitExponentsOf(const ExponentTable& table, const std::byte* in, size_t n,
       std::memcpy(stream + g * 3 / 8, &low, sizeof(low));
       std::memcpy(stream + g * 3 / 8 + 4, &high, sizeof(high));
     }
-    __m128i r;
-    if (run) {
-      r = _mm_min_epu8(_mm_sub_epi8(e, base), escape_rank);
-    } else {
-      alignas(16) std::array<uint8_t, kGroupElements> group;
-      _mm_store_si128(reinterpret_cast<__m128i*>(group.data()), e);
-      for (uint8_t& x : group) x = rank_of[x];
-      r = _mm_load_si128(reinterpret_cast<const __m128i*>(group.data()));
-    }
-    // Lane pairs (even | odd << 8) become even | odd << 4.
-    const __m128i nibbles = _mm_and_si128(_mm_or_si128(r, _mm_srli_epi16(r, 4)), low_byte);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(ranks + g / 2), _mm_packus_epi16(nibbles, nibbles));
-    const int escaped = _mm_movemask_epi8(_mm_cmpeq_epi8(r, escape_rank));
-    if (escaped != 0) {
-      for (size_t j = 0; j < kGroupElements; ++j) {
-        if ((escaped >> j) & 1) escape(g + j);
-      }
-    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(exponents + g), e);
   }
 #else
-  for (size_t i = 0; i < n; ++i) {
-    const uint16_t v = Load16(in + 2 * i);
-    if constexpr (D == KvDtype::kBf16) {
-      rest[i] = static_cast<uint8_t>(((v >> 8) & 0x80) | (v & 0x7f));
-    } else {
-      rest[i] = static_cast<uint8_t>(v);
-      if (i % 8 == 0) stream[i * 3 / 8] = stream[i * 3 / 8 + 1] = stream[i * 3 / 8 + 2] = 0;
-      const uint32_t field = ((v >> 13) & 4) | ((v >> 8) & 3);
-      const size_t bit = 3 * i;
-      stream[bit / 8] |= static_cast<uint8_t>(field << (bit % 8));
-      if (bit % 8 > 5) stream[bit / 8 + 1] |= static_cast<uint8_t>(field >> (8 - bit % 8));
-    }
-    const uint8_t r = rank_of[ExponentAt<D>(in, i)];
-    if (i % 2 == 0) ranks[i / 2] = r;
-    else ranks[i / 2] |= static_cast<uint8_t>(r << 4);
-    if (r == kEscapeRank) escape(i);
-  }
+  for (size_t i = 0; i < n; ++i) SplitOne<D>(Load16(in + 2 * i), i, rest, stream, exponents);
 #endif
+}
+
+// Whether the table's exponents are the run exponent[0] + r.
+bool IsRun(const ExponentTable& table) {
+  if (table.count != kMaxRanks) return false;
+  for (uint32_t r = 0; r < kMaxRanks; ++r) {
+    if (table.exponent[r] != table.exponent[0] + r) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -308,18 +229,128 @@ size_t PlaneBytesPer8(KvDtype dtype, size_t plane) {
 
 uint32_t ExponentLimit(KvDtype dtype) { return dtype == KvDtype::kBf16 ? 256 : 32; }
 
-ExponentTable RankExponents(KvDtype dtype, const std::byte* in, size_t n) {
-  return dtype == KvDtype::kBf16 ? RankExponentsOf<KvDtype::kBf16>(in, n)
-                                 : RankExponentsOf<KvDtype::kFp16>(in, n);
+ExponentTable RankExponents(KvDtype dtype, const uint8_t* exponents, size_t n) {
+  // Counted on a sample, an eighth of the block in runs of 256 elements, one per stretch of
+  // 2048 (at least 64 runs), each starting at a pseudo-random point of its stretch so that
+  // they fall on every channel whatever the row length (K has per-channel scales). The
+  // table only has to be good: escapes are exact, an exponent the sample misses is escaped.
+  // Eight tables, byte k of each 8 into table k, so that runs of one exponent (the common
+  // case) do not wait on each other's increments.
+  constexpr size_t kRun = 256, kMinRuns = 64;
+  const size_t runs = std::max(kMinRuns, n / (8 * kRun));
+  const size_t stretch = n / runs;
+  std::array<std::array<uint32_t, 256>, 8> counts{};
+  auto count_run = [&](size_t begin, size_t end) {
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      uint64_t x;
+      std::memcpy(&x, exponents + i, sizeof(x));
+      for (size_t k = 0; k < 8; ++k) ++counts[k][(x >> (8 * k)) & 0xff];
+    }
+    for (; i < end; ++i) ++counts[0][exponents[i]];
+  };
+  size_t sampled = n;
+  if (stretch <= kRun) {
+    count_run(0, n);
+  } else {
+    sampled = runs * kRun;
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (size_t r = 0; r < runs; ++r) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      const size_t begin = r * stretch + x % (stretch - kRun + 1);
+      count_run(begin, begin + kRun);
+    }
+  }
+  std::array<uint32_t, 256> count{};
+  for (const std::array<uint32_t, 256>& c : counts) {
+    for (size_t e = 0; e < 256; ++e) count[e] += c[e];
+  }
+  std::array<uint8_t, 256> order;
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint8_t a, uint8_t b) { return count[a] > count[b]; });
+  ExponentTable table;
+  uint64_t top_covered = 0;
+  while (table.count < kMaxRanks && count[order[table.count]] > 0) {
+    table.exponent[table.count] = order[table.count];
+    top_covered += count[order[table.count]];
+    ++table.count;
+  }
+  // Consecutive exponents rank by subtraction, 16 at a time: take the best run of 15 when it
+  // escapes at most one element in 4096 more than the 15 most frequent do. KV exponents
+  // mostly are such a run.
+  uint64_t covered = 0, best = 0;
+  uint32_t best_base = 0;
+  for (uint32_t e = 0; e < ExponentLimit(dtype); ++e) {
+    covered += count[e];
+    if (e >= kMaxRanks) covered -= count[e - kMaxRanks];
+    if (e + 1 >= kMaxRanks && covered > best) {
+      best = covered;
+      best_base = e + 1 - kMaxRanks;
+    }
+  }
+  if (best + sampled / 4096 >= top_covered) {
+    table.count = kMaxRanks;
+    for (uint32_t r = 0; r < kMaxRanks; ++r) table.exponent[r] = static_cast<uint8_t>(best_base + r);
+  }
+  return table;
 }
 
-void SplitExponents(KvDtype dtype, const ExponentTable& table, const std::byte* in, size_t n,
-                    std::byte* const* planes, Escapes* escapes) {
+void SplitOffExponents(KvDtype dtype, const std::byte* in, size_t n, std::byte* const* planes,
+                       uint8_t* exponents) {
   if (dtype == KvDtype::kBf16) {
-    SplitExponentsOf<KvDtype::kBf16>(table, in, n, planes, escapes);
+    SplitOffExponentsOf<KvDtype::kBf16>(in, n, planes, exponents);
   } else {
-    SplitExponentsOf<KvDtype::kFp16>(table, in, n, planes, escapes);
+    SplitOffExponentsOf<KvDtype::kFp16>(in, n, planes, exponents);
   }
+}
+
+void WriteRanks(const ExponentTable& table, const uint8_t* exponents, size_t n,
+                std::byte* ranks_plane, Escapes* escapes) {
+  std::array<uint8_t, 256> rank_of;
+  rank_of.fill(kEscapeRank);
+  for (uint8_t r = 0; r < table.count; ++r) rank_of[table.exponent[r]] = r;
+  auto* ranks = reinterpret_cast<uint8_t*>(ranks_plane);
+  auto escape = [&](size_t i) {
+    escapes->index.push_back(static_cast<uint32_t>(i));
+    escapes->exponent.push_back(exponents[i]);
+  };
+#if defined(__SSE2__)
+  // 16 at a time: by subtraction from a run, else looked up one by one.
+  const bool run = IsRun(table);
+  const __m128i base = _mm_set1_epi8(static_cast<char>(table.exponent[0]));
+  const __m128i escape_rank = _mm_set1_epi8(kEscapeRank);
+  const __m128i low_byte = _mm_set1_epi16(0x00ff);
+  for (size_t g = 0; g < n; g += kGroupElements) {
+    __m128i r;
+    if (run) {
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(exponents + g));
+      r = _mm_min_epu8(_mm_sub_epi8(e, base), escape_rank);
+    } else {
+      alignas(16) std::array<uint8_t, kGroupElements> group;
+      for (size_t j = 0; j < kGroupElements; ++j) group[j] = rank_of[exponents[g + j]];
+      r = _mm_load_si128(reinterpret_cast<const __m128i*>(group.data()));
+    }
+    // Lane pairs (even | odd << 8) become even | odd << 4.
+    const __m128i nibbles = _mm_and_si128(_mm_or_si128(r, _mm_srli_epi16(r, 4)), low_byte);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(ranks + g / 2), _mm_packus_epi16(nibbles, nibbles));
+    const int escaped = _mm_movemask_epi8(_mm_cmpeq_epi8(r, escape_rank));
+    if (escaped != 0) {
+      for (size_t j = 0; j < kGroupElements; ++j) {
+        if ((escaped >> j) & 1) escape(g + j);
+      }
+    }
+  }
+#else
+  for (size_t i = 0; i < n; i += 2) {
+    const uint8_t r0 = rank_of[exponents[i]], r1 = rank_of[exponents[i + 1]];
+    ranks[i / 2] = static_cast<uint8_t>(r0 | (r1 << 4));
+    if (r0 == kEscapeRank) escape(i);
+    if (r1 == kEscapeRank) escape(i + 1);
+  }
+#endif
 }
 
 void MergeExponents(KvDtype dtype, const ExponentTable& table, const std::byte* const* planes,

@@ -51,14 +51,21 @@ size_t PlaneBytesPer8(KvDtype dtype, size_t plane);
 // Exclusive upper bound of the exponent field's values.
 uint32_t ExponentLimit(KvDtype dtype);
 
-// The block's most frequent exponents (at most kMaxRanks), most frequent first, over `n`
-// elements of `in`.
-ExponentTable RankExponents(KvDtype dtype, const std::byte* in, size_t n);
+// Splits n elements (a multiple of kGroupElements): their exponents into `exponents`, one
+// byte each, and the rest of each element into the raw planes, planes[1] on; planes[0], the
+// ranks, is WriteRanks' to fill.
+void SplitOffExponents(KvDtype dtype, const std::byte* in, size_t n, std::byte* const* planes,
+                       uint8_t* exponents);
 
-// Splits n elements (a multiple of kGroupElements) into planes[0] (ranks, n / 2 bytes) and
-// the raw planes after it; the escaped elements are appended to *escapes.
-void SplitExponents(KvDtype dtype, const ExponentTable& table, const std::byte* in, size_t n,
-                    std::byte* const* planes, Escapes* escapes);
+// The table for n exponents, judged on a sample of them: their 15 most frequent, or a run of
+// 15 consecutive ones that escapes barely more elements (ranks by subtraction are faster to
+// compute).
+ExponentTable RankExponents(KvDtype dtype, const uint8_t* exponents, size_t n);
+
+// Writes the ranks of n exponents (a multiple of kGroupElements) under `table`, two per byte,
+// to `ranks`; appends the escaped elements to *escapes.
+void WriteRanks(const ExponentTable& table, const uint8_t* exponents, size_t n,
+                std::byte* ranks, Escapes* escapes);
 
 // The inverse, without the escapes: an escaped element gets exponent 0. n is a multiple of
 // kGroupElements.

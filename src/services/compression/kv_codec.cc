@@ -440,19 +440,22 @@ Result<size_t> KvCodec::CompressExponentRanks(KvDtype dtype, std::span<const std
                                               std::span<std::byte> out) {
   const size_t n = RankedElements(in.size());
   if (n < kMinRanksElements) return size_t{0};
-  const ExponentTable table = RankExponents(dtype, in.data(), n);
   const PlaneShape shape = ExponentRankShape(dtype);
+  // The planes, then the exponents (one byte per element).
   std::array<std::byte*, 3> planes{};
   size_t split_bytes = 0;
   for (size_t b = 0; b < shape.planes; ++b) split_bytes += shape.Bytes(b, n);
-  if (scratch_.size() < split_bytes) scratch_.resize(split_bytes);
+  if (scratch_.size() < split_bytes + n) scratch_.resize(split_bytes + n);
   split_bytes = 0;
   for (size_t b = 0; b < shape.planes; ++b) {
     planes[b] = scratch_.data() + split_bytes;
     split_bytes += shape.Bytes(b, n);
   }
+  auto* exponents = reinterpret_cast<uint8_t*>(scratch_.data() + split_bytes);
+  SplitOffExponents(dtype, in.data(), n, planes.data(), exponents);
+  const ExponentTable table = RankExponents(dtype, exponents, n);
   escapes_.clear();
-  SplitExponents(dtype, table, in.data(), n, planes.data(), &escapes_);
+  WriteRanks(table, exponents, n, planes[0], &escapes_);
   const size_t x = escapes_.index.size();
   if (x > n / kMaxEscapeShare) return size_t{0};
   // The ranks table and the escapes.
