@@ -464,8 +464,10 @@ Result<size_t> KvCodec::CompressExponentRanks(KvDtype dtype, std::span<const std
   std::memcpy(p + 1, table.exponent.data(), kRanksTableBytes - 1);
   PutU32(p + kRanksTableBytes, static_cast<uint32_t>(x));
   p += kRanksTableBytes + 4;
-  for (size_t i = 0; i < x; ++i) PutU32(p + 4 * i, escapes_.index[i]);
-  std::memcpy(p + 4 * x, escapes_.exponent.data(), x);
+  for (size_t i = 0; i < x; ++i) {
+    PutU32(p + 4 * i, escapes_.index[i]);
+    p[4 * x + i] = static_cast<std::byte>(escapes_.exponent[i]);
+  }
   size_t pos = static_cast<size_t>(p + 5 * x - out.data());
   // Each plane's frames cover 2^(frame_log_ + 1) elements: the rank plane's, block_bytes.
   const size_t frame = 2 * options_.block_bytes;
