@@ -60,7 +60,8 @@ void MergeScalar(KvDtype dtype, const RankBytes& rb, const std::byte* const* pla
     } else {
       const auto* stream = reinterpret_cast<const uint8_t*>(planes[2]);
       const size_t bit = 3 * i;
-      const uint32_t two = stream[bit / 8] | (bit / 8 + 1 < 3 * n / 8 ? stream[bit / 8 + 1] << 8 : 0);
+      const uint32_t next = bit / 8 + 1 < 3 * n / 8 ? stream[bit / 8 + 1] : 0;
+      const uint32_t two = stream[bit / 8] | next << 8;
       lo = rest[i];
       hi = static_cast<uint8_t>(rb.hi[r] | Fp16FieldToHighByte((two >> (bit % 8)) & 7));
     }
@@ -90,7 +91,8 @@ __attribute__((target("ssse3"))) void MergeSsse3(KvDtype dtype, const RankBytes&
                                         1 << 11, 1 << 8);
   alignas(16) std::array<uint8_t, 16> field_bytes{};
   for (uint32_t f = 0; f < 8; ++f) field_bytes[f] = Fp16FieldToHighByte(f);
-  const __m128i field_to_high = _mm_load_si128(reinterpret_cast<const __m128i*>(field_bytes.data()));
+  const __m128i field_to_high =
+      _mm_load_si128(reinterpret_cast<const __m128i*>(field_bytes.data()));
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes[0] + i / 2));
@@ -113,8 +115,10 @@ __attribute__((target("ssse3"))) void MergeSsse3(KvDtype dtype, const RankBytes&
         std::memcpy(&low, stream, sizeof(low));
         std::memcpy(&high, stream + 4, sizeof(high));
         const __m128i bits = _mm_cvtsi64_si128(static_cast<long long>(low | uint64_t{high} << 32));
-        const __m128i f_lo = _mm_srli_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(bits, pairs_lo), to_top), 13);
-        const __m128i f_hi = _mm_srli_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(bits, pairs_hi), to_top), 13);
+        const __m128i f_lo =
+            _mm_srli_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(bits, pairs_lo), to_top), 13);
+        const __m128i f_hi =
+            _mm_srli_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(bits, pairs_hi), to_top), 13);
         lo = rest;
         hi = _mm_or_si128(_mm_shuffle_epi8(map_hi, ranks[k]),
                           _mm_shuffle_epi8(field_to_high, _mm_packus_epi16(f_lo, f_hi)));
@@ -293,7 +297,9 @@ ExponentTable RankExponents(KvDtype dtype, const uint8_t* exponents, size_t n) {
   }
   if (best + sampled / 4096 >= top_covered) {
     table.count = kMaxRanks;
-    for (uint32_t r = 0; r < kMaxRanks; ++r) table.exponent[r] = static_cast<uint8_t>(best_base + r);
+    for (uint32_t r = 0; r < kMaxRanks; ++r) {
+      table.exponent[r] = static_cast<uint8_t>(best_base + r);
+    }
   }
   return table;
 }
