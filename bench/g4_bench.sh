@@ -7,7 +7,7 @@
 #      invalidate, the driver's POSIX_FADV_DONTNEED); target >= 0.8x;
 #   2. S3: curl (with its own SigV4 signing, UNSIGNED-PAYLOAD) PUTting and GETting 2 MiB
 #      objects against a local s3rver, PARALLEL transfers at once, against S3Tier with the
-#      same parallelism and payload signing (batches of 32 blocks, PARALLEL in flight);
+#      same parallelism and payload signing (batches of BATCH blocks, PARALLEL in flight);
 #      target >= 0.9x.
 # Rounds alternate the baseline and the tier (and which goes first) so both see the same
 # background load; medians are compared.
@@ -15,7 +15,8 @@
 # usage: bench/g4_bench.sh [DIR] [BLOCKS]
 #   DIR     the "shared" directory (default: $BUILD/g4-bench); emptied, then removed
 #   BLOCKS  2 MiB blocks per measurement (default 128)
-# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4), CHECK_BEFORE_PUT
+# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4), BATCH (32: blocks
+#   per S3Tier call, as one engine request's misses), CHECK_BEFORE_PUT
 #   (0; 1 = the tier HEADs each block before its PUT, as s3_check_before_put = true),
 #   KVTIER_S3RVER (default build/npm/node_modules/.bin/s3rver; S3 part skipped without it)
 # needs: fio, curl, python3 (Debian), a build with kvtier_g4_bench.
@@ -28,6 +29,7 @@ DIR=${1:-$BUILD/g4-bench}
 BLOCKS=${2:-128}
 ROUNDS=${ROUNDS:-3}
 PARALLEL=${PARALLEL:-4}
+BATCH=${BATCH:-32}
 CHECK_BEFORE_PUT=${CHECK_BEFORE_PUT:-0}
 S3RVER=${KVTIER_S3RVER:-$ROOT/build/npm/node_modules/.bin/s3rver}
 [ -x "$BIN" ] || { echo "missing $BIN: build the kvtier_g4_bench target" >&2; exit 1; }
@@ -105,7 +107,7 @@ for round in $(seq "$ROUNDS"); do
   }
   run_tier() {
     out=$(AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "$BIN" s3 --endpoint "$EP" \
-          --bucket bench --blocks "$BLOCKS" --block-mib 2 --batch 32 --parallel "$PARALLEL" --unsigned-payload 1 \
+          --bucket bench --blocks "$BLOCKS" --block-mib 2 --batch "$BATCH" --parallel "$PARALLEL" --unsigned-payload 1 \
           --check-before-put "$CHECK_BEFORE_PUT")
     tier_w+=("$(echo "$out" | sed -n 's/.*put_MBps=\([0-9.]*\).*/\1/p')")
     tier_r+=("$(echo "$out" | sed -n 's/.*get_MBps=\([0-9.]*\).*/\1/p')")
