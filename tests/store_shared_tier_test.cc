@@ -116,6 +116,27 @@ TEST_F(StoreSharedTierTest, EvictedBlocksAreWrittenToG4OnDemotionWithoutG3) {
   EXPECT_GE(a->Stats().demoted_blocks, 6u);
 }
 
+// Node C, writing G4 on demotion, reads what node A published: each block read is promoted
+// into C's small G2 and soon evicted again, and never uploaded back to G4.
+TEST_F(StoreSharedTierTest, BlocksReadFromG4AreNotUploadedAgainWhenEvicted) {
+  std::unique_ptr<Store> a = Open(NodeOptions("node-a", 8, SharedTierOptions::WritePolicy::kOnPut));
+  ASSERT_TRUE(a);
+  const TenantId acme = *a->FindTenant("acme");
+  for (uint64_t k = 0; k < 8; ++k) ASSERT_TRUE(a->Put(acme, Key(k), Value(k)).ok());
+  a.reset();  // Closing uploads what is queued.
+  std::unique_ptr<Store> c =
+      Open(NodeOptions("node-c", 2, SharedTierOptions::WritePolicy::kOnDemotion));
+  ASSERT_TRUE(c);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t k = 0; k < 8; ++k) EXPECT_TRUE(Has(c.get(), acme, k)) << k;
+  }
+  // 16 promotions into room for 2: a promotion waits for the pages of earlier evictions, so
+  // most of them are done; none was uploaded.
+  StoreStats stats = c->Stats();
+  EXPECT_GE(stats.demotion_shared_skips, 6u);
+  EXPECT_EQ(stats.shared_puts, 0u);
+}
+
 TEST_F(StoreSharedTierTest, DeletionsBySessionAndTenantReachG4FromAnyNode) {
   const auto kOnPut = SharedTierOptions::WritePolicy::kOnPut;
   std::unique_ptr<Store> a = Open(NodeOptions("node-a", 16, kOnPut));

@@ -1,5 +1,6 @@
 #include "src/engine/demoter.h"
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -33,21 +34,29 @@ void Demoter::Run() {
       while (end < batch.size() && batch[end].tenant == batch[begin].tenant) ++end;
       std::vector<DiskTier::PutRequest> requests;
       std::vector<SharedPut> shared_puts;
+      std::vector<size_t> shared_index(end - begin, SIZE_MAX);  // Into shared_puts.
       std::vector<std::vector<std::byte>> joined;  // Blocks stored in several pieces.
       joined.reserve(end - begin);
       for (size_t i = begin; i < end; ++i) {
         const MemoryTier::Demotion& d = batch[i];
         const std::span<const std::byte> value = ContiguousBytes(d.spans, &joined);
         requests.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
-        shared_puts.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
+        // A block read from G4 is there already: uploading it again would only cost.
+        if (shared_ != nullptr && !d.meta.in_shared) {
+          shared_index[i - begin] = shared_puts.size();
+          shared_puts.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
+        }
       }
       const uint32_t tenant = batch[begin].tenant;
       std::vector<Status> on_disk, on_shared;
       if (disk_ != nullptr) on_disk = disk_->PutMany(tenant, requests);
-      if (shared_ != nullptr) on_shared = shared_->PutMany(tenant_names_[tenant], shared_puts);
+      if (!shared_puts.empty()) on_shared = shared_->PutMany(tenant_names_[tenant], shared_puts);
       for (size_t i = begin; i < end; ++i) {
-        const bool stored = (disk_ != nullptr && on_disk[i - begin].ok()) ||
-                            (shared_ != nullptr && on_shared[i - begin].ok());
+        const size_t s = shared_index[i - begin];
+        const bool in_shared = shared_ != nullptr && batch[i].meta.in_shared;
+        if (in_shared) shared_skipped_.fetch_add(1, std::memory_order_relaxed);
+        const bool stored = (disk_ != nullptr && on_disk[i - begin].ok()) || in_shared ||
+                            (s != SIZE_MAX && on_shared[s].ok());
         (stored ? demoted_ : failures_).fetch_add(1, std::memory_order_relaxed);
         memory_->FinishDemotion(batch[i].entry);
       }

@@ -4,7 +4,8 @@
 // It takes batches of demotions from the MemoryTier, writes them with DiskTier::PutMany
 // (several I/Os in flight) and SharedTier::PutMany (in parallel), and then releases each
 // block from G2. Until then the block stays readable in G2, so a get never waits on a
-// demotion. A block counts as demoted when at least one tier took it.
+// demotion. A block counts as demoted when at least one tier took it. A block read from G4
+// (BlockMeta::in_shared) is not written back there.
 
 #ifndef KVTIER_ENGINE_DEMOTER_H_
 #define KVTIER_ENGINE_DEMOTER_H_
@@ -35,6 +36,8 @@ class Demoter {
 
   uint64_t demoted_blocks() const { return demoted_.load(std::memory_order_relaxed); }
   uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  // Demotions not written to G4 because the block was read from there.
+  uint64_t shared_skipped() const { return shared_skipped_.load(std::memory_order_relaxed); }
 
  private:
   void Run();
@@ -45,6 +48,7 @@ class Demoter {
   const std::vector<std::string> tenant_names_;
   std::atomic<uint64_t> demoted_{0};
   std::atomic<uint64_t> failures_{0};
+  std::atomic<uint64_t> shared_skipped_{0};
   std::thread thread_;  // Last: started once the members it uses exist.
 };
 

@@ -435,7 +435,9 @@ void StoreImpl::Promote(TenantId tenant, const BlockKey& key, std::span<const st
   const bool promote =
       from == TierLevel::kG4 ? options_.shared.promote_on_hit : options_.promote_on_hit;
   if (!promote) return;
-  if (memory_->Put(tenant.value, key, value, nullptr, meta).ok()) {
+  BlockMeta promoted = meta;
+  promoted.in_shared = from == TierLevel::kG4;
+  if (memory_->Put(tenant.value, key, value, nullptr, promoted).ok()) {
     promoted_.fetch_add(1, std::memory_order_relaxed);
   }
 }
@@ -649,6 +651,7 @@ StoreStats StoreImpl::Stats() const {
   if (demoter_) {
     stats.demoted_blocks = demoter_->demoted_blocks();
     stats.demotion_failures = demoter_->failures();
+    stats.demotion_shared_skips = demoter_->shared_skipped();
   }
   stats.promoted_blocks = promoted_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {

@@ -54,6 +54,7 @@ inline constexpr uint8_t kEntryMultiExtent = 1;  // More pieces in MemoryTier's 
 inline constexpr uint8_t kEntryDataFreed = 2;    // Extents already returned to the allocator.
 inline constexpr uint8_t kEntryLongChain = 4;    // A chain of min_prefix_blocks passes through.
 inline constexpr uint8_t kEntryDemoting = 8;     // Evicted, being written to G3; still readable.
+inline constexpr uint8_t kEntryInShared = 16;    // Read from G4 (BlockMeta::in_shared).
 
 // An intrusive FIFO of entries.
 struct EntryList {

@@ -126,6 +126,7 @@ BlockMeta MemoryTier::MetaOf(const Entry& e) const {
   meta.session = session_slots_[e.session].id;
   meta.created_us = uint64_t{e.created_s} * 1000000;
   if (e.dtype != 0) meta.dtype = static_cast<KvDtype>(e.dtype);
+  meta.in_shared = (e.flags & kEntryInShared) != 0;
   return meta;
 }
 
@@ -188,6 +189,7 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   e.created_s = meta.created_us == 0 ? now : static_cast<uint32_t>(meta.created_us / 1000000);
   e.session = AcquireSessionSlot(tenant, meta.session);
   e.dtype = meta.dtype ? static_cast<uint8_t>(*meta.dtype) : 0;
+  if (meta.in_shared) e.flags |= kEntryInShared;
   e.state = EntryState::kResident;
   if (extents.size() > 1) {
     e.flags |= kEntryMultiExtent;

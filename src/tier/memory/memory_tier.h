@@ -54,6 +54,8 @@ struct BlockMeta {
   SessionId session = 0;
   uint64_t created_us = 0;  // When first stored on any tier; 0 = now.
   std::optional<KvDtype> dtype = std::nullopt;
+  // Read from G4, so G4 holds it: evicted, it need not be written back there.
+  bool in_shared = false;
 };
 
 class MemoryTier final : public BlockHandle::Releaser {
