@@ -1,6 +1,7 @@
 #include "src/tier/s3/s3_client.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 #include <tinyxml2.h>
 
 #include <algorithm>
@@ -424,6 +425,102 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests,
 
 S3Response S3Client::ExecuteOne(const S3Request& request) {
   return std::move(Execute({&request, 1})[0]);
+}
+
+namespace {
+
+// Keys per multi-object delete: the S3 API's limit.
+constexpr size_t kDeleteBatch = 1000;
+
+void AppendXmlEscaped(std::string_view text, std::string* out) {
+  for (char c : text) {
+    switch (c) {
+      case '&': *out += "&amp;"; break;
+      case '<': *out += "&lt;"; break;
+      case '>': *out += "&gt;"; break;
+      case '"': *out += "&quot;"; break;
+      case '\'': *out += "&apos;"; break;
+      default: *out += c;
+    }
+  }
+}
+
+// Content-MD5 of a body: base64 of its MD5, which S3 requires on multi-object deletes.
+std::string ContentMd5(std::string_view body) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int digest_len = 0;
+  EVP_Digest(body.data(), body.size(), digest, &digest_len, EVP_md5(), nullptr);
+  unsigned char b64[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
+  const int n = EVP_EncodeBlock(b64, digest, static_cast<int>(digest_len));
+  return std::string(reinterpret_cast<const char*>(b64), static_cast<size_t>(n));
+}
+
+}  // namespace
+
+std::vector<Status> S3Client::DeleteObjects(std::span<const std::string> keys) {
+  std::vector<Status> out(keys.size());
+  const size_t batches = (keys.size() + kDeleteBatch - 1) / kDeleteBatch;
+  std::vector<std::string> bodies(batches);
+  std::vector<S3Request> requests(batches);
+  for (size_t b = 0; b < batches; ++b) {
+    // Quiet: the response lists only the keys that failed.
+    std::string& body = bodies[b];
+    body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Delete><Quiet>true</Quiet>";
+    for (size_t i = b * kDeleteBatch; i < std::min(keys.size(), (b + 1) * kDeleteBatch); ++i) {
+      body += "<Object><Key>";
+      AppendXmlEscaped(keys[i], &body);
+      body += "</Key></Object>";
+    }
+    body += "</Delete>";
+    S3Request& req = requests[b];
+    req.method = "POST";
+    req.query = {{"delete", ""}};
+    req.headers = {{"content-md5", ContentMd5(body)}};
+    req.body = std::as_bytes(std::span(body));
+  }
+  std::vector<S3Response> responses = Execute(requests);
+  for (size_t b = 0; b < batches; ++b) {
+    const size_t begin = b * kDeleteBatch, end = std::min(keys.size(), begin + kDeleteBatch);
+    const S3Response& r = responses[b];
+    Status batch_status;
+    if (r.transport.ok() && (r.http_status == 501 || r.http_status == 405)) {
+      batch_status = Status::Unimplemented("S3 multi-object delete not supported");
+    } else if (!r.ok()) {
+      batch_status = r.ToStatus("S3 multi-object delete");
+    }
+    tinyxml2::XMLDocument doc;
+    const tinyxml2::XMLElement* root = nullptr;
+    if (batch_status.ok()) {
+      if (doc.Parse(reinterpret_cast<const char*>(r.body.data()), r.body.size()) ==
+          tinyxml2::XML_SUCCESS) {
+        root = doc.RootElement();
+      }
+      if (root == nullptr) {
+        batch_status = Status::Unavailable("S3 multi-object delete: malformed XML");
+      }
+    }
+    if (!batch_status.ok()) {
+      for (size_t i = begin; i < end; ++i) out[i] = batch_status;
+      continue;
+    }
+    // <Error><Key>k</Key><Code>c</Code><Message>m</Message></Error> per key not deleted.
+    std::map<std::string, Status, std::less<>> failed;
+    for (const tinyxml2::XMLElement* e = root->FirstChildElement("Error"); e != nullptr;
+         e = e->NextSiblingElement("Error")) {
+      const tinyxml2::XMLElement* key = e->FirstChildElement("Key");
+      const tinyxml2::XMLElement* code = e->FirstChildElement("Code");
+      if (key == nullptr || key->GetText() == nullptr) continue;
+      const std::string c = code != nullptr && code->GetText() != nullptr ? code->GetText() : "";
+      if (c == "NoSuchKey") continue;  // Absent is as good as deleted.
+      const std::string name = key->GetText();
+      failed.emplace(name, Status::Unavailable("S3 delete of " + name + " failed: " + c));
+    }
+    for (size_t i = begin; i < end; ++i) {
+      auto it = failed.find(keys[i]);
+      if (it != failed.end()) out[i] = it->second;
+    }
+  }
+  return out;
 }
 
 Result<std::vector<S3Client::ListedObject>> S3Client::List(const std::string& prefix) {

@@ -123,6 +123,11 @@ class S3Client {
   };
   [[nodiscard]] Result<std::vector<ListedObject>> List(const std::string& prefix);
 
+  // Deletes `keys` with multi-object deletes (POST ?delete, up to 1000 keys each, requests in
+  // parallel). One status per key: OK when deleted or absent. Unimplemented for every key
+  // when the service has no multi-object delete (some S3-compatible stores do not).
+  std::vector<Status> DeleteObjects(std::span<const std::string> keys);
+
   const S3ClientOptions& options() const { return options_; }
 
  private:

@@ -375,6 +375,24 @@ std::vector<Result<std::vector<std::byte>>> S3Tier::GetMany(std::string_view ten
 // --- Deletes --------------------------------------------------------------------------------
 
 Status S3Tier::DeleteKeys(const std::vector<std::string>& keys, uint64_t* deleted) {
+  // One request deletes up to 1000 objects; worth it from a handful of keys on.
+  if (keys.size() >= 4 && batch_delete_.load(std::memory_order_relaxed)) {
+    std::vector<Status> statuses = client_->DeleteObjects(keys);
+    if (statuses.empty() || statuses[0].code() != StatusCode::kUnimplemented) {
+      Status first;
+      for (const Status& s : statuses) {
+        if (s.ok()) {
+          (*deleted)++;
+        } else if (first.ok()) {
+          first = s;
+        }
+      }
+      counters_.CountError(first);
+      return first;
+    }
+    batch_delete_.store(false, std::memory_order_relaxed);
+    env_->Log("S3Tier: multi-object delete not supported: objects are deleted one by one");
+  }
   std::vector<S3Request> requests(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     requests[i].method = "DELETE";

@@ -98,7 +98,8 @@ class S3Tier final : public SharedTier {
 
   S3Tier(S3TierOptions options, std::unique_ptr<s3::S3Client> client);
   Status ProbeConditionalPut();
-  // DELETEs `keys` in parallel; NotFound counts as done. Returns the first other error.
+  // Deletes `keys`: with multi-object deletes (1000 keys a request) while the service takes
+  // them, else DELETEs in parallel; absent counts as done. Returns the first other error.
   Status DeleteKeys(const std::vector<std::string>& keys, uint64_t* deleted);
 
   // s3_janitor.cc
@@ -111,6 +112,8 @@ class S3Tier final : public SharedTier {
   Env* const env_;
   std::unique_ptr<s3::S3Client> client_;
   bool conditional_put_ = false;
+  // Cleared, for good, the first time the service refuses a multi-object delete.
+  std::atomic<bool> batch_delete_{true};
   mutable SharedTierCounters counters_;
   WorkerPool pool_;
 
