@@ -137,6 +137,58 @@ TEST_F(StoreSharedTierTest, BlocksReadFromG4AreNotUploadedAgainWhenEvicted) {
   EXPECT_EQ(stats.shared_puts, 0u);
 }
 
+// Node A deletes by session, by key and by tenant; node C, which holds its own copies in G2
+// and G3, removes them when it applies A's deletion notices, each notice once.
+TEST_F(StoreSharedTierTest, DeletionsOnOneNodeReachTheOtherNodesG2AndG3) {
+  const auto kOnPut = SharedTierOptions::WritePolicy::kOnPut;
+  Options oa = NodeOptions("node-a", 8, kOnPut);
+  Options oc = NodeOptions("node-c", 3, kOnPut);
+  oa.shared.notice_poll_ms = oc.shared.notice_poll_ms = 0;  // Applied when the test says.
+  oc.disk.dir = (dir_ / "c-disk").string();
+  oc.disk.capacity_bytes = 16 * kMiB;
+  oc.disk.segment_bytes = 1 * kMiB;
+  std::unique_ptr<Store> a = Open(oa);
+  std::unique_ptr<Store> c = Open(oc);
+  ASSERT_TRUE(a && c);
+  const TenantId acme = *a->FindTenant("acme");
+  const TenantId globex = *a->FindTenant("globex");
+  // Blocks 0-1 in session 7, 2-3 in session 8, 4-5 in none; globex has 6-7. C stores them
+  // too (as if it had computed them): most end up in its G3, its G2 holding three.
+  auto put_all = [&](Store* s) {
+    for (uint64_t k = 0; k < 6; ++k) {
+      PutOptions po;
+      po.session = k < 2 ? 7 : k < 4 ? 8 : 0;
+      ASSERT_TRUE(s->Put(acme, Key(k), Value(k), po).ok());
+    }
+    for (uint64_t k = 6; k < 8; ++k) ASSERT_TRUE(s->Put(globex, Key(k), Value(k)).ok());
+  };
+  put_all(a.get());
+  put_all(c.get());
+  ASSERT_TRUE(a->DeleteSession(acme, 7, "alice").ok());
+  ASSERT_TRUE(a->Delete(acme, Key(4)).ok());
+  ASSERT_TRUE(a->DeleteTenant(globex, "alice").ok());
+  EXPECT_EQ(a->Stats().deletion_notices_published, 3u);
+  // Until C applies them, its own copies still serve.
+  for (uint64_t k : {0, 4}) EXPECT_TRUE(Has(c.get(), acme, k)) << k;
+  EXPECT_TRUE(Has(c.get(), globex, 6));
+  Result<uint64_t> applied = c->ApplyDeletionNotices();
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(*applied, 3u);
+  for (uint64_t k : {0, 1, 4}) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
+  for (uint64_t k : {6, 7}) EXPECT_FALSE(Has(c.get(), globex, k)) << k;
+  for (uint64_t k : {2, 3, 5}) EXPECT_TRUE(Has(c.get(), acme, k)) << k;
+  EXPECT_EQ(c->Stats().deletion_notices_applied, 3u);
+  // Each notice once; A never applies its own.
+  EXPECT_EQ(*c->ApplyDeletionNotices(), 0u);
+  EXPECT_EQ(*a->ApplyDeletionNotices(), 0u);
+  // A later deletion by C reaches A.
+  ASSERT_TRUE(c->DeleteSession(acme, 8, "bob").ok());
+  EXPECT_TRUE(Has(a.get(), acme, 2));
+  EXPECT_EQ(*a->ApplyDeletionNotices(), 1u);
+  EXPECT_FALSE(Has(a.get(), acme, 2));
+  EXPECT_FALSE(Has(a.get(), acme, 3));
+}
+
 TEST_F(StoreSharedTierTest, DeletionsBySessionAndTenantReachG4FromAnyNode) {
   const auto kOnPut = SharedTierOptions::WritePolicy::kOnPut;
   std::unique_ptr<Store> a = Open(NodeOptions("node-a", 16, kOnPut));

@@ -176,6 +176,16 @@ struct SharedTierOptions {
 
   // fsync objects before publishing them (shared file systems). Off only for scratch space.
   bool sync = true;
+
+  // Deletions reach the other nodes' G2 and G3 through deletion notices in G4
+  // (docs/shared_tier.md, "Deletion notices"). This node reads the others' notices every
+  // notice_poll_ms (0 = only when Store::ApplyDeletionNotices() is called), each time from
+  // notice_margin_seconds before the newest it applied (node clocks must agree that closely).
+  // The janitor removes notices older than notice_retention_seconds: a node away for longer
+  // cannot learn what was deleted meanwhile and must start with an empty G3.
+  uint64_t notice_poll_ms = 2000;
+  uint64_t notice_margin_seconds = 300;
+  uint64_t notice_retention_seconds = 7 * 24 * 3600;
 };
 
 struct Options {

@@ -242,6 +242,8 @@ struct StoreStats {
   uint64_t shared_corrupt = 0;         // Failed verification: never served.
   uint64_t shared_errors = 0;          // Storage errors (I/O, network, service).
   uint64_t shared_uploads_dropped = 0; // kOnPut uploads dropped by a full queue.
+  uint64_t deletion_notices_published = 0;  // Deletions announced to the other nodes.
+  uint64_t deletion_notices_applied = 0;    // Other nodes' deletions applied here.
   bool shared_janitor_lease = false;   // This node runs G4 housekeeping.
 
   // Movement between tiers.
@@ -331,6 +333,12 @@ class Store {
 
   // Removes every expired block now (expiry is otherwise found lazily). Returns how many.
   virtual size_t PurgeExpired() = 0;
+
+  // With G4: reads the deletion notices other nodes published since the last call and
+  // removes the blocks they name from this node's G2 and G3 (each recorded in the audit log,
+  // the other node as actor). Returns how many notices were applied. Runs in the background
+  // every shared.notice_poll_ms. FailedPrecondition without G4.
+  virtual Result<uint64_t> ApplyDeletionNotices() = 0;
 
   virtual StoreStats Stats() const = 0;
   virtual Result<TenantStats> StatsForTenant(TenantId tenant) const = 0;

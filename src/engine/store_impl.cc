@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "src/services/encryption/master_key.h"
+#include "src/tier/shared/object_format.h"
 #include "src/tier/sharedfs/shared_fs_tier.h"
 #ifdef KVTIER_WITH_S3
 #include "src/tier/s3/s3_tier.h"
@@ -151,6 +152,7 @@ SharedJanitorOptions JanitorOptions(const SharedTierOptions& o) {
   j.ttl_us = o.ttl_seconds * 1000000;
   j.janitor_interval_us = o.janitor_interval_seconds * 1000000;
   j.lease_us = o.janitor_lease_seconds * 1000000;
+  j.notice_retention_us = o.notice_retention_seconds * 1000000;
   j.clock_margin_us = j.lease_us / 6;
   return j;
 }
@@ -273,33 +275,43 @@ StoreImpl::StoreImpl(const Options& options, StoreServices services,
     uploader_ = std::make_unique<SharedUploader>(memory_.get(), shared_.get(), tenant_names_,
                                                  kMaxUploadQueue);
   }
+  if (shared_) {
+    node_id_ = options_.shared.node_id.empty() ? g4::DefaultNodeId() : options_.shared.node_id;
+    MutexLock l(&notice_mu_);
+    follower_ = std::make_unique<NoticeFollower>(
+        shared_.get(), node_id_, options_.shared.notice_margin_seconds * 1000000);
+  }
   if (options_.retention_scan_seconds != 0) {
-    retention_thread_ = std::thread([this] { RetentionLoop(); });
+    StartLoop(std::chrono::seconds(options_.retention_scan_seconds), [this] { PurgeExpired(); });
+  }
+  if (shared_ && options_.shared.notice_poll_ms != 0) {
+    StartLoop(std::chrono::milliseconds(options_.shared.notice_poll_ms), [this] {
+      Result<uint64_t> applied = ApplyDeletionNotices();
+      if (!applied.ok()) options_.env->Log("deletion notices: " + applied.status().ToString());
+    });
   }
 }
 
 StoreImpl::~StoreImpl() {
-  if (!retention_thread_.joinable()) return;
   {
-    MutexLock l(&retention_mu_);
+    MutexLock l(&loop_mu_);
     stopping_ = true;
   }
-  retention_cv_.SignalAll();
-  retention_thread_.join();
+  loop_cv_.SignalAll();
+  for (std::thread& t : loops_) t.join();
 }
 
-void StoreImpl::RetentionLoop() {
-  for (;;) {
-    {
-      MutexLock l(&retention_mu_);
-      if (!stopping_) {
-        retention_cv_.WaitFor(&retention_mu_,
-                              std::chrono::seconds(options_.retention_scan_seconds));
+void StoreImpl::StartLoop(std::chrono::milliseconds interval, std::function<void()> work) {
+  loops_.emplace_back([this, interval, work = std::move(work)] {
+    for (;;) {
+      {
+        MutexLock l(&loop_mu_);
+        if (!stopping_) loop_cv_.WaitFor(&loop_mu_, interval);
+        if (stopping_) return;
       }
-      if (stopping_) return;
+      work();
     }
-    PurgeExpired();
-  }
+  });
 }
 
 void StoreImpl::Audit(const audit::AuditEvent& event) {
@@ -559,6 +571,10 @@ std::vector<Result<PrefixMatch>> StoreImpl::LookupPrefixMany(
 }
 
 Status StoreImpl::Delete(TenantId tenant, const BlockKey& key) {
+  return DeleteMany(tenant, {&key, 1})[0];
+}
+
+Status StoreImpl::DeleteHere(TenantId tenant, const BlockKey& key) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   // G2 first: it waits for a demotion of this block in flight, so the G3 delete sees it.
   Status in_memory = memory_->Erase(tenant.value, key);
@@ -575,7 +591,25 @@ Status StoreImpl::Delete(TenantId tenant, const BlockKey& key) {
 }
 
 std::vector<Status> StoreImpl::DeleteMany(TenantId tenant, std::span<const BlockKey> keys) {
-  return ForEachKey<Status>(keys, [&](const BlockKey& k) { return Delete(tenant, k); });
+  std::vector<Status> out =
+      ForEachKey<Status>(keys, [&](const BlockKey& k) { return DeleteHere(tenant, k); });
+  if (!shared_ || !CheckTenant(tenant).ok()) return out;
+  // Other nodes may hold copies of blocks this one never had: every key deleted here or
+  // absent here is announced.
+  DeletionNotice notice;
+  notice.scope = DeletionNotice::Scope::kKeys;
+  for (size_t i = 0; i < keys.size() && i < out.size(); ++i) {
+    if (out[i].ok() || out[i].code() == StatusCode::kNotFound) notice.keys.push_back(keys[i]);
+  }
+  if (notice.keys.empty()) return out;
+  notice.tenant = TenantName(tenant);
+  const Status announced = Announce(std::move(notice));
+  if (!announced.ok()) {
+    for (Status& s : out) {
+      if (s.ok() || s.code() == StatusCode::kNotFound) s = announced;
+    }
+  }
+  return out;
 }
 
 Status StoreImpl::Pin(TenantId tenant, const BlockKey& key) {
@@ -654,6 +688,8 @@ StoreStats StoreImpl::Stats() const {
     stats.demotion_shared_skips = demoter_->shared_skipped();
   }
   stats.promoted_blocks = promoted_.load(std::memory_order_relaxed);
+  stats.deletion_notices_published = notices_published_.load(std::memory_order_relaxed);
+  stats.deletion_notices_applied = notices_applied_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     stats.tenants.push_back(memory_->StatsForTenant(i));
   }
@@ -666,7 +702,7 @@ Result<TenantStats> StoreImpl::StatsForTenant(TenantId tenant) const {
 }
 
 template <typename EraseMemory, typename EraseDisk, typename EraseShared>
-Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event,
+Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event, DeletionNotice notice,
                                                   EraseMemory erase_memory, EraseDisk erase_disk,
                                                   EraseShared erase_shared) {
   Result<DeletionReport> report = [&]() -> Result<DeletionReport> {
@@ -683,6 +719,7 @@ Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event,
       Result<uint64_t> on_shared = erase_shared();
       if (!on_shared.ok()) return on_shared.status();
       r.shared_blocks = *on_shared;
+      KVTIER_RETURN_IF_ERROR(Announce(std::move(notice)));
     }
     return r;
   }();
@@ -702,8 +739,13 @@ Result<DeletionReport> StoreImpl::DeleteSession(TenantId tenant, SessionId sessi
   event.tenant = TenantName(tenant);
   event.actor = std::string(actor);
   event.scope_id = std::to_string(session);
+  DeletionNotice notice;
+  notice.scope = DeletionNotice::Scope::kSession;
+  notice.tenant = TenantName(tenant);
+  notice.session = session;
   return EraseEverywhere(
-      std::move(event), [&] { return memory_->EraseSession(tenant.value, session); },
+      std::move(event), std::move(notice),
+      [&] { return memory_->EraseSession(tenant.value, session); },
       [&] { return disk_->EraseSession(tenant.value, session); },
       [&] { return shared_->DeleteSession(TenantName(tenant), session); });
 }
@@ -714,7 +756,11 @@ Result<DeletionReport> StoreImpl::DeleteTenant(TenantId tenant, std::string_view
   event.op = audit::AuditOp::kDeleteTenant;
   event.tenant = TenantName(tenant);
   event.actor = std::string(actor);
-  return EraseEverywhere(std::move(event), [&] { return memory_->EraseTenant(tenant.value); },
+  DeletionNotice notice;
+  notice.scope = DeletionNotice::Scope::kTenant;
+  notice.tenant = TenantName(tenant);
+  return EraseEverywhere(std::move(event), std::move(notice),
+                         [&] { return memory_->EraseTenant(tenant.value); },
                          [&] { return disk_->EraseTenant(tenant.value); },
                          [&] { return shared_->DeleteTenant(TenantName(tenant)); });
 }

@@ -9,11 +9,16 @@
 // Data services: the G3 tier encodes its records through a BlockCodec (compression, and
 // encryption under per-tenant keys from the KeyManager); deletions by session and tenant,
 // shreds and retention purges are recorded in the audit log.
+//
+// Across nodes: with G4, every deletion is also published as a deletion notice, and every
+// node applies the other nodes' notices to its own G2 and G3 (deletion_notices.h).
 
 #ifndef KVTIER_ENGINE_STORE_IMPL_H_
 #define KVTIER_ENGINE_STORE_IMPL_H_
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "kvtier/store.h"
 #include "src/common/mutex.h"
+#include "src/engine/deletion_notices.h"
 #include "src/engine/demoter.h"
 #include "src/engine/shared_uploader.h"
 #include "src/services/audit/audit_log.h"
@@ -74,6 +80,7 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Status Unpin(TenantId tenant, const BlockKey& key) override;
   std::vector<Status> UnpinMany(TenantId tenant, std::span<const BlockKey> keys) override;
   size_t PurgeExpired() override;
+  Result<uint64_t> ApplyDeletionNotices() override ABSL_LOCKS_EXCLUDED(notice_mu_);
   StoreStats Stats() const override;
   Result<TenantStats> StatsForTenant(TenantId tenant) const override;
   Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,
@@ -103,15 +110,26 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   const std::string& TenantName(TenantId tenant) const { return tenant_names_[tenant.value]; }
   // G2, G3, then G4 (G2 first: it waits for demotions in flight, so the lower tiers see their
   // copies); records `event` in the audit log with the outcome and the blocks removed.
+  // Then, with G4, tells the other nodes through a deletion notice of `scope`.
   template <typename EraseMemory, typename EraseDisk, typename EraseShared>
-  Result<DeletionReport> EraseEverywhere(audit::AuditEvent event, EraseMemory erase_memory,
-                                         EraseDisk erase_disk, EraseShared erase_shared);
+  Result<DeletionReport> EraseEverywhere(audit::AuditEvent event, DeletionNotice notice,
+                                         EraseMemory erase_memory, EraseDisk erase_disk,
+                                         EraseShared erase_shared);
+  // One key from G2, G3 and G4 (Delete without the notice).
+  Status DeleteHere(TenantId tenant, const BlockKey& key);
+
+  // --- Deletion notices (store_notices.cc) ---
+  // Publishes `notice` (tenant, scope, keys or session filled in) to G4 for the other nodes.
+  Status Announce(DeletionNotice notice);
+  // Removes what a notice of another node names from G2 and G3, and audits it.
+  void ApplyNotice(const DeletionNotice& notice);
   // Whether a block first stored at `created_us` is past the tenant's maximum age at `now_us`.
   bool PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us) const;
   void AbortAllocation(uint64_t id) override { memory_->AbortReserved(id); }
   // Records an act in the audit log, when there is one; a failed append is logged, not fatal.
   void Audit(const audit::AuditEvent& event);
-  void RetentionLoop() ABSL_LOCKS_EXCLUDED(retention_mu_);
+  // Runs `work` every `interval` on a thread of its own until the store closes.
+  void StartLoop(std::chrono::milliseconds interval, std::function<void()> work);
 
   const Options options_;
   // Services first: destroyed after the tiers that use them.
@@ -126,10 +144,18 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::atomic<uint64_t> promoted_{0};
   std::unordered_map<std::string, uint32_t> tenant_ids_;  // Immutable after construction.
 
-  Mutex retention_mu_;
-  CondVar retention_cv_;
-  bool stopping_ ABSL_GUARDED_BY(retention_mu_) = false;
-  std::thread retention_thread_;  // Last: started once everything it uses exists.
+  // This node's id in G4 (names its deletion notices).
+  std::string node_id_;
+  std::atomic<uint64_t> notice_sequence_{0};
+  std::atomic<uint64_t> notices_published_{0};
+  std::atomic<uint64_t> notices_applied_{0};
+  Mutex notice_mu_;
+  std::unique_ptr<NoticeFollower> follower_ ABSL_GUARDED_BY(notice_mu_);
+
+  Mutex loop_mu_;
+  CondVar loop_cv_;
+  bool stopping_ ABSL_GUARDED_BY(loop_mu_) = false;
+  std::vector<std::thread> loops_;  // Last: started once everything they use exists.
 };
 
 }  // namespace kvtier

@@ -77,6 +77,9 @@ tenant_quota = 0                   # bytes per tenant; 0 = no limit
 ttl_seconds = 0                    # delete objects idle this long; 0 = never
 janitor_interval_seconds = 60      # housekeeping pass (by the node holding the lease); 0 = off here
 janitor_lease_seconds = 60         # a dead janitor's lease is taken over after this (+1/6)
+notice_poll_ms = 2000              # apply the other nodes' deletions this often; 0 = never
+notice_margin_seconds = 300        # node clocks must agree this closely
+notice_retention_seconds = 604800  # deletion notices kept; a node away longer must empty its G3
 sync = true                        # fsync objects before publishing (shared file systems)
 compress = true
 encrypt = false                    # nodes must share [security] keystore_dir to read each other's
@@ -321,6 +324,9 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   shared.Uint("ttl_seconds", &g4.ttl_seconds);
   shared.Uint("janitor_interval_seconds", &g4.janitor_interval_seconds);
   shared.Uint("janitor_lease_seconds", &g4.janitor_lease_seconds);
+  shared.Uint("notice_poll_ms", &g4.notice_poll_ms);
+  shared.Uint("notice_margin_seconds", &g4.notice_margin_seconds);
+  shared.Uint("notice_retention_seconds", &g4.notice_retention_seconds);
   shared.Bool("sync", &g4.sync);
   shared.Bool("compress", &c->store.shared_data.compress);
   shared.Bool("encrypt", &c->store.shared_data.encrypt);

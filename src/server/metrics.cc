@@ -261,6 +261,10 @@ std::string Metrics::RenderPrometheus(const StoreStats& s) const {
            s.shared_uploads_dropped);
   p.Single("kvtier_shared_janitor_lease", "gauge", "1 when this node runs G4 housekeeping.",
            s.shared_janitor_lease ? 1 : 0);
+  p.Single("kvtier_deletion_notices_published_total", "counter",
+           "Deletions announced to the other nodes through G4.", s.deletion_notices_published);
+  p.Single("kvtier_deletion_notices_applied_total", "counter",
+           "Other nodes' deletions applied to this node's G2 and G3.", s.deletion_notices_applied);
 
   p.Single("kvtier_demoted_blocks_total", "counter", "G2 evictions written to G3.",
            s.demoted_blocks);

@@ -1,7 +1,8 @@
 // Three kvtierd processes ("nodes") sharing one G4: a directory (SharedFsTier) and an S3
 // bucket on a real s3rver. A block put on node A is a hit on node C; the same block put by all
 // three at once ends up as one object; a node killed while writing leaves no visible partial
-// object; the janitor lease moves to another node when its holder is killed.
+// object; the janitor lease moves to another node when its holder is killed; a deletion on one
+// node reaches the copies the others hold.
 //
 // Waiting for another process (an upload, a lease takeover) polls a condition with a bounded
 // deadline: reaching it is a failure.
@@ -138,6 +139,41 @@ TEST_P(DaemonG4Test, ABlockPutOnNodeAIsAHitOnNodeC) {
     Result<std::vector<std::byte>> got = cc->Get(Key(k));
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ(*got, Value(k)) << k;
+  }
+}
+
+TEST_P(DaemonG4Test, ADeletionOnNodeAReachesTheCopiesOnNodesBAndC) {
+  const std::string fast = "notice_poll_ms = 50\n";
+  Daemon& a = StartNode("node-a", fast);
+  Daemon& b = StartNode("node-b", fast);
+  Daemon& c = StartNode("node-c", fast);
+  std::unique_ptr<Client> ca = Connect(a), cb = Connect(b), cc = Connect(c);
+  ASSERT_TRUE(ca && cb && cc);
+  PutOptions in_session;
+  in_session.session = 9;
+  for (uint64_t k = 0; k < 3; ++k) ASSERT_TRUE(ca->Put(Key(k), Value(k), in_session).ok());
+  ASSERT_TRUE(ca->Put(Key(3), Value(3)).ok());
+  // B and C read the blocks from G4: each now holds copies of its own in DRAM.
+  for (Client* other : {cb.get(), cc.get()}) {
+    ASSERT_TRUE(Eventually([&] {
+      for (uint64_t k = 0; k < 4; ++k) {
+        if (!other->Get(Key(k)).ok()) return false;
+      }
+      return true;
+    }));
+  }
+  Result<DeletionReport> deleted = ca->DeleteSession(9);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  for (Client* other : {cb.get(), cc.get()}) {
+    EXPECT_TRUE(Eventually([&] {
+      for (uint64_t k = 0; k < 3; ++k) {
+        if (other->Get(Key(k)).status().code() != StatusCode::kNotFound) return false;
+      }
+      return true;
+    })) << "a node kept serving a deleted session";
+    Result<std::vector<std::byte>> kept = other->Get(Key(3));
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+    EXPECT_EQ(*kept, Value(3));
   }
 }
 

@@ -523,14 +523,19 @@ std::vector<Status> S3Client::DeleteObjects(std::span<const std::string> keys) {
   return out;
 }
 
-Result<std::vector<S3Client::ListedObject>> S3Client::List(const std::string& prefix) {
+Result<std::vector<S3Client::ListedObject>> S3Client::List(const std::string& prefix,
+                                                          const std::string& start_after) {
   std::vector<ListedObject> out;
   std::string token;
   while (true) {
     S3Request req;
     req.method = "GET";
     req.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", "1000"}};
-    if (!token.empty()) req.query.emplace_back("continuation-token", token);
+    if (!token.empty()) {
+      req.query.emplace_back("continuation-token", token);
+    } else if (!start_after.empty()) {
+      req.query.emplace_back("start-after", start_after);
+    }
     S3Response resp = ExecuteOne(req);
     if (!resp.ok()) return resp.ToStatus("S3 list " + prefix);
     tinyxml2::XMLDocument doc;

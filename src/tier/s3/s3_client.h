@@ -115,13 +115,16 @@ class S3Client {
                                   const OnComplete& on_complete = nullptr);
   S3Response ExecuteOne(const S3Request& request);
 
-  // Lists every key under `prefix` (ListObjectsV2, following continuation tokens).
+  // Lists every key under `prefix`, in key order (ListObjectsV2, following continuation
+  // tokens).
   struct ListedObject {
     std::string key;
     uint64_t size = 0;
     uint64_t last_modified_us = 0;
   };
-  [[nodiscard]] Result<std::vector<ListedObject>> List(const std::string& prefix);
+  // With `start_after`, only keys that sort after it.
+  [[nodiscard]] Result<std::vector<ListedObject>> List(const std::string& prefix,
+                                                       const std::string& start_after = "");
 
   // Deletes `keys` with multi-object deletes (POST ?delete, up to 1000 keys each, requests in
   // parallel). One status per key: OK when deleted or absent. Unimplemented for every key

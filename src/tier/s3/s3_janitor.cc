@@ -239,6 +239,22 @@ Result<JanitorReport> S3Tier::RunJanitorOnce() {
     KVTIER_RETURN_IF_ERROR(DeleteKeys(orphans, &deleted));
     report.markers_removed = deleted;
   }
+
+  // Deletion notices past their retention.
+  Result<std::vector<s3::S3Client::ListedObject>> notices = client_->List(g4::NoticesPrefix());
+  if (!notices.ok()) return notices.status();
+  std::vector<std::string> old_notices;
+  for (const auto& n : *notices) {
+    if (now > n.last_modified_us + options_.janitor.notice_retention_us) {
+      old_notices.push_back(n.key);
+    }
+  }
+  if (!old_notices.empty()) {
+    if (!LeaseValid()) return Status::Aborted("janitor lease expired during a pass");
+    uint64_t deleted = 0;
+    KVTIER_RETURN_IF_ERROR(DeleteKeys(old_notices, &deleted));
+    report.notices_removed = deleted;
+  }
   return report;
 }
 

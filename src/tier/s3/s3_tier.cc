@@ -372,6 +372,58 @@ std::vector<Result<std::vector<std::byte>>> S3Tier::GetMany(std::string_view ten
   return out;
 }
 
+// --- Deletion notices ------------------------------------------------------------------------
+
+Status S3Tier::PublishNotice(std::string_view name, std::span<const std::byte> body) {
+  if (!g4::ValidNoticeName(name)) {
+    return Status::InvalidArgument("bad notice name \"" + std::string(name) + "\"");
+  }
+  S3Request put;
+  put.method = "PUT";
+  put.key = g4::NoticesPrefix() + std::string(name);
+  put.body = body;
+  const S3Response r = client_->ExecuteOne(put);
+  const Status s = r.ok() ? Status::OK() : r.ToStatus("S3 PUT notice");
+  counters_.CountError(s);
+  return s;
+}
+
+Result<std::vector<SharedNotice>> S3Tier::NoticesAfter(std::string_view after,
+                                                       const NoticeFilter& skip) {
+  const std::string prefix = g4::NoticesPrefix();
+  Result<std::vector<s3::S3Client::ListedObject>> listed =
+      client_->List(prefix, after.empty() ? "" : prefix + std::string(after));
+  if (!listed.ok()) {
+    counters_.CountError(listed.status());
+    return listed.status();
+  }
+  std::vector<S3Request> gets;
+  std::vector<SharedNotice> out;
+  for (const auto& o : *listed) {
+    const std::string name = o.key.substr(prefix.size());
+    if (!g4::ValidNoticeName(name) || name <= after || (skip && skip(name))) continue;
+    S3Request get;
+    get.method = "GET";
+    get.key = o.key;
+    gets.push_back(std::move(get));
+    out.push_back({name, o.last_modified_us, {}});
+  }
+  std::vector<SharedNotice> read;
+  std::vector<S3Response> responses = client_->Execute(gets);
+  for (size_t i = 0; i < out.size(); ++i) {
+    S3Response& r = responses[i];
+    if (r.transport.ok() && r.http_status == 404) continue;  // Removed by the janitor meanwhile.
+    if (!r.ok()) {
+      const Status s = r.ToStatus("S3 GET notice");
+      counters_.CountError(s);
+      return s;
+    }
+    out[i].body = std::move(r.body);
+    read.push_back(std::move(out[i]));
+  }
+  return read;
+}
+
 // --- Deletes --------------------------------------------------------------------------------
 
 Status S3Tier::DeleteKeys(const std::vector<std::string>& keys, uint64_t* deleted) {

@@ -87,6 +87,9 @@ class S3Tier final : public SharedTier {
   Status Delete(std::string_view tenant, const BlockKey& key) override;
   Result<uint64_t> DeleteSession(std::string_view tenant, SessionId session) override;
   Result<uint64_t> DeleteTenant(std::string_view tenant) override;
+  Status PublishNotice(std::string_view name, std::span<const std::byte> body) override;
+  Result<std::vector<SharedNotice>> NoticesAfter(std::string_view after,
+                                                 const NoticeFilter& skip) override;
   Result<JanitorReport> RunJanitorOnce() override ABSL_LOCKS_EXCLUDED(janitor_mu_);
   SharedTierStats Stats() const override;
 

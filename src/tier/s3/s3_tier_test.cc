@@ -255,6 +255,41 @@ TEST_F(S3TierTest, MultiObjectDeleteRemovesEveryKeyGivenInBatchesOfAThousand) {
   EXPECT_EQ(CountKeys(n1.get(), "many/a/") + CountKeys(n1.get(), "many/b/"), 0u);
 }
 
+// Deletion notices on S3: read from any node in name order, after a name, without skipped
+// ones; the janitor removes those past their retention.
+TEST_F(S3TierTest, NoticesAreReadInNameOrderAndRemovedAfterTheirRetention) {
+  auto a = Node("a");
+  auto b = Node("b");
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(b->NoticesAfter("", nullptr)->empty());
+  const std::string one = "first", two = "second";
+  ASSERT_TRUE(a->PublishNotice("0002-a-1", std::as_bytes(std::span(two))).ok());
+  ASSERT_TRUE(a->PublishNotice("0001-a-1", std::as_bytes(std::span(one))).ok());
+  EXPECT_EQ(a->PublishNotice("a/b", {}).code(), StatusCode::kInvalidArgument);
+  Result<std::vector<SharedNotice>> all = b->NoticesAfter("", nullptr);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].name, "0001-a-1");
+  EXPECT_EQ((*all)[0].body.size(), one.size());
+  EXPECT_EQ((*all)[1].name, "0002-a-1");
+  Result<std::vector<SharedNotice>> later = b->NoticesAfter("0001-a-1", nullptr);
+  ASSERT_TRUE(later.ok());
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_EQ((*later)[0].name, "0002-a-1");
+  EXPECT_TRUE(b->NoticesAfter("", [](std::string_view) { return true; })->empty());
+  SharedJanitorOptions j;
+  j.notice_retention_us = 3600 * kSecond;
+  FakeClockEnv soon(RealNow() + 60 * kSecond);
+  Result<JanitorReport> r = Node("j", &soon, j, /*storage_clock=*/false)->RunJanitorOnce();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->notices_removed, 0u);
+  FakeClockEnv much_later(RealNow() + 2 * 3600 * kSecond);
+  r = Node("k", &much_later, j, /*storage_clock=*/false)->RunJanitorOnce();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->notices_removed, 2u);
+  EXPECT_TRUE(b->NoticesAfter("", nullptr)->empty());
+}
+
 TEST_F(S3TierTest, JanitorLeaseTakeover) {
   SharedJanitorOptions j;
   j.lease_us = 60 * kSecond;

@@ -230,6 +230,18 @@ Result<std::string> TenantComponent(std::string_view tenant) {
   return out;
 }
 
+std::string NoticesPrefix() { return std::string(kPrefix) + "/notices/"; }
+
+bool ValidNoticeName(std::string_view name) {
+  if (name.empty() || name.size() > 200) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string ObjectName(std::string_view tenant_component, const BlockKey& key) {
   const std::string hex = key.ToHex();
   return TenantObjectsPrefix(tenant_component) + hex.substr(0, 2) + "/" + hex;

@@ -139,6 +139,7 @@ Result<std::string> TenantComponent(std::string_view tenant);
 //   kvtier-g4/v1/sessions/<tenant>/<session as 16 hex>/<key hex>   (empty marker)
 //   kvtier-g4/v1/tmp/<node>.<unique>.tmp                           (shared FS only)
 //   kvtier-g4/v1/lease/janitor
+//   kvtier-g4/v1/notices/<notice name>                              (deletion notices)
 //   kvtier-g4/v1/access/...                                         (S3 only, see below)
 inline constexpr std::string_view kPrefix = "kvtier-g4/v1";
 std::string ObjectName(std::string_view tenant_component, const BlockKey& key);
@@ -150,6 +151,10 @@ std::string SessionMarkerName(std::string_view tenant_component, SessionId sessi
 //   kvtier-g4/v1/access/<tenant>/<key hex[0:2]>/<key hex>   (S3 only: empty access marker)
 std::string AccessMarkerName(std::string_view tenant_component, const BlockKey& key);
 std::string TenantAccessPrefix(std::string_view tenant_component);  // ends with '/'
+
+std::string NoticesPrefix();  // ends with '/'
+// Notice names: 1 to 200 of [A-Za-z0-9._-].
+bool ValidNoticeName(std::string_view name);
 
 // Node ids name temp files and lease holders: 1 to 64 of [A-Za-z0-9_-].
 bool ValidNodeId(std::string_view id);

@@ -32,8 +32,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -61,6 +63,13 @@ struct SharedObjectInfo {
   std::optional<KvDtype> dtype;
 };
 
+// A deletion notice as G4 holds it.
+struct SharedNotice {
+  std::string name;
+  uint64_t stored_us = 0;  // When the storage wrote it, on the storage's clock.
+  std::vector<std::byte> body;
+};
+
 // Housekeeping settings, shared by both tiers.
 struct SharedJanitorOptions {
   // Total bytes of objects allowed in G4 under this root/bucket; 0 = unlimited. Over it, the
@@ -84,6 +93,9 @@ struct SharedJanitorOptions {
   uint64_t lease_us = 60ull * 1000 * 1000;
   // Allowance for clock differences between nodes and storage, and for slow renewals.
   uint64_t clock_margin_us = 10ull * 1000 * 1000;
+  // Deletion notices older than this are removed. A node that was away for longer than this
+  // cannot learn what was deleted meanwhile (docs/shared_tier.md, "Deletion notices").
+  uint64_t notice_retention_us = 7ull * 24 * 3600 * 1000 * 1000;
   // Background janitor: when > 0, a thread tries to take or renew the lease and runs one
   // janitor pass every this many microseconds. 0 = only RunJanitorOnce() (tests, tools).
   uint64_t janitor_interval_us = 0;
@@ -116,6 +128,7 @@ struct JanitorReport {
   uint64_t evicted_capacity = 0; // Removed to bring the total under capacity.
   uint64_t temp_removed = 0;
   uint64_t markers_removed = 0;  // Session markers whose object is gone.
+  uint64_t notices_removed = 0;  // Deletion notices past their retention.
 };
 
 // The counters behind SharedTierStats, updated without locks by either tier.
@@ -194,10 +207,21 @@ class SharedTier {
   // Removes every object of `tenant`; returns how many were removed.
   virtual Result<uint64_t> DeleteTenant(std::string_view tenant) = 0;
 
+  // Deletion notices: small records that a node deleting blocks publishes, so that every
+  // other node deletes its own G2/G3 copies. Publishes `body` under `name`
+  // (g4::ValidNoticeName, else InvalidArgument), atomically.
+  virtual Status PublishNotice(std::string_view name, std::span<const std::byte> body) = 0;
+  // The notices whose names sort after `after` ("" = all), in name order, with their bodies
+  // except for names `skip` (when not null) returns true for: those are left out.
+  using NoticeFilter = std::function<bool(std::string_view name)>;
+  virtual Result<std::vector<SharedNotice>> NoticesAfter(std::string_view after,
+                                                         const NoticeFilter& skip) = 0;
+
   // One janitor pass: takes or renews the lease; when held, removes expired, over-quota and
-  // over-capacity objects, abandoned temp files and orphan markers. Errors are storage errors
-  // while scanning, or Aborted when the lease ran out during the pass (the rest waits for the
-  // next pass). Serialised: concurrent calls run one after the other.
+  // over-capacity objects, abandoned temp files, orphan markers and notices past their
+  // retention. Errors are storage errors while scanning, or Aborted when the lease ran out
+  // during the pass (the rest waits for the next pass). Serialised: concurrent calls run one
+  // after the other.
   virtual Result<JanitorReport> RunJanitorOnce() = 0;
 
   virtual SharedTierStats Stats() const = 0;

@@ -24,6 +24,7 @@ Result<JanitorReport> SharedFsTier::RunJanitorOnce() {
   KVTIER_RETURN_IF_ERROR(EvictObjects(*objects, *now, &report));
   KVTIER_RETURN_IF_ERROR(CleanTemp(*now, &report));
   KVTIER_RETURN_IF_ERROR(CleanMarkers(*now, &report));
+  KVTIER_RETURN_IF_ERROR(CleanNotices(*now, &report));
   return report;
 }
 
@@ -143,6 +144,21 @@ Status SharedFsTier::CleanMarkers(uint64_t now_us, JanitorReport* report) {
       }
       RemoveEmptyDir(dir);
     }
+  }
+  return Status::OK();
+}
+
+Status SharedFsTier::CleanNotices(uint64_t now_us, JanitorReport* report) {
+  const std::string dir = Abs(g4::NoticesPrefix());
+  Result<std::vector<std::string>> names = sharedfs::ListDir(dir);
+  if (!names.ok()) {
+    return names.status().code() == StatusCode::kNotFound ? Status::OK() : names.status();
+  }
+  for (const std::string& name : *names) {
+    Result<sharedfs::FileInfo> info = sharedfs::Stat(dir + name);
+    if (!info.ok() || now_us <= info->mtime_us + options_.janitor.notice_retention_us) continue;
+    if (!LeaseValid()) return Status::Aborted("janitor lease expired during a pass");
+    if (sharedfs::RemoveFile(dir + name).ok()) report->notices_removed++;
   }
   return Status::OK();
 }

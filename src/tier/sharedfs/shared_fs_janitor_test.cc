@@ -131,6 +131,23 @@ TEST_F(SharedFsJanitorTest, AbandonedTempFilesRemovedAfterGrace) {
   EXPECT_FALSE(std::filesystem::exists(temp));
 }
 
+TEST_F(SharedFsJanitorTest, NoticesRemovedAfterTheirRetention) {
+  SharedJanitorOptions j;
+  j.notice_retention_us = 600 * kSecond;
+  auto a = Node("a", &clock_, j);
+  ASSERT_TRUE(a->PublishNotice("0001-a-1", {}).ok());
+  clock_.Advance(599 * kSecond);
+  Result<JanitorReport> r = a->RunJanitorOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->notices_removed, 0u);
+  EXPECT_EQ(a->NoticesAfter("", nullptr)->size(), 1u);
+  clock_.Advance(2 * kSecond);
+  r = a->RunJanitorOnce();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->notices_removed, 1u);
+  EXPECT_TRUE(a->NoticesAfter("", nullptr)->empty());
+}
+
 TEST_F(SharedFsJanitorTest, TtlSinceLastAccess) {
   SharedJanitorOptions j;
   j.ttl_us = 3600 * kSecond;

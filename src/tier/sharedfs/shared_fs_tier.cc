@@ -397,6 +397,71 @@ Result<uint64_t> SharedFsTier::DeleteTenant(std::string_view tenant) {
   return removed.load();
 }
 
+// --- Deletion notices ------------------------------------------------------------------------
+
+// Bodies are small (a scope and some keys); anything bigger is not a notice of ours.
+constexpr size_t kMaxNoticeBytes = 1 << 20;
+
+Status SharedFsTier::PublishNotice(std::string_view name, std::span<const std::byte> body) {
+  if (!g4::ValidNoticeName(name)) {
+    return Status::InvalidArgument("bad notice name \"" + std::string(name) + "\"");
+  }
+  const std::string final_path = Abs(g4::NoticesPrefix() + std::string(name));
+  const std::string temp = NewTempPath();
+  Status s = sharedfs::WriteNewFile(temp, body, options_.sync, WriteTime());
+  bool published = false;
+  if (s.ok()) s = sharedfs::Publish(temp, final_path, &published);
+  if (s.code() == StatusCode::kNotFound) {  // The first notice.
+    s = sharedfs::MakeDirs(sharedfs::Dirname(final_path));
+    if (s.ok()) s = sharedfs::Publish(temp, final_path, &published);
+  }
+  static_cast<void>(sharedfs::RemoveFile(temp));
+  if (s.ok() && !published) s = Status::AlreadyExists("notice " + std::string(name) + " exists");
+  counters_.CountError(s);
+  return s;
+}
+
+Result<std::vector<SharedNotice>> SharedFsTier::NoticesAfter(std::string_view after,
+                                                             const NoticeFilter& skip) {
+  const std::string dir = Abs(g4::NoticesPrefix());
+  Result<std::vector<std::string>> names = sharedfs::ListDir(dir);
+  if (!names.ok()) {
+    if (names.status().code() == StatusCode::kNotFound) return std::vector<SharedNotice>();
+    counters_.CountError(names.status());
+    return names.status();
+  }
+  std::vector<std::string> wanted;
+  for (std::string& name : *names) {
+    if (name > after && g4::ValidNoticeName(name) && !(skip && skip(name))) {
+      wanted.push_back(std::move(name));
+    }
+  }
+  std::sort(wanted.begin(), wanted.end());
+  std::vector<SharedNotice> out(wanted.size());
+  std::vector<Status> errors(wanted.size());
+  pool_.ParallelFor(wanted.size(), [&](size_t i) {
+    sharedfs::FileInfo info;
+    Result<std::vector<std::byte>> body =
+        sharedfs::ReadFile(dir + wanted[i], kMaxNoticeBytes, &info);
+    if (!body.ok()) {
+      errors[i] = body.status();
+      return;
+    }
+    out[i] = {std::move(wanted[i]), info.mtime_us, std::move(body).value()};
+  });
+  // A notice removed by the janitor meanwhile is simply gone.
+  std::vector<SharedNotice> read;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (errors[i].ok()) {
+      read.push_back(std::move(out[i]));
+    } else if (errors[i].code() != StatusCode::kNotFound) {
+      counters_.CountError(errors[i]);
+      return errors[i];
+    }
+  }
+  return read;
+}
+
 SharedTierStats SharedFsTier::Stats() const { return counters_.Snapshot(); }
 
 }  // namespace kvtier

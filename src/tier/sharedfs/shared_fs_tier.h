@@ -81,6 +81,9 @@ class SharedFsTier final : public SharedTier {
   Status Delete(std::string_view tenant, const BlockKey& key) override;
   Result<uint64_t> DeleteSession(std::string_view tenant, SessionId session) override;
   Result<uint64_t> DeleteTenant(std::string_view tenant) override;
+  Status PublishNotice(std::string_view name, std::span<const std::byte> body) override;
+  Result<std::vector<SharedNotice>> NoticesAfter(std::string_view after,
+                                                 const NoticeFilter& skip) override;
   Result<JanitorReport> RunJanitorOnce() override ABSL_LOCKS_EXCLUDED(janitor_mu_);
   SharedTierStats Stats() const override;
 
@@ -129,6 +132,8 @@ class SharedFsTier final : public SharedTier {
   Status CleanTemp(uint64_t now_us, JanitorReport* report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
   Status CleanMarkers(uint64_t now_us, JanitorReport* report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
+  Status CleanNotices(uint64_t now_us, JanitorReport* report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
   void BackgroundLoop();
 

@@ -328,6 +328,31 @@ TEST_F(SharedFsTierTest, DeleteTenant) {
   EXPECT_EQ(*tier->DeleteTenant("never"), 0u);
 }
 
+// Deletion notices: published atomically under their name, once; read from any node in name
+// order, after a given name, without the ones the reader skips.
+TEST_F(SharedFsTierTest, NoticesArePublishedOnceAndReadInNameOrderFromAnyNode) {
+  auto a = Node("a");
+  auto b = Node("b");
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(b->NoticesAfter("", nullptr)->empty());  // None yet: not an error.
+  const std::string one = "first", two = "second";
+  ASSERT_TRUE(a->PublishNotice("0002-a-1", std::as_bytes(std::span(two))).ok());
+  ASSERT_TRUE(a->PublishNotice("0001-a-1", std::as_bytes(std::span(one))).ok());
+  EXPECT_EQ(a->PublishNotice("0001-a-1", std::as_bytes(std::span(two))).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(a->PublishNotice("../escape", {}).code(), StatusCode::kInvalidArgument);
+  Result<std::vector<SharedNotice>> all = b->NoticesAfter("", nullptr);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].name, "0001-a-1");
+  EXPECT_EQ((*all)[0].body, std::vector<std::byte>(std::as_bytes(std::span(one)).begin(),
+                                                   std::as_bytes(std::span(one)).end()));
+  EXPECT_EQ((*all)[1].name, "0002-a-1");
+  EXPECT_EQ(b->NoticesAfter("0001-a-1", nullptr)->size(), 1u);
+  EXPECT_TRUE(b->NoticesAfter("", [](std::string_view) { return true; })->empty());
+  EXPECT_EQ(CountFiles(TmpDir()), 0u);
+}
+
 TEST_F(SharedFsTierTest, ReadsRefreshAccessTimeAtMostOncePerInterval) {
   auto tier = Node("n1");
   const std::vector<std::byte> v = TestValue(64, 10);
