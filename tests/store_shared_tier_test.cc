@@ -140,9 +140,9 @@ TEST_F(StoreSharedTierTest, BlocksReadFromG4AreNotUploadedAgainWhenEvicted) {
 // Node A deletes by session, by key and by tenant; node C, which holds its own copies in G2
 // and G3, removes them when it applies A's deletion notices, each notice once.
 TEST_F(StoreSharedTierTest, DeletionsOnOneNodeReachTheOtherNodesG2AndG3) {
-  const auto kOnPut = SharedTierOptions::WritePolicy::kOnPut;
-  Options oa = NodeOptions("node-a", 8, kOnPut);
-  Options oc = NodeOptions("node-c", 3, kOnPut);
+  // C writes G4 on demotion: its G2 of three blocks evicts to G3 (and G4) as it fills.
+  Options oa = NodeOptions("node-a", 8, SharedTierOptions::WritePolicy::kOnPut);
+  Options oc = NodeOptions("node-c", 3, SharedTierOptions::WritePolicy::kOnDemotion);
   oa.shared.notice_poll_ms = oc.shared.notice_poll_ms = 0;  // Applied when the test says.
   oc.disk.dir = (dir_ / "c-disk").string();
   oc.disk.capacity_bytes = 16 * kMiB;
@@ -158,7 +158,8 @@ TEST_F(StoreSharedTierTest, DeletionsOnOneNodeReachTheOtherNodesG2AndG3) {
     for (uint64_t k = 0; k < 6; ++k) {
       PutOptions po;
       po.session = k < 2 ? 7 : k < 4 ? 8 : 0;
-      ASSERT_TRUE(s->Put(acme, Key(k), Value(k), po).ok());
+      const Status put = s->Put(acme, Key(k), Value(k), po);
+      ASSERT_TRUE(put.ok()) << put.ToString();
     }
     for (uint64_t k = 6; k < 8; ++k) ASSERT_TRUE(s->Put(globex, Key(k), Value(k)).ok());
   };
