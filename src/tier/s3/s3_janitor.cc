@@ -233,12 +233,13 @@ Result<JanitorReport> S3Tier::RunJanitorOnce() {
       orphans.push_back(a.key);
     }
   }
-  if (!orphans.empty()) {
+  // Deletes `keys` (if any) while the lease is still ours, counting into *removed.
+  auto remove = [&](const std::vector<std::string>& keys, uint64_t* removed) -> Status {
+    if (keys.empty()) return Status::OK();
     if (!LeaseValid()) return Status::Aborted("janitor lease expired during a pass");
-    uint64_t deleted = 0;
-    KVTIER_RETURN_IF_ERROR(DeleteKeys(orphans, &deleted));
-    report.markers_removed = deleted;
-  }
+    return DeleteKeys(keys, removed);
+  };
+  KVTIER_RETURN_IF_ERROR(remove(orphans, &report.markers_removed));
 
   // Deletion notices past their retention.
   Result<std::vector<s3::S3Client::ListedObject>> notices = client_->List(g4::NoticesPrefix());
@@ -249,12 +250,7 @@ Result<JanitorReport> S3Tier::RunJanitorOnce() {
       old_notices.push_back(n.key);
     }
   }
-  if (!old_notices.empty()) {
-    if (!LeaseValid()) return Status::Aborted("janitor lease expired during a pass");
-    uint64_t deleted = 0;
-    KVTIER_RETURN_IF_ERROR(DeleteKeys(old_notices, &deleted));
-    report.notices_removed = deleted;
-  }
+  KVTIER_RETURN_IF_ERROR(remove(old_notices, &report.notices_removed));
   return report;
 }
 
