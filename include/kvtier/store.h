@@ -297,7 +297,9 @@ class Store {
   virtual std::vector<Result<PrefixMatch>> LookupPrefixMany(
       TenantId tenant, std::span<const std::span<const BlockKey>> prompts) = 0;
 
-  // NotFound when absent. Outstanding BlockHandles stay readable until released.
+  // NotFound when absent here. Outstanding BlockHandles stay readable until released. With
+  // G4, the other nodes are told (one deletion notice per call) and remove their copies too;
+  // Unavailable when that notice could not be published (repeat the call).
   virtual Status Delete(TenantId tenant, const BlockKey& key) = 0;
   virtual std::vector<Status> DeleteMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
 
