@@ -151,6 +151,12 @@ Result<bool> S3Tier::AcquireLease() {
   return CreateLease(current.generation + 1);
 }
 
+Status S3Tier::DeleteWhileLeased(const std::vector<std::string>& keys, uint64_t* removed) {
+  if (keys.empty()) return Status::OK();
+  if (!LeaseValid()) return Status::Aborted("janitor lease expired during a pass");
+  return DeleteKeys(keys, removed);
+}
+
 Result<JanitorReport> S3Tier::RunJanitorOnce() {
   MutexLock lock(&janitor_mu_);
   JanitorReport report;
@@ -233,13 +239,7 @@ Result<JanitorReport> S3Tier::RunJanitorOnce() {
       orphans.push_back(a.key);
     }
   }
-  // Deletes `keys` (if any) while the lease is still ours, counting into *removed.
-  auto remove = [&](const std::vector<std::string>& keys, uint64_t* removed) -> Status {
-    if (keys.empty()) return Status::OK();
-    if (!LeaseValid()) return Status::Aborted("janitor lease expired during a pass");
-    return DeleteKeys(keys, removed);
-  };
-  KVTIER_RETURN_IF_ERROR(remove(orphans, &report.markers_removed));
+  KVTIER_RETURN_IF_ERROR(DeleteWhileLeased(orphans, &report.markers_removed));
 
   // Deletion notices past their retention.
   Result<std::vector<s3::S3Client::ListedObject>> notices = client_->List(g4::NoticesPrefix());
@@ -250,7 +250,7 @@ Result<JanitorReport> S3Tier::RunJanitorOnce() {
       old_notices.push_back(n.key);
     }
   }
-  KVTIER_RETURN_IF_ERROR(remove(old_notices, &report.notices_removed));
+  KVTIER_RETURN_IF_ERROR(DeleteWhileLeased(old_notices, &report.notices_removed));
   return report;
 }
 

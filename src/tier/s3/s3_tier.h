@@ -108,6 +108,9 @@ class S3Tier final : public SharedTier {
   // s3_janitor.cc
   Result<bool> AcquireLease() ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
   bool LeaseValid() ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
+  // Deletes `keys` (if any) while the lease is still ours, counting into *removed.
+  Status DeleteWhileLeased(const std::vector<std::string>& keys, uint64_t* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
   Result<bool> CreateLease(uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(janitor_mu_);
   void BackgroundLoop();
 
