@@ -10,14 +10,18 @@
 #      same parallelism and payload signing (batches of BATCH blocks, PARALLEL in flight);
 #      target >= 0.9x.
 # Rounds alternate the baseline and the tier (and which goes first) so both see the same
-# background load; medians are compared.
+# background load; medians are compared. With PIN=1 (needs taskset and 2+ CPUs) s3rver runs
+# on CPU 0 and both clients on the others, as a service on its own machine would: a client
+# that verifies what it reads (the tier) then cannot take CPU from the server, as it can
+# unpinned, while curl writes to /dev/null. s3rver also loses its other threads' CPUs.
 #
 # usage: bench/g4_bench.sh [DIR] [BLOCKS]
 #   DIR     the "shared" directory (default: $BUILD/g4-bench); emptied, then removed
 #   BLOCKS  2 MiB blocks per measurement (default 128)
 # environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4), BATCH (32: blocks
 #   per S3Tier call, as one engine request's misses), CHECK_BEFORE_PUT
-#   (0; 1 = the tier HEADs each block before its PUT, as s3_check_before_put = true),
+#   (0; 1 = the tier HEADs each block before its PUT, as s3_check_before_put = true), PIN (0;
+#   see above),
 #   KVTIER_S3RVER (default build/npm/node_modules/.bin/s3rver; S3 part skipped without it)
 # needs: fio, curl, python3 (Debian), a build with kvtier_g4_bench.
 set -euo pipefail
@@ -30,6 +34,10 @@ BLOCKS=${2:-128}
 ROUNDS=${ROUNDS:-3}
 PARALLEL=${PARALLEL:-4}
 BATCH=${BATCH:-32}
+PIN=${PIN:-0}
+if ! command -v taskset >/dev/null || [ "$(nproc)" -lt 2 ]; then PIN=0; fi
+SERVER_CPU=(); CLIENT_CPU=()
+if [ "$PIN" = 1 ]; then SERVER_CPU=(taskset -c 0); CLIENT_CPU=(taskset -c "1-$(($(nproc) - 1))"); fi
 CHECK_BEFORE_PUT=${CHECK_BEFORE_PUT:-0}
 S3RVER=${KVTIER_S3RVER:-$ROOT/build/npm/node_modules/.bin/s3rver}
 [ -x "$BIN" ] || { echo "missing $BIN: build the kvtier_g4_bench target" >&2; exit 1; }
@@ -78,7 +86,7 @@ if [ ! -x "$S3RVER" ]; then
 fi
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$DIR/s3rver"
-"$S3RVER" -d "$DIR/s3rver" -a 127.0.0.1 -p "$PORT" --silent --configure-bucket bench >/dev/null 2>&1 &
+"${SERVER_CPU[@]}" "$S3RVER" -d "$DIR/s3rver" -a 127.0.0.1 -p "$PORT" --silent --configure-bucket bench >/dev/null 2>&1 &
 S3PID=$!
 for _ in $(seq 200); do
   curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break
@@ -88,7 +96,7 @@ EP="http://127.0.0.1:$PORT"
 head -c $((2 * 1048576)) /dev/urandom > "$DIR/block.bin"
 # curl 7.88 signs with SigV4 but does not hash the body: UNSIGNED-PAYLOAD, and so does the tier.
 SIGN=(--aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
-echo "== G4 S3 (s3rver on $EP): $BLOCKS x 2 MiB, $PARALLEL in parallel, $ROUNDS rounds, check_before_put=$CHECK_BEFORE_PUT"
+echo "== G4 S3 (s3rver on $EP): $BLOCKS x 2 MiB, $PARALLEL in parallel, $ROUNDS rounds, check_before_put=$CHECK_BEFORE_PUT, pinned=$PIN"
 raw_w=(); raw_r=(); tier_w=(); tier_r=()
 for round in $(seq "$ROUNDS"); do
   put_cfg="$DIR/put.cfg"; get_cfg="$DIR/get.cfg"; : > "$put_cfg"; : > "$get_cfg"
@@ -101,12 +109,13 @@ for round in $(seq "$ROUNDS"); do
     printf 'url = "%s/bench/%s"\noutput = "/dev/null"\n' "$EP" "$key" >> "$get_cfg"
   done
   run_curl() {
-    t0=$(now); curl -sf --no-progress-meter --parallel --parallel-max "$PARALLEL" "${SIGN[@]}" -K "$put_cfg"; t1=$(now)
-    curl -sf --no-progress-meter --parallel --parallel-max "$PARALLEL" "${SIGN[@]}" -K "$get_cfg"; t2=$(now)
+    t0=$(now); "${CLIENT_CPU[@]}" curl -sf --no-progress-meter --parallel --parallel-max "$PARALLEL" "${SIGN[@]}" -K "$put_cfg"; t1=$(now)
+    "${CLIENT_CPU[@]}" curl -sf --no-progress-meter --parallel --parallel-max "$PARALLEL" \
+      "${SIGN[@]}" -K "$get_cfg"; t2=$(now)
     raw_w+=("$(mbps "$TOTAL_MB" "$t0" "$t1")"); raw_r+=("$(mbps "$TOTAL_MB" "$t1" "$t2")")
   }
   run_tier() {
-    out=$(AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "$BIN" s3 --endpoint "$EP" \
+    out=$(AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER "${CLIENT_CPU[@]}" "$BIN" s3 --endpoint "$EP" \
           --bucket bench --blocks "$BLOCKS" --block-mib 2 --batch "$BATCH" --parallel "$PARALLEL" --unsigned-payload 1 \
           --check-before-put "$CHECK_BEFORE_PUT")
     tier_w+=("$(echo "$out" | sed -n 's/.*put_MBps=\([0-9.]*\).*/\1/p')")
