@@ -146,14 +146,7 @@ Status SharedFsTier::PutOne(const std::string& tenant_component, std::string_vie
     }
   }
   bool published = false;
-  Status s = sharedfs::Publish(temp, final_path, &published);
-  if (s.code() == StatusCode::kNotFound) {  // First object of its shard directory.
-    s = sharedfs::MakeDirs(sharedfs::Dirname(final_path));
-    if (s.ok()) s = sharedfs::Publish(temp, final_path, &published);
-  }
-  const Status removed = sharedfs::RemoveFile(temp);
-  KVTIER_RETURN_IF_ERROR(s);
-  if (!removed.ok()) env_->Log("SharedFsTier: " + removed.ToString());
+  KVTIER_RETURN_IF_ERROR(PublishTemp(temp, final_path, &published));
   if (!published) {
     counters_.put_existing++;
     return Status::OK();
@@ -164,6 +157,18 @@ Status SharedFsTier::PutOne(const std::string& tenant_component, std::string_vie
   counters_.puts++;
   counters_.put_bytes += object->size();
   return Status::OK();
+}
+
+Status SharedFsTier::PublishTemp(const std::string& temp, const std::string& final_path,
+                                 bool* published) {
+  Status s = sharedfs::Publish(temp, final_path, published);
+  if (s.code() == StatusCode::kNotFound) {  // The first file of its directory.
+    s = sharedfs::MakeDirs(sharedfs::Dirname(final_path));
+    if (s.ok()) s = sharedfs::Publish(temp, final_path, published);
+  }
+  const Status removed = sharedfs::RemoveFile(temp);
+  if (!removed.ok()) env_->Log("SharedFsTier: " + removed.ToString());
+  return s;
 }
 
 // --- Exists / Get ---------------------------------------------------------------------------
@@ -410,12 +415,7 @@ Status SharedFsTier::PublishNotice(std::string_view name, std::span<const std::b
   const std::string temp = NewTempPath();
   Status s = sharedfs::WriteNewFile(temp, body, options_.sync, WriteTime());
   bool published = false;
-  if (s.ok()) s = sharedfs::Publish(temp, final_path, &published);
-  if (s.code() == StatusCode::kNotFound) {  // The first notice.
-    s = sharedfs::MakeDirs(sharedfs::Dirname(final_path));
-    if (s.ok()) s = sharedfs::Publish(temp, final_path, &published);
-  }
-  static_cast<void>(sharedfs::RemoveFile(temp));
+  if (s.ok()) s = PublishTemp(temp, final_path, &published);
   if (s.ok() && !published) s = Status::AlreadyExists("notice " + std::string(name) + " exists");
   counters_.CountError(s);
   return s;

@@ -112,6 +112,9 @@ class SharedFsTier final : public SharedTier {
   // Removes a verified-bad object unless it was replaced meanwhile (same inode).
   void RemoveCorrupt(const std::string& path, uint64_t inode);
   std::string NewTempPath();
+  // Publishes the written file `temp` as `final_path` (creating its directory the first
+  // time), then removes `temp`. *published is false when `final_path` already existed.
+  Status PublishTemp(const std::string& temp, const std::string& final_path, bool* published);
   // mtime to set on files this tier writes: nullopt (the file system's clock) or env's.
   std::optional<uint64_t> WriteTime();
   // "Now" on the time base of mtimes (see SharedFsTierOptions::storage_clock).
