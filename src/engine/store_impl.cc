@@ -32,10 +32,6 @@ BlockMeta MetaOf(const DiskBlockInfo& info) {
   return {info.session, info.created_us, info.dtype};
 }
 
-uint64_t BlocksRemoved(const DeletionReport& r) {
-  return r.memory_blocks + r.disk_blocks + r.shared_blocks;
-}
-
 Status BufferTooSmall(size_t buffer, size_t block) {
   return Status::OutOfRange("buffer of " + std::to_string(buffer) +
                             " bytes is smaller than the block (" + std::to_string(block) +
@@ -598,7 +594,7 @@ std::vector<Status> StoreImpl::DeleteMany(TenantId tenant, std::span<const Block
   // absent here is announced.
   DeletionNotice notice;
   notice.scope = DeletionNotice::Scope::kKeys;
-  for (size_t i = 0; i < keys.size() && i < out.size(); ++i) {
+  for (size_t i = 0; i < keys.size(); ++i) {
     if (out[i].ok() || out[i].code() == StatusCode::kNotFound) notice.keys.push_back(keys[i]);
   }
   if (notice.keys.empty()) return out;

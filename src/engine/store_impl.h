@@ -50,6 +50,11 @@ struct StoreServices {
   std::unique_ptr<BlockCodec> shared_codec;  // Used by the SharedTier.
 };
 
+// Copies a deletion removed, all tiers together (the audit log's count).
+inline uint64_t BlocksRemoved(const DeletionReport& r) {
+  return r.memory_blocks + r.disk_blocks + r.shared_blocks;
+}
+
 class StoreImpl final : public Store, private BlockAllocation::Owner {
  public:
   // REQUIRES: `options` came from SanitizeOptions. `disk` (G3) and `shared` (G4) may be null;

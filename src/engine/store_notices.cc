@@ -115,7 +115,7 @@ void StoreImpl::ApplyNotice(const DeletionNotice& notice) {
     options_.env->Log("deletion notice of " + notice.node + " for tenant " + notice.tenant +
                       " not fully applied: " + status.ToString());
   }
-  event.blocks = r.memory_blocks + r.disk_blocks + r.shared_blocks;
+  event.blocks = BlocksRemoved(r);
   event.result = status.code();
   Audit(event);
 }

@@ -48,17 +48,21 @@ inline BlockKey TestKey(uint32_t a, uint32_t b = 0) {
   return BlockKey(bytes);
 }
 
-// Pseudo-random bytes from `seed` (xorshift): incompressible.
-inline std::vector<std::byte> RandomValue(uint32_t seed, size_t size) {
+// `size` bytes of an xorshift64 sequence started at `state` (nonzero): incompressible.
+inline std::vector<std::byte> XorshiftBytes(uint64_t state, size_t size) {
   std::vector<std::byte> v(size);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
   for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<std::byte>(x);
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    v[i] = static_cast<std::byte>(state);
   }
   return v;
+}
+
+// Pseudo-random bytes from `seed`: incompressible.
+inline std::vector<std::byte> RandomValue(uint32_t seed, size_t size) {
+  return XorshiftBytes(seed * 0x9E3779B97F4A7C15ull + 1, size);
 }
 
 // Bytes of a short repeating pattern from `seed`: they compress.

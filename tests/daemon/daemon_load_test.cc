@@ -27,16 +27,8 @@ BlockKey KeyOf(uint32_t client, uint32_t block) {
 
 // Size 1 KiB .. 64 KiB and content both depend on (client, block), so any mix-up shows.
 std::vector<std::byte> ValueOf(uint32_t client, uint32_t block) {
-  uint64_t x = (uint64_t{client} << 32 | block) * 0x9E3779B97F4A7C15ull + 7;
-  size_t size = 1024 + (x >> 40) % (63 * 1024);
-  std::vector<std::byte> v(size);
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<std::byte>(x);
-  }
-  return v;
+  const uint64_t x = (uint64_t{client} << 32 | block) * 0x9E3779B97F4A7C15ull + 7;
+  return XorshiftBytes(x, 1024 + (x >> 40) % (63 * 1024));
 }
 
 bool Matches(const Result<std::span<const std::byte>>& got, const std::vector<std::byte>& want) {

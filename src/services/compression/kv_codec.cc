@@ -299,7 +299,6 @@ size_t LiteralsOnly(void* /*state*/, ZSTD_Sequence* out, size_t capacity, const 
   return 1;
 }
 
-
 // The planes of a payload and how many bytes each holds per 8 elements (codec 2) or per 8
 // groups of bytes (codec 1, one byte per group each).
 struct PlaneShape {
