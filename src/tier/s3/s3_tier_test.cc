@@ -174,28 +174,39 @@ TEST_F(S3TierTest, ConcurrentWritersLeaveOneObjectWithOrWithoutCheckBeforePut) {
   }
 }
 
-TEST_F(S3TierTest, GarbageAndTruncatedObjectsAreCountedMissesAndRemoved) {
+TEST_F(S3TierTest, GarbageTruncatedAndFlippedObjectsAreCountedMissesAndRemoved) {
   auto tier = Node("n1");
   ASSERT_NE(tier, nullptr);
-  const std::vector<std::byte> v1 = TestValue(5000, 5), v2 = TestValue(5000, 6);
-  std::vector<SharedPut> puts = {MakePut(TestKey(5), v1), MakePut(TestKey(6), v2)};
+  // v3 is large enough to arrive in several pieces, each checksummed as it comes.
+  const std::vector<std::byte> v1 = TestValue(5000, 5), v2 = TestValue(5000, 6),
+                               v3 = TestValue(3 << 20, 7);
+  std::vector<SharedPut> puts = {MakePut(TestKey(5), v1), MakePut(TestKey(6), v2),
+                                 MakePut(TestKey(7), v3)};
   for (const Status& s : tier->PutMany("t", puts)) ASSERT_TRUE(s.ok());
   Overwrite(tier.get(), g4::ObjectName("t", TestKey(5)), TestValue(5200, 99));
   std::vector<std::byte> truncated =
       *g4::SealObject(nullptr, "t", TestKey(6), 0, 1, std::nullopt, v2);
   truncated.resize(truncated.size() / 2);
   Overwrite(tier.get(), g4::ObjectName("t", TestKey(6)), truncated);
+  // Whole and well-formed, but one payload bit differs.
+  std::vector<std::byte> flipped =
+      *g4::SealObject(nullptr, "t", TestKey(7), 0, 1, std::nullopt, v3);
+  flipped[flipped.size() - 1000] ^= std::byte{4};
+  Overwrite(tier.get(), g4::ObjectName("t", TestKey(7)), flipped);
 
-  const std::vector<BlockKey> keys = {TestKey(5), TestKey(6)};
+  const std::vector<BlockKey> keys = {TestKey(5), TestKey(6), TestKey(7)};
   auto got = tier->GetMany("t", keys);
   EXPECT_EQ(got[0].status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(got[1].status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(tier->Stats().corrupt, 2u);
+  EXPECT_EQ(got[2].status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(tier->Stats().corrupt, 3u);
   EXPECT_EQ(CountKeys(tier.get(), std::string(g4::kPrefix) + "/objects/"), 0u);
   for (const Status& s : tier->PutMany("t", puts)) ASSERT_TRUE(s.ok());
   got = tier->GetMany("t", keys);
   ASSERT_TRUE(got[0].ok());
   EXPECT_EQ(*got[0], v1);
+  ASSERT_TRUE(got[2].ok()) << got[2].status().ToString();
+  EXPECT_EQ(*got[2], v3);
 }
 
 TEST_F(S3TierTest, DeleteSessionAndTenant) {

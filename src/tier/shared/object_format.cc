@@ -178,9 +178,13 @@ Result<ObjectHeader> VerifyHeader(std::string_view tenant, const BlockKey& key,
 
 Result<std::vector<std::byte>> OpenPayload(BlockCodec* codec, std::string_view tenant,
                                            const BlockKey& key, const ObjectHeader& header,
-                                           std::vector<std::byte> payload, bool* stored_bad) {
+                                           std::vector<std::byte> payload,
+                                           std::optional<uint64_t> payload_checksum,
+                                           bool* stored_bad) {
   *stored_bad = false;
-  if (payload.size() != header.stored_bytes || Checksum64(payload) != header.payload_checksum) {
+  const uint64_t checksum =
+      payload_checksum.has_value() ? *payload_checksum : Checksum64(payload);
+  if (payload.size() != header.stored_bytes || checksum != header.payload_checksum) {
     *stored_bad = true;
     return Status::DataLoss("G4 object payload checksum mismatch");
   }
@@ -205,7 +209,7 @@ Result<std::vector<std::byte>> OpenObject(BlockCodec* codec, std::string_view te
   if (!h.ok()) return h.status();
   std::vector<std::byte> payload(object.begin() + static_cast<ptrdiff_t>(header_bytes),
                                  object.end());
-  return OpenPayload(codec, tenant, key, *h, std::move(payload), bad);
+  return OpenPayload(codec, tenant, key, *h, std::move(payload), std::nullopt, bad);
 }
 
 Result<std::string> TenantComponent(std::string_view tenant) {

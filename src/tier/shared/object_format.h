@@ -118,14 +118,17 @@ Result<std::vector<std::byte>> OpenObject(BlockCodec* codec, std::string_view te
 // The two halves of OpenObject, for readers that fetch the header and the payload
 // separately (the payload then lands in the buffer that is returned, with no copy):
 // VerifyHeader decodes the header at the start of `head` and checks it against the object's
-// total size and the (tenant, key) asked for; OpenPayload checks the payload checksum and
-// decodes it. Errors and *stored_bad as for OpenObject.
+// total size and the (tenant, key) asked for; OpenPayload checks the payload checksum (or
+// `payload_checksum`, the payload's Checksum64 when the reader computed it as the bytes
+// arrived) and decodes it. Errors and *stored_bad as for OpenObject.
 Result<ObjectHeader> VerifyHeader(std::string_view tenant, const BlockKey& key,
                                   std::span<const std::byte> head, uint64_t object_bytes,
                                   size_t* header_bytes, bool* stored_bad);
 Result<std::vector<std::byte>> OpenPayload(BlockCodec* codec, std::string_view tenant,
                                            const BlockKey& key, const ObjectHeader& header,
-                                           std::vector<std::byte> payload, bool* stored_bad);
+                                           std::vector<std::byte> payload,
+                                           std::optional<uint64_t> payload_checksum,
+                                           bool* stored_bad);
 
 // --- Naming -------------------------------------------------------------------------------
 

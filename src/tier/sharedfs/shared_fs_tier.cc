@@ -256,7 +256,8 @@ Result<std::vector<std::byte>> SharedFsTier::GetOne(const std::string& tenant_co
   if (!n.ok()) return fail(n.status(), false, 0);
   payload.resize(*n);  // Shorter only if the file shrank: the checksum then fails.
   Result<std::vector<std::byte>> value =
-      g4::OpenPayload(options_.codec, tenant, key, *header, std::move(payload), &stored_bad);
+      g4::OpenPayload(options_.codec, tenant, key, *header, std::move(payload), std::nullopt,
+                      &stored_bad);
   if (!value.ok()) return fail(value.status(), stored_bad, info.inode);
   counters_.hits++;
   counters_.get_bytes += value->size();

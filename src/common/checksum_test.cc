@@ -1,0 +1,36 @@
+#include "src/common/checksum.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace kvtier {
+namespace {
+
+TEST(ChecksumTest, StreamOverPiecesEqualsOneShot) {
+  std::vector<std::byte> data(3 << 20);
+  std::mt19937 rng(1);
+  for (auto& b : data) b = static_cast<std::byte>(rng());
+  const uint64_t whole = Checksum64(data);
+  // Pieces of every shape: empty, one byte, odd sizes, larger than XXH3's internal buffer.
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{255}, size_t{4096}, size_t{131072},
+                       data.size()}) {
+    Checksum64Stream stream;
+    stream.Update({});
+    for (size_t at = 0; at < data.size(); at += piece) {
+      stream.Update(std::span(data).subspan(at, std::min(piece, data.size() - at)));
+    }
+    EXPECT_EQ(stream.Value(), whole) << "pieces of " << piece;
+  }
+  Checksum64Stream empty;
+  EXPECT_EQ(empty.Value(), Checksum64({}));
+  data[12345] ^= std::byte{1};
+  Checksum64Stream changed;
+  changed.Update(data);
+  EXPECT_NE(changed.Value(), whole);
+}
+
+}  // namespace
+}  // namespace kvtier
