@@ -1,6 +1,7 @@
 #include "src/common/checksum.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <random>
@@ -8,6 +9,23 @@
 
 namespace kvtier {
 namespace {
+
+// Stored checksums must not change with the CPU: whichever XXH3 implementation runs must give
+// the portable one's values (the empty input's is XXH3-64's published one).
+TEST(ChecksumTest, ValuesAreXxh3OnEveryPath) {
+  EXPECT_EQ(Checksum64({}), 0x2D06800538D394C2ull);
+  std::vector<std::byte> data(70000);
+  std::mt19937 rng(2);
+  for (auto& b : data) b = static_cast<std::byte>(rng());
+  for (size_t len : {size_t{1}, size_t{16}, size_t{17}, size_t{128}, size_t{129}, size_t{240},
+                     size_t{241}, size_t{1024}, size_t{1025}, size_t{65536}, data.size()}) {
+    const std::span<const std::byte> part = std::span(data).first(len);
+    EXPECT_EQ(Checksum64(part), XXH3_64bits(part.data(), part.size())) << len;
+    Checksum64Stream stream;
+    stream.Update(part);
+    EXPECT_EQ(stream.Value(), XXH3_64bits(part.data(), part.size())) << len;
+  }
+}
 
 TEST(ChecksumTest, StreamOverPiecesEqualsOneShot) {
   std::vector<std::byte> data(3 << 20);
