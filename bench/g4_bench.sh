@@ -9,8 +9,10 @@
 #      objects against a local s3rver, PARALLEL transfers at once, against S3Tier with the
 #      same parallelism and payload signing (batches of BATCH blocks, PARALLEL in flight);
 #      target >= 0.9x.
-# Rounds alternate the baseline and the tier (and which goes first) so both see the same
-# background load; medians are compared. With PIN=1 (needs taskset and 2+ CPUs) s3rver runs
+# Each round runs the baseline and the tier back to back (alternating which goes first), so
+# both see the same background load; the ratio printed is the median of the rounds' ratios
+# (with each side's median MB/s beside it), which this VM's drifting speed moves far less
+# than a ratio of medians taken minutes apart. With PIN=1 (needs taskset and 2+ CPUs) s3rver runs
 # on CPU 0 and both clients on the others, as a service on its own machine would: a client
 # that verifies what it reads (the tier) then cannot take CPU from the server, as it can
 # unpinned, while curl writes to /dev/null. s3rver also loses its other threads' CPUs.
@@ -19,7 +21,7 @@
 #   DIR     the "shared" directory (default: $BUILD/g4-bench); emptied, then removed
 #   BLOCKS  2 MiB blocks per measurement (default 128)
 # environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4), BATCH (32: blocks
-#   per S3Tier call, as one engine request's misses), CHECK_BEFORE_PUT
+#   per S3Tier call, as one engine request's misses), PARTS ("fs s3": which parts run), CHECK_BEFORE_PUT
 #   (0; 1 = the tier HEADs each block before its PUT, as s3_check_before_put = true), PIN (0;
 #   see above),
 #   KVTIER_S3RVER (default build/npm/node_modules/.bin/s3rver; S3 part skipped without it)
@@ -35,6 +37,7 @@ ROUNDS=${ROUNDS:-3}
 PARALLEL=${PARALLEL:-4}
 BATCH=${BATCH:-32}
 PIN=${PIN:-0}
+PARTS=${PARTS:-fs s3}
 if ! command -v taskset >/dev/null || [ "$(nproc)" -lt 2 ]; then PIN=0; fi
 SERVER_CPU=(); CLIENT_CPU=()
 if [ "$PIN" = 1 ]; then SERVER_CPU=(taskset -c 0); CLIENT_CPU=(taskset -c "1-$(($(nproc) - 1))"); fi
@@ -51,8 +54,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-median() { python3 -c 'import sys, statistics; print("%.1f" % statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
-ratio() { python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$1" "$2"; }
+# summary OP TIER_VALUES BASE_VALUES (space-separated, one per round): the median of the rounds'
+# tier/baseline ratios, then each side's median.
+summary() {
+  python3 -c 'import sys, statistics as st
+t = [float(x) for x in sys.argv[2].split()]; b = [float(x) for x in sys.argv[3].split()]
+print("%s %.2fx (%.1f vs %.1f MB/s)" % (sys.argv[1], st.median(x / y for x, y in zip(t, b)), st.median(t), st.median(b)))' "$@"
+}
 now() { date +%s.%N; }
 mbps() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))' "$1" "$2" "$3"; }
 TOTAL_MB=$(python3 -c "print($BLOCKS * 2 * 1048576 / 1e6)")
@@ -62,6 +70,7 @@ fio_mbps() {
   python3 -c 'import json, sys; j = json.load(sys.stdin)["jobs"][0]; rw = sys.argv[1]; print("%.1f" % (j[rw]["bw_bytes"] / 1e6))' "$1"
 }
 
+if [[ " $PARTS " == *" fs "* ]]; then
 echo "== G4 shared file system: $BLOCKS x 2 MiB in $DIR, $ROUNDS rounds"
 raw_w=(); raw_r=(); tier_w=(); tier_r=()
 for round in $(seq "$ROUNDS"); do
@@ -77,8 +86,9 @@ for round in $(seq "$ROUNDS"); do
   tier_r+=("$(echo "$out" | sed -n 's/.*get_MBps=\([0-9.]*\).*/\1/p')")
   echo "round $round: fio write ${raw_w[-1]} read ${raw_r[-1]} MB/s | SharedFsTier put ${tier_w[-1]} get ${tier_r[-1]} MB/s"
 done
-rw=$(median "${raw_w[@]}"); rr=$(median "${raw_r[@]}"); tw=$(median "${tier_w[@]}"); tr=$(median "${tier_r[@]}")
-echo "SharedFsTier/fio: put $(ratio "$tw" "$rw")x ($tw vs $rw MB/s), get $(ratio "$tr" "$rr")x ($tr vs $rr MB/s)  (target >= 0.8x)"
+echo "SharedFsTier/fio: $(summary put "${tier_w[*]}" "${raw_w[*]}"), $(summary get "${tier_r[*]}" "${raw_r[*]}")  (target >= 0.8x)"
+fi
+[[ " $PARTS " == *" s3 "* ]] || exit 0
 
 if [ ! -x "$S3RVER" ]; then
   echo "== S3: skipped (s3rver not found at $S3RVER; run scripts/deps.sh)"
@@ -132,5 +142,4 @@ for k in re.findall(r"<Key>([^<]+)</Key>", sys.stdin.read()): print(k)' | while 
   done > "$DIR/del.cfg"
   [ -s "$DIR/del.cfg" ] && curl -s --no-progress-meter --parallel --parallel-max 16 "${SIGN[@]}" -K "$DIR/del.cfg" || true
 done
-rw=$(median "${raw_w[@]}"); rr=$(median "${raw_r[@]}"); tw=$(median "${tier_w[@]}"); tr=$(median "${tier_r[@]}")
-echo "S3Tier/curl: put $(ratio "$tw" "$rw")x ($tw vs $rw MB/s), get $(ratio "$tr" "$rr")x ($tr vs $rr MB/s)  (target >= 0.9x)"
+echo "S3Tier/curl: $(summary put "${tier_w[*]}" "${raw_w[*]}"), $(summary get "${tier_r[*]}" "${raw_r[*]}")  (target >= 0.9x)"
