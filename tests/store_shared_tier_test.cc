@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvtier/store.h"
+#include "src/env/fault_injection_env.h"
 
 namespace kvtier {
 namespace {
@@ -188,6 +189,56 @@ TEST_F(StoreSharedTierTest, DeletionsOnOneNodeReachTheOtherNodesG2AndG3) {
   EXPECT_EQ(*a->ApplyDeletionNotices(), 1u);
   EXPECT_FALSE(Has(a.get(), acme, 2));
   EXPECT_FALSE(Has(a.get(), acme, 3));
+}
+
+TEST_F(StoreSharedTierTest, ANoticeThatFailedToApplyIsAppliedAgainAndItsDeletionSurvivesARestart) {
+  FaultInjectionEnv env(Env::Default());
+  Options oa = NodeOptions("node-a", 8, SharedTierOptions::WritePolicy::kOnPut);
+  Options oc = NodeOptions("node-c", 2, SharedTierOptions::WritePolicy::kOnPut);
+  oa.shared.notice_poll_ms = oc.shared.notice_poll_ms = 0;  // Applied when the test says.
+  const fs::path c_disk = dir_ / "c-disk";
+  oc.disk.dir = c_disk.string();
+  oc.disk.capacity_bytes = 16 * kMiB;
+  oc.disk.segment_bytes = 1 * kMiB;
+  oc.env = &env;
+  std::unique_ptr<Store> a = Open(oa);
+  std::unique_ptr<Store> c = Open(oc);
+  ASSERT_TRUE(a && c);
+  const TenantId acme = *a->FindTenant("acme");
+  // Session 7 on both nodes; C's G2 holds two blocks, so most of its copies are in its G3.
+  for (Store* s : {a.get(), c.get()}) {
+    for (uint64_t k = 0; k < 6; ++k) {
+      PutOptions po;
+      po.session = 7;
+      ASSERT_TRUE(s->Put(acme, Key(k), Value(k), po).ok());
+    }
+  }
+  ASSERT_TRUE(a->DeleteSession(acme, 7, "alice").ok());
+
+  // C cannot record the deletion in its G3 (every write there fails).
+  env.AddFault({.op = FaultInjectionEnv::Op::kWrite,
+                .path_filter = [&](const std::string& path) {
+                  return path.starts_with(c_disk.string());
+                }});
+  Result<uint64_t> applied = c->ApplyDeletionNotices();
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(*applied, 0u);
+  EXPECT_EQ(c->Stats().deletion_notices_pending, 1u);
+  for (uint64_t k = 0; k < 6; ++k) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
+
+  // Once G3 writes again, the next round applies the notice again, though it was read before.
+  env.ClearFaults();
+  applied = c->ApplyDeletionNotices();
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(*applied, 1u);
+  EXPECT_EQ(c->Stats().deletion_notices_pending, 0u);
+  EXPECT_EQ(c->Stats().deletion_notices_applied, 1u);
+
+  // The deletion is durable in C's G3: after a restart (no notice read yet), nothing returns.
+  c.reset();
+  c = Open(oc);
+  ASSERT_NE(c, nullptr);
+  for (uint64_t k = 0; k < 6; ++k) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
 }
 
 TEST_F(StoreSharedTierTest, DeletionsBySessionAndTenantReachG4FromAnyNode) {

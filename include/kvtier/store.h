@@ -244,6 +244,8 @@ struct StoreStats {
   uint64_t shared_uploads_dropped = 0; // kOnPut uploads dropped by a full queue.
   uint64_t deletion_notices_published = 0;  // Deletions announced to the other nodes.
   uint64_t deletion_notices_applied = 0;    // Other nodes' deletions applied here.
+  // Other nodes' deletions whose apply failed here (a G3 or G4 error), retried at each poll.
+  uint64_t deletion_notices_pending = 0;
   bool shared_janitor_lease = false;   // This node runs G4 housekeeping.
 
   // Movement between tiers.
@@ -338,8 +340,9 @@ class Store {
 
   // With G4: reads the deletion notices other nodes published since the last call and
   // removes the blocks they name from this node's G2 and G3 (each recorded in the audit log,
-  // the other node as actor). Returns how many notices were applied. Runs in the background
-  // every shared.notice_poll_ms. FailedPrecondition without G4.
+  // the other node as actor). Notices that failed to apply before (a G3 or G4 error) are
+  // applied again first. Returns how many notices were applied. Runs in the background every
+  // shared.notice_poll_ms. FailedPrecondition without G4.
   virtual Result<uint64_t> ApplyDeletionNotices() = 0;
 
   virtual StoreStats Stats() const = 0;

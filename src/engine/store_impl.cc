@@ -686,6 +686,7 @@ StoreStats StoreImpl::Stats() const {
   stats.promoted_blocks = promoted_.load(std::memory_order_relaxed);
   stats.deletion_notices_published = notices_published_.load(std::memory_order_relaxed);
   stats.deletion_notices_applied = notices_applied_.load(std::memory_order_relaxed);
+  stats.deletion_notices_pending = notices_pending_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     stats.tenants.push_back(memory_->StatsForTenant(i));
   }

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -126,8 +127,9 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // --- Deletion notices (store_notices.cc) ---
   // Publishes `notice` (tenant, scope, keys or session filled in) to G4 for the other nodes.
   Status Announce(DeletionNotice notice);
-  // Removes what a notice of another node names from G2 and G3, and audits it.
-  void ApplyNotice(const DeletionNotice& notice);
+  // Removes what a notice of another node names from G2 and G3 (and G4 again), and audits
+  // it. Not OK when a tier failed: the notice is then applied again later.
+  Status ApplyNotice(const DeletionNotice& notice);
   // Whether a block first stored at `created_us` is past the tenant's maximum age at `now_us`.
   bool PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us) const;
   void AbortAllocation(uint64_t id) override { memory_->AbortReserved(id); }
@@ -154,8 +156,12 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::atomic<uint64_t> notice_sequence_{0};
   std::atomic<uint64_t> notices_published_{0};
   std::atomic<uint64_t> notices_applied_{0};
+  std::atomic<uint64_t> notices_pending_{0};  // notice_retries_.size(), for Stats().
   Mutex notice_mu_;
   std::unique_ptr<NoticeFollower> follower_ ABSL_GUARDED_BY(notice_mu_);
+  // Notices whose apply failed (a G3 or G4 error), applied again at each round until they
+  // succeed; oldest first, at most kMaxNoticeRetries.
+  std::deque<DeletionNotice> notice_retries_ ABSL_GUARDED_BY(notice_mu_);
 
   Mutex loop_mu_;
   CondVar loop_cv_;

@@ -2,6 +2,7 @@
 // and applying the other nodes'. Applying one removes the blocks it names from this node's G2
 // and G3, and deletes them from G4 again in case this node's own uploads put them back there.
 
+#include <deque>
 #include <string>
 #include <utility>
 
@@ -23,24 +24,51 @@ Status StoreImpl::Announce(DeletionNotice notice) {
   return Status::OK();
 }
 
+namespace {
+
+// Failed notices kept for another try. Past this, the oldest is dropped (and logged): a
+// restart applies every notice still in G4 again, since a new follower starts from the first.
+constexpr size_t kMaxNoticeRetries = 1000;
+
+}  // namespace
+
 Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
   if (!shared_) return Status::FailedPrecondition("deletion notices travel through G4: none here");
   MutexLock l(&notice_mu_);
+  // Earlier failures first (applying is idempotent), then what the other nodes published since.
+  std::deque<DeletionNotice> todo;
+  todo.swap(notice_retries_);
   uint64_t undecodable = 0;
-  Result<std::vector<DeletionNotice>> notices = follower_->Poll(&undecodable);
+  Result<std::vector<DeletionNotice>> polled = follower_->Poll(&undecodable);
   if (undecodable != 0) {
     options_.env->Log("deletion notices: " + std::to_string(undecodable) +
                       " not understood by this build, skipped");
   }
-  if (!notices.ok()) return notices.status();
-  for (const DeletionNotice& n : *notices) ApplyNotice(n);
-  notices_applied_.fetch_add(notices->size(), std::memory_order_relaxed);
-  return notices->size();
+  if (polled.ok()) {
+    for (DeletionNotice& n : *polled) todo.push_back(std::move(n));
+  }
+  uint64_t applied = 0;
+  for (DeletionNotice& n : todo) {
+    if (ApplyNotice(n).ok()) {
+      applied++;
+      continue;
+    }
+    if (notice_retries_.size() == kMaxNoticeRetries) {
+      options_.env->Log("deletion notice of " + notice_retries_.front().node +
+                        " dropped after failing repeatedly; a restart applies it again");
+      notice_retries_.pop_front();
+    }
+    notice_retries_.push_back(std::move(n));
+  }
+  notices_applied_.fetch_add(applied, std::memory_order_relaxed);
+  notices_pending_.store(notice_retries_.size(), std::memory_order_relaxed);
+  if (!polled.ok()) return polled.status();
+  return applied;
 }
 
-void StoreImpl::ApplyNotice(const DeletionNotice& notice) {
+Status StoreImpl::ApplyNotice(const DeletionNotice& notice) {
   auto it = tenant_ids_.find(notice.tenant);
-  if (it == tenant_ids_.end()) return;  // A tenant this node does not serve holds nothing here.
+  if (it == tenant_ids_.end()) return Status::OK();  // A tenant this node does not serve.
   const uint32_t tenant = it->second;
   audit::AuditEvent event;
   event.tenant = notice.tenant;
@@ -113,11 +141,12 @@ void StoreImpl::ApplyNotice(const DeletionNotice& notice) {
   }
   if (!status.ok()) {
     options_.env->Log("deletion notice of " + notice.node + " for tenant " + notice.tenant +
-                      " not fully applied: " + status.ToString());
+                      " not fully applied (tried again at the next poll): " + status.ToString());
   }
   event.blocks = BlocksRemoved(r);
   event.result = status.code();
   Audit(event);
+  return status;
 }
 
 }  // namespace kvtier

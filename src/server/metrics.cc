@@ -265,6 +265,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s) const {
            "Deletions announced to the other nodes through G4.", s.deletion_notices_published);
   p.Single("kvtier_deletion_notices_applied_total", "counter",
            "Other nodes' deletions applied to this node's G2 and G3.", s.deletion_notices_applied);
+  p.Single("kvtier_deletion_notices_pending", "gauge",
+           "Other nodes' deletions whose apply failed here, retried at each poll.",
+           s.deletion_notices_pending);
 
   p.Single("kvtier_demoted_blocks_total", "counter", "G2 evictions written to G3.",
            s.demoted_blocks);
