@@ -194,7 +194,7 @@ TEST_F(StoreSharedTierTest, DeletionsOnOneNodeReachTheOtherNodesG2AndG3) {
 TEST_F(StoreSharedTierTest, ANoticeThatFailedToApplyIsAppliedAgainAndItsDeletionSurvivesARestart) {
   FaultInjectionEnv env(Env::Default());
   Options oa = NodeOptions("node-a", 8, SharedTierOptions::WritePolicy::kOnPut);
-  Options oc = NodeOptions("node-c", 2, SharedTierOptions::WritePolicy::kOnPut);
+  Options oc = NodeOptions("node-c", 3, SharedTierOptions::WritePolicy::kOnDemotion);
   oa.shared.notice_poll_ms = oc.shared.notice_poll_ms = 0;  // Applied when the test says.
   const fs::path c_disk = dir_ / "c-disk";
   oc.disk.dir = c_disk.string();
@@ -205,12 +205,13 @@ TEST_F(StoreSharedTierTest, ANoticeThatFailedToApplyIsAppliedAgainAndItsDeletion
   std::unique_ptr<Store> c = Open(oc);
   ASSERT_TRUE(a && c);
   const TenantId acme = *a->FindTenant("acme");
-  // Session 7 on both nodes; C's G2 holds two blocks, so most of its copies are in its G3.
+  // Session 7 on both nodes; C's G2 holds three blocks, so most of its copies are in its G3.
   for (Store* s : {a.get(), c.get()}) {
     for (uint64_t k = 0; k < 6; ++k) {
       PutOptions po;
       po.session = 7;
-      ASSERT_TRUE(s->Put(acme, Key(k), Value(k), po).ok());
+      const Status put = s->Put(acme, Key(k), Value(k), po);
+      ASSERT_TRUE(put.ok()) << put.ToString();
     }
   }
   ASSERT_TRUE(a->DeleteSession(acme, 7, "alice").ok());
