@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -240,6 +241,69 @@ TEST_F(StoreSharedTierTest, ANoticeThatFailedToApplyIsAppliedAgainAndItsDeletion
   c = Open(oc);
   ASSERT_NE(c, nullptr);
   for (uint64_t k = 0; k < 6; ++k) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
+}
+
+// A clock the test moves; files are the real ones.
+class SettableClockEnv final : public Env {
+ public:
+  uint64_t NowMicros() override { return now_us.load(); }
+  std::atomic<uint64_t> now_us{Env::Default()->NowMicros()};
+};
+
+TEST_F(StoreSharedTierTest, ANodeThatMayHaveMissedDeletionNoticesEmptiesItsG2AndG3) {
+  constexpr uint64_t kDay = 24ull * 3600 * 1000000;
+  SettableClockEnv clock;
+  Options o = NodeOptions("node-c", 3, SharedTierOptions::WritePolicy::kOnDemotion);
+  o.shared.notice_poll_ms = 0;  // Only the gap decides here, not the notices themselves.
+  o.shared.notice_retention_seconds = 7 * 24 * 3600;
+  o.disk.dir = (dir_ / "c-disk").string();
+  o.disk.capacity_bytes = 16 * kMiB;
+  o.disk.segment_bytes = 1 * kMiB;
+  o.env = &clock;
+  // Six blocks: G2 holds three, the others go to G3. Then a successful read of the notices.
+  auto put_six = [&](Store* s) {
+    const TenantId acme = *s->FindTenant("acme");
+    for (uint64_t k = 0; k < 6; ++k) ASSERT_TRUE(s->Put(acme, Key(k), Value(k)).ok());
+    ASSERT_TRUE(s->ApplyDeletionNotices().ok());
+  };
+  // This node's own copies (G2 and G3); G4's are not its to drop.
+  auto local_blocks = [](Store* s) { return s->Stats().blocks + s->Stats().disk_blocks; };
+
+  std::unique_ptr<Store> c = Open(o);
+  ASSERT_NE(c, nullptr);
+  put_six(c.get());
+  // Down for a day: within the retention, so what G3 holds is kept.
+  c.reset();
+  clock.now_us += kDay;
+  c = Open(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_GE(c->Stats().disk_blocks, 3u);
+  EXPECT_EQ(c->Stats().notice_gap_resets, 0u);
+
+  // Down for eight days more (the last read was nine days ago): notices it missed may be gone.
+  c.reset();
+  clock.now_us += 8 * kDay;
+  c = Open(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(local_blocks(c.get()), 0u);
+  EXPECT_EQ(c->Stats().notice_gap_resets, 1u);
+
+  // Running, but unable to read the notices for eight days: the same at the next read.
+  put_six(c.get());
+  EXPECT_GE(local_blocks(c.get()), 3u);
+  clock.now_us += 8 * kDay;
+  ASSERT_TRUE(c->ApplyDeletionNotices().ok());
+  EXPECT_EQ(local_blocks(c.get()), 0u);
+  EXPECT_EQ(c->Stats().notice_gap_resets, 2u);
+
+  // Its record of the notices lost, it cannot tell: it empties a G3 that holds blocks.
+  put_six(c.get());
+  c.reset();
+  ASSERT_TRUE(fs::remove(dir_ / "c-disk" / "notice-state"));
+  c = Open(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(local_blocks(c.get()), 0u);
+  EXPECT_EQ(c->Stats().notice_gap_resets, 1u);
 }
 
 TEST_F(StoreSharedTierTest, DeletionsBySessionAndTenantReachG4FromAnyNode) {

@@ -181,8 +181,9 @@ struct SharedTierOptions {
   // (docs/shared_tier.md, "Deletion notices"). This node reads the others' notices every
   // notice_poll_ms (0 = only when Store::ApplyDeletionNotices() is called), each time from
   // notice_margin_seconds before the newest it applied (node clocks must agree that closely).
-  // The janitor removes notices older than notice_retention_seconds: a node away for longer
-  // cannot learn what was deleted meanwhile and must start with an empty G3.
+  // The janitor removes notices older than notice_retention_seconds: a node that read none
+  // for longer (down, or cut off from G4) cannot learn what was deleted meanwhile, and empties
+  // its G2 and G3 itself (it keeps its reading state in <disk.dir>/notice-state).
   uint64_t notice_poll_ms = 2000;
   uint64_t notice_margin_seconds = 300;
   uint64_t notice_retention_seconds = 7 * 24 * 3600;

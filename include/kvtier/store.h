@@ -246,6 +246,9 @@ struct StoreStats {
   uint64_t deletion_notices_applied = 0;    // Other nodes' deletions applied here.
   // Other nodes' deletions whose apply failed here (a G3 or G4 error), retried at each poll.
   uint64_t deletion_notices_pending = 0;
+  // Times this node emptied its G2 and G3 because it may have missed deletion notices (read
+  // none for longer than G4 keeps them, or lost its record of them).
+  uint64_t notice_gap_resets = 0;
   bool shared_janitor_lease = false;   // This node runs G4 housekeeping.
 
   // Movement between tiers.

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "src/common/checksum.h"
+
 namespace kvtier {
 namespace {
 
@@ -103,8 +105,9 @@ std::string NoticeName(uint64_t time_us, std::string_view node, uint64_t sequenc
   return PaddedTime(time_us) + "-" + std::string(node) + "-" + seq;
 }
 
-NoticeFollower::NoticeFollower(SharedTier* shared, std::string node, uint64_t margin_us)
-    : shared_(shared), node_(std::move(node)), margin_us_(margin_us) {}
+NoticeFollower::NoticeFollower(SharedTier* shared, std::string node, uint64_t margin_us,
+                               uint64_t resume_us)
+    : shared_(shared), node_(std::move(node)), margin_us_(margin_us), newest_us_(resume_us) {}
 
 Result<std::vector<DeletionNotice>> NoticeFollower::Poll(uint64_t* skipped) {
   // From a margin before the newest notice seen: a notice of a node whose clock is behind
@@ -131,6 +134,71 @@ Result<std::vector<DeletionNotice>> NoticeFollower::Poll(uint64_t* skipped) {
     it = seen_.erase(it);
   }
   return out;
+}
+
+namespace {
+
+constexpr char kStateFile[] = "notice-state";
+constexpr char kStateMagic[] = "kvtier-notice-state";
+
+// "kvtier-notice-state 1 <last_read_us> <resume_us>" and the line's Checksum64 in hex.
+std::string StateLine(const NoticeReadState& s) {
+  return std::string(kStateMagic) + " 1 " + std::to_string(s.last_read_us) + " " +
+         std::to_string(s.resume_us);
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+Result<NoticeReadState> LoadNoticeReadState(Env* env, const std::string& dir) {
+  const std::string path = dir + "/" + kStateFile;
+  Result<std::unique_ptr<File>> file = env->OpenFile(path, {});
+  if (!file.ok()) return file.status();
+  std::string text(256, '\0');
+  size_t n = 0;
+  KVTIER_RETURN_IF_ERROR((*file)->Read(0, std::as_writable_bytes(std::span(text)), &n));
+  text.resize(n);
+  const auto damaged = [&] { return Status::DataLoss(path + ": damaged notice state"); };
+  const size_t last_space = text.rfind(' ');
+  if (text.empty() || text.back() != '\n' || last_space == std::string::npos) return damaged();
+  const std::string line = text.substr(0, last_space);
+  if (text.substr(last_space + 1, 16) != Hex64(Checksum64(std::as_bytes(std::span(line))))) {
+    return damaged();
+  }
+  NoticeReadState s;
+  unsigned long long last = 0, resume = 0;
+  int version = 0;
+  char magic[32] = {};
+  if (std::sscanf(line.c_str(), "%31s %d %llu %llu", magic, &version, &last, &resume) != 4 ||
+      std::string(magic) != kStateMagic || version != 1) {
+    return damaged();
+  }
+  s.last_read_us = last;
+  s.resume_us = resume;
+  return s;
+}
+
+Status SaveNoticeReadState(Env* env, const std::string& dir, const NoticeReadState& state) {
+  const std::string path = dir + "/" + kStateFile;
+  const std::string tmp = path + ".tmp";
+  const std::string line = StateLine(state);
+  const std::string text = line + " " + Hex64(Checksum64(std::as_bytes(std::span(line)))) + "\n";
+  {
+    FileOptions create;
+    create.create = true;
+    create.truncate = true;
+    Result<std::unique_ptr<File>> file = env->OpenFile(tmp, create);
+    if (!file.ok()) return file.status();
+    KVTIER_RETURN_IF_ERROR((*file)->Write(0, std::as_bytes(std::span(text))));
+    KVTIER_RETURN_IF_ERROR((*file)->Sync());
+  }
+  KVTIER_RETURN_IF_ERROR(env->RenameFile(tmp, path));
+  return env->SyncDir(dir);
 }
 
 }  // namespace kvtier

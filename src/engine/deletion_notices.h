@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kvtier/block_key.h"
+#include "kvtier/env.h"
 #include "kvtier/status.h"
 #include "src/tier/shared/shared_tier.h"
 
@@ -46,20 +47,38 @@ std::string NoticeName(uint64_t time_us, std::string_view node, uint64_t sequenc
 class NoticeFollower {
  public:
   // `node`: this node's id (its own notices are skipped); `margin_us`: how far back before
-  // the newest notice applied each look starts.
-  NoticeFollower(SharedTier* shared, std::string node, uint64_t margin_us);
+  // the newest notice applied each look starts; `resume_us`: the newest notice time applied
+  // before (a restart resumes there, less the margin; 0 reads every notice in G4).
+  NoticeFollower(SharedTier* shared, std::string node, uint64_t margin_us,
+                 uint64_t resume_us = 0);
 
   // The notices of other nodes not returned before, oldest first. A notice whose body does
   // not decode is skipped (logged by the caller through *skipped).
   Result<std::vector<DeletionNotice>> Poll(uint64_t* skipped);
 
+  // Publication time of the newest notice returned so far (or resume_us).
+  uint64_t newest_us() const { return newest_us_; }
+
  private:
   SharedTier* const shared_;
   const std::string node_;
   const uint64_t margin_us_;
-  uint64_t newest_us_ = 0;                      // Publication time of the newest name seen.
+  uint64_t newest_us_;                          // Publication time of the newest name seen.
   std::set<std::string, std::less<>> seen_;     // Names seen within the margin.
 };
+
+// Where a node stands in reading the notices, kept beside its G3 (which outlives restarts,
+// unlike its G2) so that a restart knows where to resume, and how long the node was away: a
+// node that read no notice for longer than the janitor keeps them may have missed deletions.
+struct NoticeReadState {
+  uint64_t last_read_us = 0;  // This node's clock at its last successful read of the notices.
+  uint64_t resume_us = 0;     // NoticeFollower's resume_us for the next start.
+};
+
+// The state file in `dir`: NotFound when there is none, DataLoss when it is damaged.
+Result<NoticeReadState> LoadNoticeReadState(Env* env, const std::string& dir);
+// Replaces it atomically (temp file, sync, rename, directory sync).
+Status SaveNoticeReadState(Env* env, const std::string& dir, const NoticeReadState& state);
 
 }  // namespace kvtier
 

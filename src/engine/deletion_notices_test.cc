@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 #include "src/tier/sharedfs/shared_fs_test_util.h"
 #include "src/tier/sharedfs/shared_fs_tier.h"
 
@@ -102,6 +105,42 @@ TEST(NoticeFollowerTest, EachNoticeOnceOwnSkippedClockSkewWithinTheMargin) {
   EXPECT_TRUE(poll().empty());
   EXPECT_EQ(skipped, 1u);
   EXPECT_TRUE(poll().empty());
+}
+
+TEST(NoticeReadStateTest, RoundTripsAndADamagedOrMissingFileIsSaid) {
+  ScratchDir dir;
+  Env* env = Env::Default();
+  EXPECT_EQ(LoadNoticeReadState(env, dir.path()).status().code(), StatusCode::kNotFound);
+  NoticeReadState state;
+  state.last_read_us = kT0 + 17;
+  state.resume_us = kT0 - 5 * kSecond;
+  ASSERT_TRUE(SaveNoticeReadState(env, dir.path(), state).ok());
+  Result<NoticeReadState> back = LoadNoticeReadState(env, dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->last_read_us, state.last_read_us);
+  EXPECT_EQ(back->resume_us, state.resume_us);
+  // A saved state replaces the last one whole.
+  state.last_read_us += kSecond;
+  ASSERT_TRUE(SaveNoticeReadState(env, dir.path(), state).ok());
+  EXPECT_EQ(LoadNoticeReadState(env, dir.path())->last_read_us, state.last_read_us);
+
+  // Any changed digit, and a truncated file, are DataLoss, never a different time.
+  const std::string path = dir.path() + "/notice-state";
+  std::string text;
+  {
+    std::ifstream in(path);
+    std::getline(in, text);
+  }
+  text += "\n";
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (const std::string& damaged : {text.substr(0, i) + (text[i] == '1' ? '2' : '1') +
+                                           text.substr(i + 1),
+                                       text.substr(0, i)}) {
+      std::ofstream(path, std::ios::trunc) << damaged;
+      EXPECT_EQ(LoadNoticeReadState(env, dir.path()).status().code(), StatusCode::kDataLoss)
+          << "at " << i << ": " << damaged;
+    }
+  }
 }
 
 }  // namespace

@@ -273,9 +273,7 @@ StoreImpl::StoreImpl(const Options& options, StoreServices services,
   }
   if (shared_) {
     node_id_ = options_.shared.node_id.empty() ? g4::DefaultNodeId() : options_.shared.node_id;
-    MutexLock l(&notice_mu_);
-    follower_ = std::make_unique<NoticeFollower>(
-        shared_.get(), node_id_, options_.shared.notice_margin_seconds * 1000000);
+    CatchUpOnNotices();
   }
   if (options_.retention_scan_seconds != 0) {
     StartLoop(std::chrono::seconds(options_.retention_scan_seconds), [this] { PurgeExpired(); });
@@ -295,6 +293,10 @@ StoreImpl::~StoreImpl() {
   }
   loop_cv_.SignalAll();
   for (std::thread& t : loops_) t.join();
+  if (shared_ && disk_) {
+    MutexLock l(&notice_mu_);
+    SaveNoticeState(options_.env->NowMicros());
+  }
 }
 
 void StoreImpl::StartLoop(std::chrono::milliseconds interval, std::function<void()> work) {
@@ -687,6 +689,7 @@ StoreStats StoreImpl::Stats() const {
   stats.deletion_notices_published = notices_published_.load(std::memory_order_relaxed);
   stats.deletion_notices_applied = notices_applied_.load(std::memory_order_relaxed);
   stats.deletion_notices_pending = notices_pending_.load(std::memory_order_relaxed);
+  stats.notice_gap_resets = notice_gap_resets_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     stats.tenants.push_back(memory_->StatsForTenant(i));
   }

@@ -130,6 +130,15 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // Removes what a notice of another node names from G2 and G3 (and G4 again), and audits
   // it. Not OK when a tier failed: the notice is then applied again later.
   Status ApplyNotice(const DeletionNotice& notice);
+  // At open, before the store serves: resumes reading notices where this node stopped (kept
+  // beside G3), and empties G2 and G3 when it cannot know what it missed (no record with a
+  // non-empty G3, or no read for longer than G4 keeps notices). Then one round, unless
+  // notices are read only on request.
+  void CatchUpOnNotices() ABSL_LOCKS_EXCLUDED(notice_mu_);
+  // Empties G2 and G3 of every tenant (logged with `why`).
+  void DropLocalCopies(const std::string& why);
+  // Writes where this node stands in reading notices beside G3 (with G3).
+  void SaveNoticeState(uint64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(notice_mu_);
   // Whether a block first stored at `created_us` is past the tenant's maximum age at `now_us`.
   bool PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us) const;
   void AbortAllocation(uint64_t id) override { memory_->AbortReserved(id); }
@@ -157,11 +166,16 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::atomic<uint64_t> notices_published_{0};
   std::atomic<uint64_t> notices_applied_{0};
   std::atomic<uint64_t> notices_pending_{0};  // notice_retries_.size(), for Stats().
+  std::atomic<uint64_t> notice_gap_resets_{0};
   Mutex notice_mu_;
   std::unique_ptr<NoticeFollower> follower_ ABSL_GUARDED_BY(notice_mu_);
   // Notices whose apply failed (a G3 or G4 error), applied again at each round until they
   // succeed; oldest first, at most kMaxNoticeRetries.
   std::deque<DeletionNotice> notice_retries_ ABSL_GUARDED_BY(notice_mu_);
+  // This node's clock at its last successful read of the notices, and at the last save of
+  // that state beside G3.
+  uint64_t last_notice_read_us_ ABSL_GUARDED_BY(notice_mu_) = 0;
+  uint64_t notice_state_saved_us_ ABSL_GUARDED_BY(notice_mu_) = 0;
 
   Mutex loop_mu_;
   CondVar loop_cv_;

@@ -2,6 +2,7 @@
 // and applying the other nodes'. Applying one removes the blocks it names from this node's G2
 // and G3, and deletes them from G4 again in case this node's own uploads put them back there.
 
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <utility>
@@ -26,11 +27,81 @@ Status StoreImpl::Announce(DeletionNotice notice) {
 
 namespace {
 
-// Failed notices kept for another try. Past this, the oldest is dropped (and logged): a
-// restart applies every notice still in G4 again, since a new follower starts from the first.
+// Failed notices kept for another try. Past this, the oldest is dropped (and logged); the
+// saved resume point stays before it, so a restart applies it again.
 constexpr size_t kMaxNoticeRetries = 1000;
 
+// How often the read state is saved beside G3 while running (and at close). A crash loses at
+// most this much progress, which costs re-reading those notices, never missing one.
+constexpr uint64_t kNoticeStateSaveIntervalUs = 60'000'000;
+
+std::string Seconds(uint64_t us) { return std::to_string(us / 1000000) + " s"; }
+
 }  // namespace
+
+void StoreImpl::CatchUpOnNotices() {
+  const uint64_t now = options_.env->NowMicros();
+  const uint64_t margin = options_.shared.notice_margin_seconds * 1000000;
+  const uint64_t retention = options_.shared.notice_retention_seconds * 1000000;
+  {
+    MutexLock l(&notice_mu_);
+    // Without G3 (or with an empty one) nothing here predates this process: notices from now
+    // on are enough.
+    uint64_t resume = now;
+    uint64_t last_read = now;
+    if (disk_) {
+      Result<NoticeReadState> state = LoadNoticeReadState(options_.env, options_.disk.dir);
+      std::string why;
+      if (state.ok()) {
+        const uint64_t away = now > state->last_read_us ? now - state->last_read_us : 0;
+        if (away + margin > retention) {
+          why = "it read no deletion notice for " + Seconds(away) +
+                ", and G4 keeps them for " + Seconds(retention);
+        } else {
+          resume = state->resume_us;
+          last_read = state->last_read_us;  // Until a read succeeds: restarts do not reset it.
+        }
+      } else if (disk_->Stats().blocks != 0) {
+        why = state.status().code() == StatusCode::kNotFound
+                  ? "it has no record of the deletion notices it read"
+                  : state.status().ToString();
+      }
+      if (!why.empty()) DropLocalCopies(why);
+    }
+    follower_ = std::make_unique<NoticeFollower>(shared_.get(), node_id_, margin, resume);
+    last_notice_read_us_ = last_read;
+    if (disk_) SaveNoticeState(now);
+  }
+  if (options_.shared.notice_poll_ms == 0) return;
+  // Before serving: blocks deleted elsewhere while this node was down go now.
+  Result<uint64_t> applied = ApplyDeletionNotices();
+  if (!applied.ok()) options_.env->Log("deletion notices at open: " + applied.status().ToString());
+}
+
+void StoreImpl::DropLocalCopies(const std::string& why) {
+  options_.env->Log("emptying this node's G2 and G3: " + why +
+                    " (blocks deleted on other nodes meanwhile may be among its copies)");
+  for (uint32_t t = 0; t < options_.tenants.size(); ++t) {
+    memory_->EraseTenant(t);
+    if (!disk_) continue;
+    Result<uint64_t> erased = disk_->EraseTenant(t);
+    if (!erased.ok()) options_.env->Log("emptying G3: " + erased.status().ToString());
+  }
+  notice_gap_resets_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StoreImpl::SaveNoticeState(uint64_t now_us) {
+  NoticeReadState state;
+  state.last_read_us = last_notice_read_us_;
+  // Resume before any notice still waiting for a retry, so that a restart applies it.
+  state.resume_us = follower_->newest_us();
+  for (const DeletionNotice& n : notice_retries_) {
+    state.resume_us = std::min(state.resume_us, n.time_us);
+  }
+  const Status s = SaveNoticeReadState(options_.env, options_.disk.dir, state);
+  if (!s.ok()) options_.env->Log("deletion notices: read state not saved: " + s.ToString());
+  notice_state_saved_us_ = now_us;
+}
 
 Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
   if (!shared_) return Status::FailedPrecondition("deletion notices travel through G4: none here");
@@ -44,7 +115,18 @@ Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
     options_.env->Log("deletion notices: " + std::to_string(undecodable) +
                       " not understood by this build, skipped");
   }
+  const uint64_t now = options_.env->NowMicros();
   if (polled.ok()) {
+    // Notices older than the retention are gone from G4: if this node last read them longer
+    // ago than that, it cannot know what it missed.
+    const uint64_t margin = options_.shared.notice_margin_seconds * 1000000;
+    const uint64_t retention = options_.shared.notice_retention_seconds * 1000000;
+    const uint64_t gap = now > last_notice_read_us_ ? now - last_notice_read_us_ : 0;
+    if (gap + margin > retention) {
+      DropLocalCopies("it could not read the deletion notices for " + Seconds(gap) +
+                      ", and G4 keeps them for " + Seconds(retention));
+    }
+    last_notice_read_us_ = now;
     for (DeletionNotice& n : *polled) todo.push_back(std::move(n));
   }
   uint64_t applied = 0;
@@ -62,6 +144,7 @@ Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
   }
   notices_applied_.fetch_add(applied, std::memory_order_relaxed);
   notices_pending_.store(notice_retries_.size(), std::memory_order_relaxed);
+  if (disk_ && now - notice_state_saved_us_ >= kNoticeStateSaveIntervalUs) SaveNoticeState(now);
   if (!polled.ok()) return polled.status();
   return applied;
 }

@@ -79,7 +79,7 @@ janitor_interval_seconds = 60      # housekeeping pass (by the node holding the 
 janitor_lease_seconds = 60         # a dead janitor's lease is taken over after this (+1/6)
 notice_poll_ms = 2000              # apply the other nodes' deletions this often; 0 = never
 notice_margin_seconds = 300        # node clocks must agree this closely
-notice_retention_seconds = 604800  # deletion notices kept; a node away longer must empty its G3
+notice_retention_seconds = 604800  # deletion notices kept; a node away longer empties its G2/G3
 sync = true                        # fsync objects before publishing (shared file systems)
 compress = true
 encrypt = false                    # nodes must share [security] keystore_dir to read each other's

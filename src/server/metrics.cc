@@ -268,6 +268,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s) const {
   p.Single("kvtier_deletion_notices_pending", "gauge",
            "Other nodes' deletions whose apply failed here, retried at each poll.",
            s.deletion_notices_pending);
+  p.Single("kvtier_notice_gap_resets_total", "counter",
+           "G2 and G3 emptied because deletion notices may have been missed.",
+           s.notice_gap_resets);
 
   p.Single("kvtier_demoted_blocks_total", "counter", "G2 evictions written to G3.",
            s.demoted_blocks);
