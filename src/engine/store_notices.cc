@@ -1,6 +1,8 @@
 // StoreImpl's side of deletion notices (deletion_notices.h): announcing this node's deletions
 // and applying the other nodes'. Applying one removes the blocks it names from this node's G2
 // and G3, and deletes them from G4 again in case this node's own uploads put them back there.
+// Across restarts and G4 outages, where this node stands in reading them is kept beside G3,
+// and a node that may have missed notices empties its own copies.
 
 #include <algorithm>
 #include <deque>
@@ -27,8 +29,8 @@ Status StoreImpl::Announce(DeletionNotice notice) {
 
 namespace {
 
-// Failed notices kept for another try. Past this, the oldest is dropped (and logged); the
-// saved resume point stays before it, so a restart applies it again.
+// Failed notices kept for another try. Past this, the oldest is dropped (and logged): what it
+// names is already not served here, but a G3 tombstone or a G4 deletion may be missing.
 constexpr size_t kMaxNoticeRetries = 1000;
 
 // How often the read state is saved beside G3 while running (and at close). A crash loses at
@@ -37,12 +39,20 @@ constexpr uint64_t kNoticeStateSaveIntervalUs = 60'000'000;
 
 std::string Seconds(uint64_t us) { return std::to_string(us / 1000000) + " s"; }
 
+// Why a node whose last successful read of the notices was at `last_read_us` may have missed
+// some (the janitor removes them after the retention), or "" when it cannot have.
+std::string MissedNotices(uint64_t last_read_us, uint64_t now_us, const SharedTierOptions& o) {
+  const uint64_t gap = now_us > last_read_us ? now_us - last_read_us : 0;
+  const uint64_t retention = o.notice_retention_seconds * 1000000;
+  if (gap + o.notice_margin_seconds * 1000000 <= retention) return "";
+  return "it read no deletion notice for " + Seconds(gap) + ", and G4 keeps them for " +
+         Seconds(retention);
+}
+
 }  // namespace
 
 void StoreImpl::CatchUpOnNotices() {
   const uint64_t now = options_.env->NowMicros();
-  const uint64_t margin = options_.shared.notice_margin_seconds * 1000000;
-  const uint64_t retention = options_.shared.notice_retention_seconds * 1000000;
   {
     MutexLock l(&notice_mu_);
     // Without G3 (or with an empty one) nothing here predates this process: notices from now
@@ -53,11 +63,8 @@ void StoreImpl::CatchUpOnNotices() {
       Result<NoticeReadState> state = LoadNoticeReadState(options_.env, options_.disk.dir);
       std::string why;
       if (state.ok()) {
-        const uint64_t away = now > state->last_read_us ? now - state->last_read_us : 0;
-        if (away + margin > retention) {
-          why = "it read no deletion notice for " + Seconds(away) +
-                ", and G4 keeps them for " + Seconds(retention);
-        } else {
+        why = MissedNotices(state->last_read_us, now, options_.shared);
+        if (why.empty()) {
           resume = state->resume_us;
           last_read = state->last_read_us;  // Until a read succeeds: restarts do not reset it.
         }
@@ -68,7 +75,8 @@ void StoreImpl::CatchUpOnNotices() {
       }
       if (!why.empty()) DropLocalCopies(why);
     }
-    follower_ = std::make_unique<NoticeFollower>(shared_.get(), node_id_, margin, resume);
+    follower_ = std::make_unique<NoticeFollower>(
+        shared_.get(), node_id_, options_.shared.notice_margin_seconds * 1000000, resume);
     last_notice_read_us_ = last_read;
     if (disk_) SaveNoticeState(now);
   }
@@ -117,15 +125,9 @@ Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
   }
   const uint64_t now = options_.env->NowMicros();
   if (polled.ok()) {
-    // Notices older than the retention are gone from G4: if this node last read them longer
-    // ago than that, it cannot know what it missed.
-    const uint64_t margin = options_.shared.notice_margin_seconds * 1000000;
-    const uint64_t retention = options_.shared.notice_retention_seconds * 1000000;
-    const uint64_t gap = now > last_notice_read_us_ ? now - last_notice_read_us_ : 0;
-    if (gap + margin > retention) {
-      DropLocalCopies("it could not read the deletion notices for " + Seconds(gap) +
-                      ", and G4 keeps them for " + Seconds(retention));
-    }
+    // Cut off from G4 for longer than it keeps notices, this node cannot know what it missed.
+    const std::string why = MissedNotices(last_notice_read_us_, now, options_.shared);
+    if (!why.empty()) DropLocalCopies(why);
     last_notice_read_us_ = now;
     for (DeletionNotice& n : *polled) todo.push_back(std::move(n));
   }
@@ -137,7 +139,8 @@ Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
     }
     if (notice_retries_.size() == kMaxNoticeRetries) {
       options_.env->Log("deletion notice of " + notice_retries_.front().node +
-                        " dropped after failing repeatedly; a restart applies it again");
+                        " dropped after failing repeatedly: what it names is not served here, "
+                        "but may be left in G3 or G4");
       notice_retries_.pop_front();
     }
     notice_retries_.push_back(std::move(n));
