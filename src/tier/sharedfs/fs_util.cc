@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,17 +112,31 @@ Result<std::vector<std::string>> ListDir(const std::string& path) {
 }
 
 Status WriteNewFile(const std::string& path, std::span<const std::byte> data, bool sync,
-                    std::optional<uint64_t> mtime_us) {
+                    std::optional<uint64_t> mtime_us, std::span<const std::byte> tail) {
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoStatus(errno, "create", path);
   auto fail = [&](int err, std::string_view op) {
     ::unlink(path.c_str());
     return ErrnoStatus(err, op, path);
   };
+  const size_t total = data.size() + tail.size();
   size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::pwrite(fd.get(), data.data() + done, data.size() - done,
-                               static_cast<off_t>(done));
+  while (done < total) {
+    // What is left of data, then of tail.
+    iovec iov[2];
+    int count = 0;
+    size_t offset = done;
+    for (std::span<const std::byte> part : {data, tail}) {
+      if (offset >= part.size()) {
+        offset -= part.size();
+        continue;
+      }
+      iov[count].iov_base = const_cast<std::byte*>(part.data() + offset);
+      iov[count].iov_len = part.size() - offset;
+      ++count;
+      offset = 0;
+    }
+    const ssize_t n = ::pwritev(fd.get(), iov, count, static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return fail(errno, "write");

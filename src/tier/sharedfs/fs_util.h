@@ -40,10 +40,11 @@ Status MakeDirs(const std::string& path);
 // Names of the entries of a directory, without "." and "..".
 Result<std::vector<std::string>> ListDir(const std::string& path);
 
-// Writes `data` to a new file `path` (O_EXCL), sets its mtime to `mtime_us` when given, and
-// fsyncs it when `sync`. On error the file is removed.
+// Writes `data` followed by `tail` to a new file `path` (O_EXCL; one pwritev, so that a header
+// and a payload held apart need not be copied together), sets its mtime to `mtime_us` when
+// given, and fsyncs it when `sync`. On error the file is removed.
 Status WriteNewFile(const std::string& path, std::span<const std::byte> data, bool sync,
-                    std::optional<uint64_t> mtime_us);
+                    std::optional<uint64_t> mtime_us, std::span<const std::byte> tail = {});
 
 // Reads the whole file, or its first `max_bytes` bytes. *info receives fstat of the open file.
 Result<std::vector<std::byte>> ReadFile(const std::string& path, size_t max_bytes,

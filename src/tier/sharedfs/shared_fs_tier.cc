@@ -123,13 +123,15 @@ Status SharedFsTier::PutOne(const std::string& tenant_component, std::string_vie
     return Status::OK();
   }
   const uint64_t created = put.created_us != 0 ? put.created_us : env_->NowMicros();
-  Result<std::vector<std::byte>> object = g4::SealObject(options_.codec, tenant, put.key,
-                                                         put.session, created, put.dtype,
-                                                         put.value);
+  // Header and payload are written apart: a plain payload is the caller's value, not a copy.
+  Result<g4::SealedObject> object = g4::SealObjectParts(options_.codec, tenant, put.key,
+                                                        put.session, created, put.dtype,
+                                                        put.value);
   if (!object.ok()) return object.status();
 
   const std::string temp = NewTempPath();
-  KVTIER_RETURN_IF_ERROR(sharedfs::WriteNewFile(temp, *object, options_.sync, WriteTime()));
+  KVTIER_RETURN_IF_ERROR(sharedfs::WriteNewFile(temp, object->header, options_.sync, WriteTime(),
+                                                object->payload));
   // The session marker goes first: an object is never visible without its index entry, so
   // DeleteSession finds everything a session published, even after a crash here.
   if (put.session != 0) {
