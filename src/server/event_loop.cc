@@ -159,28 +159,31 @@ class Connection {
     }
   }
 
-  // Handles the buffered requests while replies fit, then writes.
+  // A whole request is buffered and may be handled.
+  bool CanHandle() const { return state_ == State::kOpen && !in_.empty() && needed_ <= in_.size(); }
+
+  // Handles the buffered requests while replies fit, writes, and goes on while writing made
+  // room: requests already read raise no readiness event, so stopping with room in the output
+  // and an empty socket buffer would leave them unanswered for good.
   void Pump() {
-    while (state_ == State::kOpen && !in_.empty() && needed_ <= in_.size()) {
-      if (out_.pending_bytes() > MaxOutput()) {
-        Flush();
-        if (out_.pending_bytes() > MaxOutput()) break;
-        continue;
+    for (;;) {
+      while (CanHandle() && out_.pending_bytes() <= MaxOutput()) {
+        ProtocolHandler::Outcome o = handler_->HandleOne(in_.data(), &out_);
+        if (o.action == ProtocolHandler::Outcome::Action::kNeedMore) {
+          needed_ = std::max(o.bytes_needed, in_.size() + 1);
+          break;
+        }
+        needed_ = 0;
+        if (o.action == ProtocolHandler::Outcome::Action::kClose) {
+          in_.Consume(in_.size());
+          state_ = State::kClosing;
+          break;
+        }
+        in_.Consume(o.consumed);
       }
-      ProtocolHandler::Outcome o = handler_->HandleOne(in_.data(), &out_);
-      if (o.action == ProtocolHandler::Outcome::Action::kNeedMore) {
-        needed_ = std::max(o.bytes_needed, in_.size() + 1);
-        break;
-      }
-      needed_ = 0;
-      if (o.action == ProtocolHandler::Outcome::Action::kClose) {
-        in_.Consume(in_.size());
-        state_ = State::kClosing;
-        break;
-      }
-      in_.Consume(o.consumed);
+      Flush();
+      if (!CanHandle() || out_.pending_bytes() > MaxOutput()) return;
     }
-    Flush();
   }
 
   static constexpr ssize_t kWouldBlock = -2;

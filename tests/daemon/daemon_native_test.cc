@@ -323,7 +323,7 @@ TEST(DaemonSlowClientTest, ClientThatDoesNotReadIsThrottledNotFatal) {
   EXPECT_TRUE(ReadReply(slow).status.ok());
   for (uint64_t id = 2; id < 66; ++id) {
     RawReply r = ReadReply(slow);
-    ASSERT_TRUE(r.ok);
+    ASSERT_TRUE(r.ok) << "no reply to request " << id << " (of 2..65)";
     EXPECT_EQ(r.header.request_id, id);
     auto items = protocol::DecodeGetMany({reinterpret_cast<const std::byte*>(r.body.data()), r.body.size()});
     ASSERT_TRUE(items.ok());
