@@ -1,8 +1,9 @@
 // G4 tier throughput driver for bench/g4_bench.sh: puts then gets `--blocks` blocks of
 // `--block-mib` MiB through SharedFsTier (fs) or S3Tier (s3), in batches of `--batch`, and
 // prints "put_MBps=<x> get_MBps=<y> put_cpu_s=<c> get_cpu_s=<d>" (MB = 10^6 bytes; c and d
-// are this process's CPU seconds in each phase). The script runs the raw baselines (fio on the same directory, curl
-// against the same S3 endpoint) and divides. `--put 0` only gets, the blocks an earlier run put.
+// are this process's CPU seconds in each phase). The script runs the raw baselines (fio on the
+// same directory, curl against the same S3 endpoint) and divides. `--put 0` only gets, the
+// blocks an earlier run put.
 //
 //   kvtier_g4_bench fs --root DIR [--blocks 128] [--block-mib 2] [--batch 1] [--threads 1]
 //                     [--drop-cache 0|1]

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 
 #include "kvtier/store.h"
 #include "src/env/fault_injection_env.h"
+#include "src/tier/disk/disk_test_util.h"
 
 namespace kvtier {
 namespace {
@@ -243,16 +243,10 @@ TEST_F(StoreSharedTierTest, ANoticeThatFailedToApplyIsAppliedAgainAndItsDeletion
   for (uint64_t k = 0; k < 6; ++k) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
 }
 
-// A clock the test moves; files are the real ones.
-class SettableClockEnv final : public Env {
- public:
-  uint64_t NowMicros() override { return now_us.load(); }
-  std::atomic<uint64_t> now_us{Env::Default()->NowMicros()};
-};
-
 TEST_F(StoreSharedTierTest, ANodeThatMayHaveMissedDeletionNoticesEmptiesItsG2AndG3) {
   constexpr uint64_t kDay = 24ull * 3600 * 1000000;
-  SettableClockEnv clock;
+  disk_test::ManualClock clock;  // Files are the real ones; the test moves the clock.
+  clock.now_us = Env::Default()->NowMicros();
   Options o = NodeOptions("node-c", 3, SharedTierOptions::WritePolicy::kOnDemotion);
   o.shared.notice_poll_ms = 0;  // Only the gap decides here, not the notices themselves.
   o.shared.notice_retention_seconds = 7 * 24 * 3600;
