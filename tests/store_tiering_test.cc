@@ -164,6 +164,25 @@ TEST_F(StoreTieringTest, DeleteRemovesEveryCopy) {
   for (uint64_t k = 0; k < 10; ++k) EXPECT_FALSE(Has(k)) << "block " << k << " after reopen";
 }
 
+TEST_F(StoreTieringTest, ReplaceKeepsTheSameBytesAndReplacesOthersInEveryTier) {
+  Open(2);
+  for (uint64_t k = 0; k < 8; ++k) ASSERT_TRUE(store_->Replace(tenant_, Key(k), Value(k)).ok());
+  Open(2);  // Now every block is in G3 only.
+  ASSERT_EQ(store_->Stats().blocks, 0u);
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(store_->Replace(tenant_, Key(k), Value(k)).ok());
+  EXPECT_EQ(store_->Stats().blocks, 0u) << "the same bytes in G3: nothing stored again";
+  EXPECT_EQ(store_->StatsForTenant(tenant_)->deletes, 0u);
+  ASSERT_TRUE(store_->Replace(tenant_, Key(5), Value(50)).ok());
+  std::vector<std::byte> out(kBlock);
+  ASSERT_TRUE(store_->Read(tenant_, Key(5), out).ok());
+  EXPECT_EQ(out, Value(50));
+  ASSERT_TRUE(store_->Replace(tenant_, Key(5), Value(51)).ok()) << "a value in G2 replaced again";
+  ASSERT_TRUE(store_->Read(tenant_, Key(5), out).ok());
+  EXPECT_EQ(out, Value(51));
+  Open(2);  // G2 is volatile: the new value is gone with it; the old one must stay gone.
+  EXPECT_EQ(store_->Read(tenant_, Key(5), out).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(StoreTieringTest, PinBringsAG3BlockBackToDram) {
   Open(2);
   for (uint64_t k = 0; k < 6; ++k) ASSERT_TRUE(Put(k).ok());

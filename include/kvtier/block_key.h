@@ -108,6 +108,11 @@ std::vector<BlockKey> ComputeBlockKeysFromSeed(const BlockKey& seed, uint32_t to
 inline constexpr size_t kMaxOpaqueKeyBytes = 1024;
 Result<BlockKey> OpaqueBlockKey(const Namespace& ns, std::span<const uint8_t> engine_hash);
 
+// The key of a value stored under a name rather than by content: RESP keys, and the string keys
+// of LMCache's L2 adapters (docs/block_keys.md, "Named values"):
+// SHA256("kvtier/resp/v1" || name). Names are scoped by the tenant that stores them.
+BlockKey NamedBlockKey(std::string_view name);
+
 }  // namespace kvtier
 
 #endif  // KVTIER_BLOCK_KEY_H_

@@ -5,7 +5,13 @@
 // is replaced by a new one on the next call. Calls are pipelined: each request carries an id and
 // the replies are matched by id, so any number of threads may call one Client at once, and the
 // *Async calls return as soon as the request is sent. Nothing throws; errors are Status values
-// with the server's codes (Unavailable when the connection failed: retry).
+// with the server's codes (Unavailable when the connection failed).
+//
+// Retries: a call that is safe to repeat (every blocking call but PinMany and UnpinMany) and
+// fails with Unavailable, because the connection broke or kvtierd is restarting, is sent again,
+// reconnecting as needed, for up to ClientOptions::retry_timeout_ms. Only the items that failed
+// are sent again. Blocks are immutable, so a repeated put stores nothing twice; a repeated delete
+// may report NotFound for a block the first attempt removed.
 //
 // Thread safety: every method may be called concurrently. Lifetime: futures returned by *Async
 // calls are fulfilled (with Unavailable if need be) before the Client's destructor returns.
@@ -60,6 +66,11 @@ struct ClientOptions {
   // large transfers proceed in parallel on a multi-core server.
   uint32_t connections = 1;
   ClientTlsOptions tls;
+  // How long a blocking call keeps retrying after Unavailable (see above), waiting
+  // retry_backoff_ms after the first failure and twice as long after each next one (at most
+  // 1 s). 0: no retries; the first Unavailable is returned.
+  uint32_t retry_timeout_ms = 10000;
+  uint32_t retry_backoff_ms = 10;
 };
 
 // What the server said in its HELLO reply.
@@ -103,6 +114,13 @@ class Client {
   // Reads blocks. NotFound for a miss.
   virtual Result<std::vector<std::byte>> Get(const BlockKey& key) = 0;
   virtual BlockValues GetMany(std::span<const BlockKey> keys) = 0;
+  // Reads each key's value straight from the socket into outs[i] (no copy through a client
+  // buffer) and returns its size. NotFound for a miss; OutOfRange when the value is larger than
+  // outs[i], which is then not written. After any other failure (the connection may break in
+  // the middle of a value) the contents of outs[i] are undefined. REQUIRES: outs.size() ==
+  // keys.size(); outs[i] stay valid, and the caller does not touch them, during the call.
+  virtual std::vector<Result<size_t>> GetManyInto(std::span<const BlockKey> keys,
+                                                  std::span<const std::span<std::byte>> outs) = 0;
 
   // How many leading keys are present, and in which tier (see Store::LookupPrefix).
   virtual Result<PrefixMatch> LookupPrefix(std::span<const BlockKey> keys) = 0;

@@ -282,6 +282,15 @@ class Store {
   // One status per write, in order.
   virtual std::vector<Status> PutMany(TenantId tenant, std::span<const BlockWrite> writes) = 0;
 
+  // Stores `value` under a key that names a mutable value (RESP's SET) rather than content: a
+  // key this node does not hold is put as Put does (nothing deleted, nothing announced); a key
+  // it holds (G2 or G3) with the same bytes is left as it is; with other bytes the old value
+  // is deleted as Delete does (every tier, with its deletion notice), then the new one put.
+  // Not atomic with concurrent writers of the key. A value that only G4 holds (put by another
+  // node) is not replaced there: G4 keeps the first value of a key.
+  virtual Status Replace(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
+                         const PutOptions& options = {}) = 0;
+
   // Zero-copy read: a lease on the block's bytes in the arena. NotFound on a miss.
   virtual Result<BlockHandle> Get(TenantId tenant, const BlockKey& key) = 0;
   virtual std::vector<Result<BlockHandle>> GetMany(TenantId tenant,

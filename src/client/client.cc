@@ -1,11 +1,15 @@
 #include "kvtier/client.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "src/client/client_connection.h"
+#include "src/client/get_into.h"
 #include "src/protocol/messages.h"
 
 namespace kvtier {
@@ -34,6 +38,39 @@ BlockValues FailedValues(const Status& s, size_t n) {
   return v;
 }
 
+Status StatusOf(const Status& s) { return s; }
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+bool Unavailable(const Status& s) { return s.code() == StatusCode::kUnavailable; }
+
+// Decides whether a call that failed with Unavailable is made again: within the retry time, after
+// a backoff that doubles up to 1 s.
+class Retrier {
+ public:
+  explicit Retrier(const ClientOptions& options)
+      : enabled_(options.retry_timeout_ms > 0),
+        deadline_(std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(options.retry_timeout_ms)),
+        backoff_(std::max<uint32_t>(1, options.retry_backoff_ms)) {}
+
+  // True, after the backoff, when another attempt is due.
+  bool Again() {
+    auto now = std::chrono::steady_clock::now();
+    if (!enabled_ || now >= deadline_) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff_, deadline_ - now));
+    backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(1000));
+    return true;
+  }
+
+ private:
+  const bool enabled_;
+  const std::chrono::steady_clock::time_point deadline_;
+  std::chrono::milliseconds backoff_;
+};
+
 // Splits [0, n) into runs of at most `limit`.
 std::vector<std::pair<size_t, size_t>> Chunks(size_t n, size_t limit) {
   std::vector<std::pair<size_t, size_t>> out;
@@ -60,6 +97,10 @@ class ClientImpl final : public Client {
   const ServerInfo& server_info() const override { return info_; }
 
   Status Ping() override {
+    return Retrying([&] { return PingOnce(); });
+  }
+
+  Status PingOnce() {
     auto promise = std::make_shared<std::promise<Status>>();
     std::future<Status> f = promise->get_future();
     Send(Opcode::kPing, {}, [promise](Reply r) {
@@ -75,6 +116,15 @@ class ClientImpl final : public Client {
   }
 
   std::vector<Status> PutMany(std::span<const BlockWrite> writes) override {
+    return RetryingItems<Status>(writes.size(), [&](std::span<const size_t> todo) {
+      std::vector<BlockWrite> subset;
+      subset.reserve(todo.size());
+      for (size_t i : todo) subset.push_back(writes[i]);
+      return PutManyOnce(subset);
+    });
+  }
+
+  std::vector<Status> PutManyOnce(std::span<const BlockWrite> writes) {
     // Requests fill up to max_batch entries and max_frame_bytes, and are all sent before the
     // first reply is awaited.
     constexpr uint64_t kMaxEntryBytes = 4 + 2 * kBlockKeySize + 1 + 8 + 1 + 8;
@@ -131,6 +181,35 @@ class ClientImpl final : public Client {
   }
 
   BlockValues GetMany(std::span<const BlockKey> keys) override {
+    BlockValues out;
+    out.values = RetryingItems<Result<std::span<const std::byte>>>(keys.size(), [&](std::span<const size_t> todo) {
+      std::vector<BlockKey> subset;
+      subset.reserve(todo.size());
+      for (size_t i : todo) subset.push_back(keys[i]);
+      BlockValues part = GetManyOnce(subset);
+      for (auto& b : part.buffers) out.buffers.push_back(std::move(b));
+      return std::move(part.values);
+    });
+    return out;
+  }
+
+  std::vector<Result<size_t>> GetManyInto(std::span<const BlockKey> keys,
+                                          std::span<const std::span<std::byte>> outs) override {
+    if (outs.size() != keys.size()) {
+      return std::vector<Result<size_t>>(keys.size(), Status::InvalidArgument("one buffer per key is needed"));
+    }
+    return RetryingItems<Result<size_t>>(keys.size(), [&](std::span<const size_t> todo) {
+      std::vector<BlockKey> k;
+      std::vector<std::span<std::byte>> o;
+      for (size_t i : todo) {
+        k.push_back(keys[i]);
+        o.push_back(outs[i]);
+      }
+      return GetManyIntoOnce(k, o);
+    });
+  }
+
+  BlockValues GetManyOnce(std::span<const BlockKey> keys) {
     std::vector<std::future<BlockValues>> futures;
     for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
       futures.push_back(GetManyAsync(keys.subspan(b, e - b)));
@@ -160,6 +239,65 @@ class ClientImpl final : public Client {
       if (!progress) break;
     }
     return out;
+  }
+
+  std::vector<Result<size_t>> GetManyIntoOnce(std::span<const BlockKey> keys,
+                                              std::span<const std::span<std::byte>> outs) {
+    // Requests are cut so that the buffers of one fit in a reply, and are all sent before the
+    // first reply is awaited.
+    constexpr uint64_t kMaxItemBytes = 3 + 8;
+    std::vector<std::future<std::vector<Result<size_t>>>> futures;
+    size_t begin = 0;
+    while (begin < keys.size()) {
+      size_t end = begin;
+      uint64_t bytes = 64;
+      while (end < keys.size() && end - begin < info_.max_batch &&
+             (end == begin || bytes + kMaxItemBytes + outs[end].size() <= info_.max_frame_bytes)) {
+        bytes += kMaxItemBytes + outs[end].size();
+        ++end;
+      }
+      futures.push_back(GetManyIntoAsync(keys.subspan(begin, end - begin), outs.subspan(begin, end - begin)));
+      begin = end;
+    }
+    std::vector<Result<size_t>> out;
+    out.reserve(keys.size());
+    for (auto& f : futures) {
+      for (Result<size_t>& r : f.get()) out.push_back(std::move(r));
+    }
+    // A value that did not fit in its reply (the buffers under-estimated it) is asked for
+    // again on its own, once.
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out[i].ok() && out[i].status().code() == StatusCode::kResourceExhausted) {
+        out[i] = std::move(GetManyIntoAsync(keys.subspan(i, 1), outs.subspan(i, 1)).get()[0]);
+      }
+    }
+    return out;
+  }
+
+  std::future<std::vector<Result<size_t>>> GetManyIntoAsync(std::span<const BlockKey> keys,
+                                                           std::span<const std::span<std::byte>> outs) {
+    struct Call {
+      std::vector<std::span<std::byte>> outs;
+      std::vector<Result<size_t>> results;
+      std::promise<std::vector<Result<size_t>>> promise;
+    };
+    auto call = std::make_shared<Call>();
+    call->outs.assign(outs.begin(), outs.end());
+    std::future<std::vector<Result<size_t>>> f = call->promise.get_future();
+    std::string body;
+    protocol::EncodeKeyList(keys, &body);
+    std::span<const std::byte> piece = AsBytes(body);
+    size_t n = keys.size();
+    Send(
+        Opcode::kGetMany, std::span(&piece, 1),
+        [call, n](Reply r) {
+          if (!r.status.ok()) call->results.assign(n, Result<size_t>(r.status));
+          call->promise.set_value(std::move(call->results));
+        },
+        [call](size_t length, const client::BodyRead& read) {
+          return client::ReadGetManyInto(length, read, call->outs, &call->results);
+        });
+    return f;
   }
 
   std::future<BlockValues> GetManyAsync(std::span<const BlockKey> keys) override {
@@ -193,6 +331,10 @@ class ClientImpl final : public Client {
   }
 
   Result<PrefixMatch> LookupPrefix(std::span<const BlockKey> keys) override {
+    return Retrying([&] { return LookupPrefixOnce(keys); });
+  }
+
+  Result<PrefixMatch> LookupPrefixOnce(std::span<const BlockKey> keys) {
     PrefixMatch total;
     for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
       Result<PrefixMatch> m = LookupPrefixAsync(keys.subspan(b, e - b)).get();
@@ -224,6 +366,10 @@ class ClientImpl final : public Client {
   }
 
   Result<std::vector<std::optional<TierLevel>>> Exists(std::span<const BlockKey> keys) override {
+    return Retrying([&] { return ExistsOnce(keys); });
+  }
+
+  Result<std::vector<std::optional<TierLevel>>> ExistsOnce(std::span<const BlockKey> keys) {
     std::vector<std::optional<TierLevel>> out;
     for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
       Result<Reply> r = Call(Opcode::kExists, keys.subspan(b, e - b));
@@ -241,6 +387,15 @@ class ClientImpl final : public Client {
   Status Delete(const BlockKey& key) override { return DeleteMany(std::span(&key, 1))[0]; }
 
   std::vector<Status> DeleteMany(std::span<const BlockKey> keys) override {
+    return RetryingItems<Status>(keys.size(), [&](std::span<const size_t> todo) {
+      std::vector<BlockKey> subset;
+      subset.reserve(todo.size());
+      for (size_t i : todo) subset.push_back(keys[i]);
+      return DeleteManyOnce(subset);
+    });
+  }
+
+  std::vector<Status> DeleteManyOnce(std::span<const BlockKey> keys) {
     std::vector<Status> out;
     for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
       protocol::DeleteRequest req;
@@ -258,11 +413,11 @@ class ClientImpl final : public Client {
     std::string body;
     protocol::EncodeDeleteSession(session, &body);
     std::span<const std::byte> piece = AsBytes(body);
-    return DeletionReply(Wait(Opcode::kDeleteSession, std::span(&piece, 1)));
+    return Retrying([&] { return DeletionReply(Wait(Opcode::kDeleteSession, std::span(&piece, 1))); });
   }
 
   Result<DeletionReport> DeleteAllBlocks() override {
-    return DeletionReply(Wait(Opcode::kDeleteTenant, {}));
+    return Retrying([&] { return DeletionReply(Wait(Opcode::kDeleteTenant, {})); });
   }
 
   std::vector<Status> PinMany(std::span<const BlockKey> keys) override {
@@ -273,6 +428,10 @@ class ClientImpl final : public Client {
   }
 
   Status Prefetch(std::span<const BlockKey> keys) override {
+    return Retrying([&] { return PrefetchOnce(keys); });
+  }
+
+  Status PrefetchOnce(std::span<const BlockKey> keys) {
     for (auto [b, e] : Chunks(keys.size(), info_.max_batch)) {
       Result<Reply> r = Call(Opcode::kPrefetch, keys.subspan(b, e - b));
       if (!r.ok()) return r.status();
@@ -281,6 +440,10 @@ class ClientImpl final : public Client {
   }
 
   Result<TenantStats> Stats() override {
+    return Retrying([&] { return StatsOnce(); });
+  }
+
+  Result<TenantStats> StatsOnce() {
     Reply r = Wait(Opcode::kStats, {});
     if (!r.status.ok()) return r.status;
     Result<protocol::StatsReply> reply = protocol::DecodeStats(r.bytes());
@@ -312,6 +475,37 @@ class ClientImpl final : public Client {
   }
 
  private:
+  // Calls `once` again while it fails with Unavailable, within the retry time.
+  template <typename F>
+  std::invoke_result_t<F> Retrying(F once) {
+    Retrier retrier(options_);
+    for (;;) {
+      auto result = once();
+      if (!Unavailable(StatusOf(result)) || !retrier.Again()) return result;
+    }
+  }
+
+  // For batches: `once(todo)` returns one result per index of `todo`; the items that failed
+  // with Unavailable are tried again, within the retry time.
+  template <typename R, typename F>
+  std::vector<R> RetryingItems(size_t n, F once) {
+    std::vector<R> out(n, R(Status::Internal("not attempted")));
+    std::vector<size_t> todo(n);
+    for (size_t i = 0; i < n; ++i) todo[i] = i;
+    Retrier retrier(options_);
+    while (!todo.empty()) {
+      std::vector<R> results = once(std::span<const size_t>(todo));
+      std::vector<size_t> again;
+      for (size_t j = 0; j < todo.size(); ++j) {
+        if (Unavailable(StatusOf(results[j]))) again.push_back(todo[j]);
+        out[todo[j]] = std::move(results[j]);
+      }
+      if (again.empty() || !retrier.Again()) break;
+      todo = std::move(again);
+    }
+    return out;
+  }
+
   static std::vector<Status> ItemStatuses(const Reply& r, size_t n) {
     if (!r.status.ok()) return Repeat(r.status, n);
     Result<std::vector<Status>> statuses = protocol::DecodeItemStatuses(r.bytes());
@@ -362,7 +556,7 @@ class ClientImpl final : public Client {
 
   // Sends on the next connection, replacing it first if it broke.
   void Send(Opcode op, std::span<const std::span<const std::byte>> pieces,
-            ClientConnection::ReplyHandler on_reply) {
+            ClientConnection::ReplyHandler on_reply, ClientConnection::BodySink sink = nullptr) {
     std::shared_ptr<ClientConnection> conn;
     Status reconnect;
     {
@@ -382,7 +576,7 @@ class ClientImpl final : public Client {
       on_reply({reconnect, nullptr, 0});
       return;
     }
-    conn->Send(op, pieces, std::move(on_reply));
+    conn->Send(op, pieces, std::move(on_reply), std::move(sink));
   }
 
   const ClientOptions options_;

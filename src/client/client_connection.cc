@@ -187,7 +187,7 @@ Status ClientConnection::WriteFrame(const FrameHeader& header,
   return Status::OK();
 }
 
-Status ClientConnection::ReadFrame(FrameHeader* header, Reply* reply) {
+Status ClientConnection::ReadHeader(FrameHeader* header) {
   std::byte head[protocol::kHeaderSize];
   KVTIER_RETURN_IF_ERROR(ReadExact(head, sizeof(head)));
   // Replies may be as large as the largest request plus a directory.
@@ -198,14 +198,23 @@ Status ClientConnection::ReadFrame(FrameHeader* header, Reply* reply) {
   if (!(header->flags & protocol::kFlagResponse)) {
     return Status::InvalidArgument("kvtierd sent a frame that is not a response");
   }
-  reply->size = header->body_length;
+  return Status::OK();
+}
+
+Status ClientConnection::ReadBody(const FrameHeader& header, Reply* reply) {
+  reply->size = header.body_length;
   reply->body = std::make_unique_for_overwrite<std::byte[]>(reply->size);
   KVTIER_RETURN_IF_ERROR(ReadExact(reply->body.get(), reply->size));
-  if (header->opcode == static_cast<uint8_t>(Opcode::kError)) {
+  if (header.opcode == static_cast<uint8_t>(Opcode::kError)) {
     Status s = protocol::DecodeResponseStatus(reply->bytes());
     return s.ok() ? Status::Internal("kvtierd sent an ERROR frame with status OK") : s;
   }
   return Status::OK();
+}
+
+Status ClientConnection::ReadFrame(FrameHeader* header, Reply* reply) {
+  KVTIER_RETURN_IF_ERROR(ReadHeader(header));
+  return ReadBody(*header, reply);
 }
 
 Status ClientConnection::ReadExact(std::byte* out, size_t n) {
@@ -213,7 +222,7 @@ Status ClientConnection::ReadExact(std::byte* out, size_t n) {
 }
 
 void ClientConnection::Send(Opcode opcode, std::span<const std::span<const std::byte>> pieces,
-                            ReplyHandler on_reply) {
+                            ReplyHandler on_reply, BodySink sink) {
   FrameHeader h;
   h.opcode = static_cast<uint8_t>(opcode);
   h.request_id = next_id_++;
@@ -230,7 +239,7 @@ void ClientConnection::Send(Opcode opcode, std::span<const std::span<const std::
   {
     MutexLock lock(&mu_);
     failure = failure_;
-    if (failure.ok()) pending_.emplace(h.request_id, std::move(on_reply));
+    if (failure.ok()) pending_.emplace(h.request_id, Pending{std::move(on_reply), std::move(sink)});
   }
   if (!failure.ok()) {
     on_reply({failure, nullptr, 0});
@@ -245,40 +254,52 @@ void ClientConnection::Send(Opcode opcode, std::span<const std::span<const std::
 }
 
 void ClientConnection::ReaderLoop() {
+  const BodyRead read = [this](std::byte* out, size_t n) { return ReadExact(out, n); };
   for (;;) {
     FrameHeader h;
-    Reply reply;
-    Status s = ReadFrame(&h, &reply);
+    Status s = ReadHeader(&h);
+    if (s.ok() && h.opcode == static_cast<uint8_t>(Opcode::kError)) {
+      Reply error;
+      s = ReadBody(h, &error);  // The server's reason; it closes the connection after it.
+    }
     if (!s.ok()) {
       FailAll(s);
       return;
     }
-    ReplyHandler handler;
+    Pending pending;
     {
       MutexLock lock(&mu_);
       auto it = pending_.find(h.request_id);
       if (it != pending_.end()) {
-        handler = std::move(it->second);
+        pending = std::move(it->second);
         pending_.erase(it);
       }
     }
-    if (!handler) {
+    if (!pending.on_reply) {
       FailAll(Status::Internal("kvtierd replied to unknown request id " + std::to_string(h.request_id)));
       return;
     }
-    handler(std::move(reply));
+    Reply reply;
+    s = pending.sink ? pending.sink(h.body_length, read) : ReadBody(h, &reply);
+    if (!s.ok()) {
+      // A read failed: the connection is gone, this request with it.
+      pending.on_reply({s, nullptr, 0});
+      FailAll(s);
+      return;
+    }
+    pending.on_reply(std::move(reply));
   }
 }
 
 void ClientConnection::FailAll(const Status& status) {
   broken_.store(true);
-  std::unordered_map<uint64_t, ReplyHandler> pending;
+  std::unordered_map<uint64_t, Pending> pending;
   {
     MutexLock lock(&mu_);
     if (failure_.ok()) failure_ = status;
     pending.swap(pending_);
   }
-  for (auto& [id, handler] : pending) handler({status, nullptr, 0});
+  for (auto& [id, p] : pending) p.on_reply({status, nullptr, 0});
   // Unblock a reader that may still be waiting (FailAll from a failed write).
   shutdown(fd_, SHUT_RDWR);
 }

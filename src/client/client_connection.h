@@ -32,9 +32,16 @@ struct Reply {
   std::span<const std::byte> bytes() const { return {body.get(), size}; }
 };
 
+// Reads exactly n bytes of the reply body from the connection into `out`.
+using BodyRead = std::function<Status(std::byte* out, size_t n)>;
+
 class ClientConnection {
  public:
   using ReplyHandler = std::function<void(Reply)>;
+  // Takes a reply body of `length` bytes straight from the connection, on the reader thread,
+  // instead of receiving it into one buffer. It must read exactly `length` bytes through
+  // `read` unless a read fails; it returns that read's error, or OK.
+  using BodySink = std::function<Status(size_t length, const BodyRead& read)>;
 
   // Connects to options.endpoint and exchanges HELLO. Unavailable when unreachable; the
   // server's error (Unauthenticated, ...) when it refuses the HELLO.
@@ -46,9 +53,10 @@ class ClientConnection {
   // Sends one request made of `pieces` (written in order with gathered I/O, straight from the
   // caller's memory; they need to stay valid during the call only). `on_reply` is called
   // exactly once: on the reader thread with the reply, or with an error status when the
-  // connection fails (possibly on this thread, before Send returns).
+  // connection fails (possibly on this thread, before Send returns). With a `sink`, a reply
+  // that is not an ERROR frame is read by the sink and `on_reply` gets an empty body.
   void Send(protocol::Opcode opcode, std::span<const std::span<const std::byte>> pieces,
-            ReplyHandler on_reply);
+            ReplyHandler on_reply, BodySink sink = nullptr);
 
   bool broken() const { return broken_.load(); }
   const ServerInfo& info() const { return info_; }
@@ -60,7 +68,11 @@ class ClientConnection {
   Status ReadExact(std::byte* out, size_t n);
   Status WriteFrame(const protocol::FrameHeader& header,
                     std::span<const std::span<const std::byte>> pieces);
-  // Reads one whole frame. Unavailable on EOF or error; InvalidArgument for a bad frame.
+  // Reads one frame header. Unavailable on EOF or error; InvalidArgument for a bad frame.
+  Status ReadHeader(protocol::FrameHeader* header);
+  // Reads the body of a frame whose header was read. An ERROR frame's status is returned.
+  Status ReadBody(const protocol::FrameHeader& header, Reply* reply);
+  // Both.
   Status ReadFrame(protocol::FrameHeader* header, Reply* reply);
   void ReaderLoop();
   void FailAll(const Status& status);
@@ -72,7 +84,11 @@ class ClientConnection {
   std::atomic<bool> broken_{false};
   Mutex write_mu_;
   Mutex mu_;
-  std::unordered_map<uint64_t, ReplyHandler> pending_ ABSL_GUARDED_BY(mu_);
+  struct Pending {
+    ReplyHandler on_reply;
+    BodySink sink;
+  };
+  std::unordered_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   Status failure_ ABSL_GUARDED_BY(mu_);
   std::thread reader_;
 };

@@ -185,4 +185,12 @@ Result<BlockKey> OpaqueBlockKey(const Namespace& ns, std::span<const uint8_t> en
   return BlockKey(h.Final());
 }
 
+BlockKey NamedBlockKey(std::string_view name) {
+  static constexpr std::string_view kNamedTag = "kvtier/resp/v1";
+  Sha256 h;
+  h.Update(kNamedTag.data(), kNamedTag.size());
+  h.Update(name.data(), name.size());
+  return BlockKey(h.Final());
+}
+
 }  // namespace kvtier

@@ -79,6 +79,8 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
                                    std::span<const uint32_t> tokens) override;
   std::vector<Result<PrefixMatch>> LookupPrefixMany(
       TenantId tenant, std::span<const std::span<const BlockKey>> prompts) override;
+  Status Replace(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
+                 const PutOptions& options) override;
   Status Delete(TenantId tenant, const BlockKey& key) override;
   std::vector<Status> DeleteMany(TenantId tenant, std::span<const BlockKey> keys) override;
   Status Pin(TenantId tenant, const BlockKey& key) override;

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "src/common/sha256.h"
 #include "src/protocol/resp.h"
 #include "src/server/handler.h"
 
@@ -19,10 +18,6 @@ using protocol::AppendInteger;
 using protocol::AppendNullBulk;
 using protocol::AppendSimpleString;
 using Action = ProtocolHandler::Outcome::Action;
-
-// Redis keys are byte strings of any length; kvtier keys are 32 bytes. A RESP key maps to
-// SHA256(kRespKeyDomain || key), within the tenant of the connection.
-constexpr std::string_view kRespKeyDomain = "kvtier/resp/v1";
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -72,11 +67,8 @@ class RespHandler final : public ProtocolHandler {
   void OnIdleTimeout(OutputQueue*) override {}  // Redis closes idle clients silently.
 
  private:
-  BlockKey KeyFor(std::string_view key) {
-    sha_.Update(kRespKeyDomain.data(), kRespKeyDomain.size());
-    sha_.Update(key.data(), key.size());
-    return BlockKey(sha_.Final());
-  }
+  // Redis keys are byte strings of any length, within the tenant of the connection.
+  static BlockKey KeyFor(std::string_view key) { return NamedBlockKey(key); }
 
   static std::span<const std::byte> Bytes(std::string_view s) {
     return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -366,10 +358,8 @@ class RespHandler final : public ProtocolHandler {
         return;
       }
     }
-    // Blocks are immutable in the Store; SET replaces, so the old value goes first.
-    Status deleted = ctx_->store->Delete(tenant, key);
-    (void)deleted;  // NotFound is the common case and fine.
-    Status s = ctx_->store->Put(tenant, key, Bytes(args_[2]));
+    // A RESP key names a value that SET may change; a new key or the same bytes delete nothing.
+    Status s = ctx_->store->Replace(tenant, key, Bytes(args_[2]));
     if (s.ok()) {
       AppendSimpleString("OK", &reply_);
     } else {
@@ -378,19 +368,14 @@ class RespHandler final : public ProtocolHandler {
   }
 
   void MSet(TenantId tenant) {
-    std::vector<BlockWrite> writes;
-    std::vector<BlockKey> keys;
-    for (size_t i = 1; i + 1 < args_.size(); i += 2) {
-      if (args_[i + 1].empty()) {
+    for (size_t i = 2; i < args_.size(); i += 2) {
+      if (args_[i].empty()) {
         AppendError("ERR kvtier does not store empty values", &reply_);
         return;
       }
-      keys.push_back(KeyFor(args_[i]));
-      writes.push_back({keys.back(), Bytes(args_[i + 1]), std::nullopt});
     }
-    std::vector<Status> deleted = ctx_->store->DeleteMany(tenant, keys);
-    (void)deleted;  // NotFound is fine: MSET replaces whatever is there.
-    for (const Status& s : ctx_->store->PutMany(tenant, writes)) {
+    for (size_t i = 1; i + 1 < args_.size(); i += 2) {
+      Status s = ctx_->store->Replace(tenant, KeyFor(args_[i]), Bytes(args_[i + 1]));
       if (!s.ok()) {
         AppendError(ErrorFor(s), &reply_);
         return;
@@ -448,7 +433,6 @@ class RespHandler final : public ProtocolHandler {
   std::vector<std::string_view> args_;
   std::string reply_;
   std::string client_name_;
-  Sha256 sha_;
 };
 
 }  // namespace

@@ -101,7 +101,25 @@ name = "acme"
 token = "acme-token"
 )";
     std::ofstream(dir_ / "kvtierd.toml") << config;
+    Start();
+  }
+
+  ~Daemon() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kvtierd did not shut down cleanly";
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Starts kvtierd (again, after Stop or Kill) with the same configuration and data directory:
+  // the same Unix socket path, new TCP ports.
+  void Start() {
+    values_.clear();
     std::string port_file = (dir_ / "ports").string();
+    std::filesystem::remove(port_file);
     std::string config_file = (dir_ / "kvtierd.toml").string();
     pid_ = fork();
     if (pid_ == 0) {
@@ -129,16 +147,6 @@ token = "acme-token"
       size_t eq = line.find('=');
       values_[line.substr(0, eq)] = line.substr(eq + 1);
     }
-  }
-
-  ~Daemon() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kvtierd did not shut down cleanly";
-    }
-    std::filesystem::remove_all(dir_);
   }
 
   // Sends SIGTERM and returns kvtierd's exit code (-1 if it died of a signal).

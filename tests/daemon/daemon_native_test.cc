@@ -1,5 +1,6 @@
 // kvtierd's native protocol end to end, through the C++ client and through raw bytes.
 
+#include <algorithm>
 #include <future>
 #include <string>
 #include <vector>
@@ -86,6 +87,84 @@ TEST(DaemonNativeTest, RoundTripsOverTcpAndUnixSocket) {
   EXPECT_EQ(stats->name, "default");
   EXPECT_EQ(stats->puts, 3u);
   EXPECT_EQ(stats->blocks, 2u);
+}
+
+TEST(DaemonNativeTest, GetManyIntoReadsStraightIntoTheCallersBuffers) {
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  auto c = Connect(d.tcp_endpoint());
+  ASSERT_NE(c, nullptr);
+  std::vector<std::vector<std::byte>> values = {RandomValue(1, 100), RandomValue(2, 3 * kMiB),
+                                                RandomValue(3, 4096)};
+  for (uint32_t i = 0; i < values.size(); ++i) ASSERT_TRUE(c->Put(TestKey(i), values[i]).ok());
+
+  // Exact, larger, smaller (not written), and a miss.
+  std::vector<std::vector<std::byte>> bufs = {std::vector<std::byte>(100),
+                                              std::vector<std::byte>(4 * kMiB, std::byte{0xab}),
+                                              std::vector<std::byte>(4095, std::byte{0xcd}),
+                                              std::vector<std::byte>(10)};
+  std::vector<std::span<std::byte>> outs(bufs.begin(), bufs.end());
+  std::vector<BlockKey> keys = {TestKey(0), TestKey(1), TestKey(2), TestKey(99)};
+  std::vector<Result<size_t>> got = c->GetManyInto(keys, outs);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(*got[0], 100u);
+  EXPECT_TRUE(Same(outs[0], values[0]));
+  ASSERT_TRUE(got[1].ok()) << got[1].status().ToString();
+  EXPECT_EQ(*got[1], 3 * kMiB);
+  EXPECT_TRUE(Same(outs[1].first(3 * kMiB), values[1]));
+  EXPECT_EQ(bufs[1][3 * kMiB], std::byte{0xab}) << "wrote past the value";
+  EXPECT_EQ(got[2].status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(std::count(bufs[2].begin(), bufs[2].end(), std::byte{0xcd}), 4095) << "a value that does not fit must not be written";
+  EXPECT_EQ(got[3].status().code(), StatusCode::kNotFound);
+
+  // More than one reply holds (max_frame_bytes is 4 MiB + 64 KiB): split into several requests.
+  std::vector<BlockWrite> writes;
+  std::vector<std::vector<std::byte>> many;
+  for (uint32_t i = 0; i < 24; ++i) many.push_back(RandomValue(100 + i, kMiB + i));
+  for (uint32_t i = 0; i < 24; ++i) writes.push_back({TestKey(100 + i), many[i], std::nullopt, 0, std::nullopt});
+  for (const Status& s : c->PutMany(writes)) ASSERT_TRUE(s.ok()) << s.ToString();
+  std::vector<BlockKey> many_keys;
+  std::vector<std::vector<std::byte>> many_bufs;
+  for (uint32_t i = 0; i < 24; ++i) {
+    many_keys.push_back(TestKey(100 + i));
+    many_bufs.emplace_back(kMiB + i);
+  }
+  std::vector<std::span<std::byte>> many_outs(many_bufs.begin(), many_bufs.end());
+  got = c->GetManyInto(many_keys, many_outs);
+  for (uint32_t i = 0; i < 24; ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_TRUE(Same(many_outs[i], many[i])) << i;
+  }
+}
+
+TEST(DaemonNativeTest, CallsRetryWhileKvtierdRestarts) {
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  ClientOptions o;
+  o.endpoint = d.unix_endpoint();
+  o.connections = 2;
+  auto retrying = std::move(Client::Connect(o)).value();
+  o.retry_timeout_ms = 0;
+  auto once = std::move(Client::Connect(o)).value();
+  std::vector<std::byte> value = RandomValue(7, 64 * 1024);
+  ASSERT_TRUE(retrying->Put(TestKey(1), value).ok());
+
+  ASSERT_EQ(d.Stop(), 0);
+  EXPECT_EQ(once->Ping().code(), StatusCode::kUnavailable) << "without retries, the first failure is returned";
+  // Put while kvtierd is down: it retries until the daemon is back.
+  std::future<Status> put = std::async(std::launch::async, [&] { return retrying->Put(TestKey(2), value); });
+  d.Start();
+  ASSERT_TRUE(d.running());
+  Status s = put.get();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  Result<std::vector<std::byte>> back = retrying->Get(TestKey(2));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(Same(*back, value));
+  std::vector<std::byte> buf(value.size());
+  std::vector<std::span<std::byte>> outs = {buf};
+  EXPECT_TRUE(retrying->GetManyInto(std::vector<BlockKey>{TestKey(2)}, outs)[0].ok());
+  EXPECT_TRUE(once->Ping().ok()) << "the broken connection is replaced on the next call";
 }
 
 TEST(DaemonNativeTest, TenantsAuthenticateAndAreIsolated) {

@@ -1,6 +1,7 @@
 // kvtierd's RESP2 and HTTP endpoints, byte for byte. (redis-cli, redis-benchmark, curl and
 // promtool are exercised by daemon_tools_test.sh.)
 
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -34,6 +35,48 @@ std::string Command(std::initializer_list<std::string_view> args) {
   std::string out = "*" + std::to_string(args.size()) + "\r\n";
   for (std::string_view a : args) out += "$" + std::to_string(a.size()) + "\r\n" + std::string(a) + "\r\n";
   return out;
+}
+
+// LMCache's RESP adapters SET each chunk once under a content hash: a SET of a new key must
+// not delete anything nor announce a deletion to the other nodes through G4.
+TEST(DaemonRespTest, SetOfANewKeyOrOfTheSameBytesDeletesNothing) {
+  std::filesystem::path g4 = std::filesystem::temp_directory_path() /
+                             ("kvtier_resp_g4_" + std::to_string(getpid()));
+  std::filesystem::remove_all(g4);
+  std::filesystem::create_directories(g4);
+  {
+    Daemon d("[shared]\nlocation = \"" + g4.string() + "\"\nnode_id = \"a\"\n");
+    ASSERT_TRUE(d.running());
+    ClientOptions o;
+    o.endpoint = d.tcp_endpoint();
+    auto native = std::move(Client::Connect(o)).value();
+    int fd = ConnectTcp(d.resp_port());
+    std::string pipeline;
+    for (int i = 0; i < 200; ++i) pipeline += Command({"SET", "chunk:" + std::to_string(i), std::string(1000, 'a' + i % 26)});
+    for (int i = 0; i < 200; ++i) pipeline += Command({"SET", "chunk:" + std::to_string(i), std::string(1000, 'a' + i % 26)});
+    SendAll(fd, pipeline);
+    for (int i = 0; i < 400; ++i) ASSERT_EQ(ReadResp(fd), "+OK\r\n") << i;
+    Result<TenantStats> stats = native->Stats();
+    ASSERT_TRUE(stats.ok());
+    EXPECT_EQ(stats->deletes, 0u);
+    EXPECT_EQ(stats->puts, 200u) << "a SET of the same bytes stores nothing";
+    auto notices = [&] {
+      std::filesystem::path dir = g4 / "kvtier-g4" / "v1" / "notices";
+      if (!std::filesystem::exists(dir)) return 0;
+      return static_cast<int>(std::distance(std::filesystem::directory_iterator(dir), {}));
+    };
+    EXPECT_EQ(notices(), 0);
+
+    // A changed value replaces the old one, which is deleted everywhere and announced once.
+    SendAll(fd, Command({"SET", "chunk:7", "changed"}) + Command({"GET", "chunk:7"}));
+    EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+    EXPECT_EQ(ReadResp(fd), "$7\r\nchanged\r\n");
+    stats = native->Stats();
+    EXPECT_EQ(stats->deletes, 1u);
+    EXPECT_EQ(notices(), 1);
+    close(fd);
+  }
+  std::filesystem::remove_all(g4);
 }
 
 TEST(DaemonRespTest, SetGetExistsDelAndFriends) {
