@@ -1,12 +1,14 @@
 # Sourced by scripts/run and scripts/test: installs the Debian packages kvtier needs, once.
-# Everything comes from Debian's archive; nothing is downloaded at build time.
+# The C++ core builds from Debian's archive only; nothing is downloaded at build time. The
+# Python package's tests and the engine packages they run against come from PyPI, pinned, into
+# a virtual environment under build/ (kvtier_install_python_deps).
 
 KVTIER_PACKAGES=(
   # toolchain
-  cmake ninja-build g++ clang lld libclang-rt-14-dev pkg-config python3
+  cmake ninja-build g++ clang lld libclang-rt-14-dev pkg-config python3 python3-dev python3-venv
   # libraries
   libssl-dev libabsl-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
-  libzstd-dev liburing-dev libxxhash-dev libgtest-dev libgmock-dev
+  libzstd-dev liburing-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev
   # peers and checkers that tests and benchmarks start themselves
   redis-server redis-tools python3-redis prometheus fio iperf3 curl chromium
   # G4 S3 tier (src/tier/s3): HTTP client and ListObjectsV2 XML
@@ -44,6 +46,23 @@ kvtier_install_deps() {
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# The Python test environment: $KVTIER_ROOT/build/venv with python/requirements-test.txt (every
+# package pinned, torch and lmcache included), reused while that file is unchanged. pip keeps
+# its downloads in build/pip-cache, so a rebuilt environment does not fetch them again.
+KVTIER_VENV="$KVTIER_ROOT/build/venv"
+kvtier_install_python_deps() {
+  local req="$KVTIER_ROOT/python/requirements-test.txt"
+  local stamp="$KVTIER_VENV/.kvtier-requirements"
+  local want
+  want=$(sha256sum "$req" | cut -d' ' -f1)
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
+  echo "kvtier: installing the Python test environment into $KVTIER_VENV (python/requirements-test.txt)"
+  [ -x "$KVTIER_VENV/bin/python" ] || python3 -m venv "$KVTIER_VENV"
+  PIP_CACHE_DIR="$KVTIER_ROOT/build/pip-cache" "$KVTIER_VENV/bin/pip" install -q \
+    --disable-pip-version-check -r "$req"
+  echo "$want" >"$stamp"
 }
 
 # kvtier_build DIR [cmake args...]: configures (once) and builds DIR with Ninja.

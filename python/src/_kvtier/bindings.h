@@ -1,0 +1,43 @@
+// The parts of the _kvtier extension module, each defined in its own file.
+
+#ifndef KVTIER_PYTHON_BINDINGS_H_
+#define KVTIER_PYTHON_BINDINGS_H_
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/store.h"
+
+namespace kvtier::python {
+
+namespace py = pybind11;
+
+void BindKeys(py::module_& m);        // keys.cc: Namespace, block_keys, opaque_key, resp_key
+void BindClient(py::module_& m);      // client.cc: _Client
+void BindShm(py::module_& m);         // shm.cc: _ShmClient, _ShmLease, _ShmAllocation
+void BindLMCache(py::module_& m);     // lmcache_connector.cc: LMCacheConnector
+
+// Runs f with the GIL released and returns what it returns.
+template <typename F>
+auto WithoutGil(F f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+// PutOptions from the binding's arguments: a parent key (or None), a session id, a dtype code
+// (0: unknown).
+PutOptions PutOptionsFrom(py::handle parent, uint64_t session, uint32_t dtype, size_t index);
+class BorrowedBytes;
+// One BlockWrite per key; `parents` is None or one parent key (or None) per key.
+std::vector<BlockWrite> WritesFrom(const std::vector<BlockKey>& keys,
+                                   const std::vector<BorrowedBytes>& values, py::handle parents,
+                                   uint64_t session, uint32_t dtype);
+// kvtier.Tier value for a TierLevel (2, 3, 4) or None.
+py::object TierObject(std::optional<TierLevel> tier);
+
+}  // namespace kvtier::python
+
+#endif  // KVTIER_PYTHON_BINDINGS_H_

@@ -1,0 +1,299 @@
+// _Client: the C++ Client (include/kvtier/client.h) for Python. Arguments are converted with
+// the GIL held, then every call that waits on kvtierd runs with the GIL released. Batch calls
+// return one entry per item: a value, None (a miss, or OK for calls without a value) or an
+// exception instance, which kvtier.Client turns into a raise.
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "buffers.h"
+#include "errors.h"
+#include "kvtier/client.h"
+
+namespace kvtier::python {
+namespace {
+
+// A Client that may be closed while other threads use it: each call holds its own reference.
+class ClientBox {
+ public:
+  explicit ClientBox(std::unique_ptr<Client> client) : client_(std::move(client)) {}
+
+  std::shared_ptr<Client> get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!client_) throw StatusError(Status::FailedPrecondition("the client is closed"));
+    return client_;
+  }
+
+  // Drops this reference; the connections close when the last call using them returns.
+  void close() {
+    std::shared_ptr<Client> last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = std::move(client_);
+    }
+    py::gil_scoped_release release;
+    last.reset();
+  }
+
+  const ServerInfo& info() { return get()->server_info(); }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<Client> client_;
+};
+
+py::list StatusList(const std::vector<Status>& statuses) {
+  py::list out(statuses.size());
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    out[i] = statuses[i].ok() ? py::none() : ErrorObject(statuses[i]);
+  }
+  return out;
+}
+
+py::dict DeletionDict(const DeletionReport& r) {
+  py::dict d;
+  d["memory_blocks"] = r.memory_blocks;
+  d["disk_blocks"] = r.disk_blocks;
+  d["shared_blocks"] = r.shared_blocks;
+  return d;
+}
+
+}  // namespace
+
+PutOptions PutOptionsFrom(py::handle parent, uint64_t session, uint32_t dtype, size_t index) {
+  PutOptions o;
+  if (!parent.is_none()) o.parent = KeyFrom(parent, index);
+  o.session = session;
+  if (dtype != 0) {
+    if (dtype > static_cast<uint32_t>(KvDtype::kFp8E5M2)) {
+      throw StatusError(Status::InvalidArgument("unknown dtype code " + std::to_string(dtype)));
+    }
+    o.dtype = static_cast<KvDtype>(dtype);
+  }
+  return o;
+}
+
+std::vector<BlockWrite> WritesFrom(const std::vector<BlockKey>& keys,
+                                   const std::vector<BorrowedBytes>& values, py::handle parents,
+                                   uint64_t session, uint32_t dtype) {
+  if (values.size() != keys.size()) {
+    throw StatusError(Status::InvalidArgument(std::to_string(keys.size()) + " keys but " +
+                                              std::to_string(values.size()) + " values"));
+  }
+  std::optional<py::sequence> ps;
+  if (!parents.is_none()) {
+    ps = py::reinterpret_borrow<py::sequence>(parents);
+    if (ps->size() != keys.size()) {
+      throw StatusError(Status::InvalidArgument("one parent (or None) per key is needed"));
+    }
+  }
+  std::vector<BlockWrite> writes(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    py::object parent = ps ? py::object((*ps)[i]) : py::none();
+    PutOptions o = PutOptionsFrom(parent, session, dtype, i);
+    writes[i] = {keys[i], values[i].span(), o.parent, o.session, o.dtype};
+  }
+  return writes;
+}
+
+py::object TierObject(std::optional<TierLevel> tier) {
+  if (!tier) return py::none();
+  static py::object tier_class = py::module_::import("kvtier._types").attr("Tier");
+  return tier_class(static_cast<int>(*tier));
+}
+
+void BindClient(py::module_& m) {
+  py::class_<ClientBox, std::shared_ptr<ClientBox>>(m, "_Client")
+      .def(py::init([](std::string endpoint, std::string tenant, std::string token,
+                       std::string client_name, uint32_t connections, uint32_t retry_timeout_ms,
+                       bool tls, std::string tls_ca_file, bool tls_verify,
+                       std::string tls_server_name, std::string tls_cert_file,
+                       std::string tls_key_file) {
+             ClientOptions o;
+             o.endpoint = std::move(endpoint);
+             o.tenant = std::move(tenant);
+             o.token = std::move(token);
+             o.client_name = std::move(client_name);
+             o.connections = connections;
+             o.retry_timeout_ms = retry_timeout_ms;
+             o.tls.enabled = tls;
+             o.tls.ca_file = std::move(tls_ca_file);
+             o.tls.verify_peer = tls_verify;
+             o.tls.server_name = std::move(tls_server_name);
+             o.tls.cert_file = std::move(tls_cert_file);
+             o.tls.key_file = std::move(tls_key_file);
+             Result<std::unique_ptr<Client>> c = [&] {
+               py::gil_scoped_release release;
+               return Client::Connect(o);
+             }();
+             return std::make_shared<ClientBox>(ValueOrThrow(std::move(c)));
+           }),
+           py::arg("endpoint"), py::arg("tenant"), py::arg("token"), py::arg("client_name"),
+           py::arg("connections"), py::arg("retry_timeout_ms"), py::arg("tls"),
+           py::arg("tls_ca_file"), py::arg("tls_verify"), py::arg("tls_server_name"),
+           py::arg("tls_cert_file"), py::arg("tls_key_file"))
+      .def("close", &ClientBox::close)
+      .def("server_info",
+           [](ClientBox& box) {
+             const ServerInfo& i = box.info();
+             py::dict d;
+             d["server"] = i.server;
+             d["tenant"] = i.tenant;
+             d["features"] = i.features;
+             d["max_frame_bytes"] = i.max_frame_bytes;
+             d["max_block_bytes"] = i.max_block_bytes;
+             d["max_batch"] = i.max_batch;
+             return d;
+           })
+      .def("ping",
+           [](ClientBox& box) {
+             auto c = box.get();
+             Status s = WithoutGil([&] { return c->Ping(); });
+             ThrowIfError(s);
+           })
+      .def("put_many",
+           [](ClientBox& box, py::handle keys, py::handle values, py::handle parents,
+              uint64_t session, uint32_t dtype) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             std::vector<BorrowedBytes> v = BorrowAll(values, false, "value");
+             std::vector<BlockWrite> writes = WritesFrom(k, v, parents, session, dtype);
+             std::vector<Status> statuses = WithoutGil([&] { return c->PutMany(writes); });
+             return StatusList(statuses);
+           })
+      .def("get_many",
+           [](ClientBox& box, py::handle keys) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             BlockValues values = WithoutGil([&] { return c->GetMany(k); });
+             py::list out(k.size());
+             for (size_t i = 0; i < k.size(); ++i) {
+               const auto& v = values.values[i];
+               if (v.ok()) {
+                 out[i] = py::bytes(reinterpret_cast<const char*>(v->data()), v->size());
+               } else if (v.status().code() == StatusCode::kNotFound) {
+                 out[i] = py::none();
+               } else {
+                 out[i] = ErrorObject(v.status());
+               }
+             }
+             return out;
+           })
+      .def("get_into",
+           [](ClientBox& box, py::handle keys, py::handle buffers) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             std::vector<BorrowedBytes> b = BorrowAll(buffers, true, "buffer");
+             if (b.size() != k.size()) {
+               throw StatusError(Status::InvalidArgument(
+                   std::to_string(k.size()) + " keys but " + std::to_string(b.size()) + " buffers"));
+             }
+             std::vector<std::span<std::byte>> outs;
+             outs.reserve(b.size());
+             for (const BorrowedBytes& x : b) outs.push_back(x.span());
+             std::vector<Result<size_t>> got = WithoutGil([&] { return c->GetManyInto(k, outs); });
+             py::list out(k.size());
+             for (size_t i = 0; i < k.size(); ++i) {
+               if (got[i].ok()) {
+                 out[i] = py::int_(*got[i]);
+               } else if (got[i].status().code() == StatusCode::kNotFound) {
+                 out[i] = py::none();
+               } else {
+                 out[i] = ErrorObject(got[i].status());
+               }
+             }
+             return out;
+           })
+      .def("exists_many",
+           [](ClientBox& box, py::handle keys) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             Result<std::vector<std::optional<TierLevel>>> r = WithoutGil([&] { return c->Exists(k); });
+             std::vector<std::optional<TierLevel>> tiers = ValueOrThrow(std::move(r));
+             py::list out(tiers.size());
+             for (size_t i = 0; i < tiers.size(); ++i) out[i] = TierObject(tiers[i]);
+             return out;
+           })
+      .def("lookup_prefix",
+           [](ClientBox& box, py::handle keys) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             Result<PrefixMatch> r = WithoutGil([&] { return c->LookupPrefix(k); });
+             PrefixMatch match = ValueOrThrow(std::move(r));
+             py::list tiers(match.tiers.size());
+             for (size_t i = 0; i < match.tiers.size(); ++i) tiers[i] = TierObject(match.tiers[i]);
+             return py::make_tuple(match.num_blocks, tiers);
+           })
+      .def("delete_many",
+           [](ClientBox& box, py::handle keys) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             std::vector<Status> statuses = WithoutGil([&] { return c->DeleteMany(k); });
+             py::list out(k.size());
+             for (size_t i = 0; i < k.size(); ++i) {
+               if (statuses[i].ok()) {
+                 out[i] = py::bool_(true);
+               } else if (statuses[i].code() == StatusCode::kNotFound) {
+                 out[i] = py::bool_(false);
+               } else {
+                 out[i] = ErrorObject(statuses[i]);
+               }
+             }
+             return out;
+           })
+      .def("pin_many",
+           [](ClientBox& box, py::handle keys, bool pin) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             std::vector<Status> statuses = WithoutGil([&] { return pin ? c->PinMany(k) : c->UnpinMany(k); });
+             return StatusList(statuses);
+           })
+      .def("prefetch",
+           [](ClientBox& box, py::handle keys) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             Status s = WithoutGil([&] { return c->Prefetch(k); });
+             ThrowIfError(s);
+           })
+      .def("delete_session",
+           [](ClientBox& box, uint64_t session) {
+             auto c = box.get();
+             Result<DeletionReport> r = WithoutGil([&] { return c->DeleteSession(session); });
+             return DeletionDict(ValueOrThrow(std::move(r)));
+           })
+      .def("delete_all",
+           [](ClientBox& box) {
+             auto c = box.get();
+             Result<DeletionReport> r = WithoutGil([&] { return c->DeleteAllBlocks(); });
+             return DeletionDict(ValueOrThrow(std::move(r)));
+           })
+      .def("stats", [](ClientBox& box) {
+        auto c = box.get();
+        Result<TenantStats> r = WithoutGil([&] { return c->Stats(); });
+        TenantStats t = ValueOrThrow(std::move(r));
+        py::dict d;
+        d["tenant"] = t.name;
+        d["memory_budget_bytes"] = t.memory_budget_bytes;
+        d["blocks"] = t.blocks;
+        d["bytes"] = t.bytes;
+        d["pinned_blocks"] = t.pinned_blocks;
+        d["hits"] = t.hits;
+        d["misses"] = t.misses;
+        d["puts"] = t.puts;
+        d["duplicate_puts"] = t.duplicate_puts;
+        d["put_bytes"] = t.put_bytes;
+        d["get_bytes"] = t.get_bytes;
+        d["evictions"] = t.evictions;
+        d["expirations"] = t.expirations;
+        d["deletes"] = t.deletes;
+        d["rejected_puts"] = t.rejected_puts;
+        return d;
+      });
+}
+
+}  // namespace kvtier::python
