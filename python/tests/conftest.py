@@ -1,0 +1,151 @@
+"""Fixtures: a real kvtierd on free loopback ports with a private data directory.
+
+The daemon binary comes from $KVTIERD, else the release build (scripts/test builds it). Readiness
+is the port file kvtierd writes once it serves; waits are bounded and reaching a bound fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE = 60.0
+
+
+def kvtierd_path() -> str:
+    path = os.environ.get("KVTIERD") or str(ROOT / "build/release/src/server/kvtierd")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no kvtierd at {path}: build it (scripts/test does) or set KVTIERD")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Daemon:
+    """A kvtierd of its own. Tenants: ``default`` (anonymous local clients), ``acme`` (token
+    ``acme-token``) and ``other`` (token ``other-token``)."""
+
+    def __init__(self, directory: Path, extra: str = "", memory: str = "512MiB") -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config = self.dir / "kvtierd.toml"
+        self.config.write_text(
+            f'data_dir = "{self.dir}"\n'
+            "[server]\n"
+            'native_listen = "127.0.0.1:0"\n'
+            'resp_listen = "127.0.0.1:0"\n'
+            'http_listen = "127.0.0.1:0"\n'
+            'unix_socket = "kvtierd.sock"\n'
+            "threads = 2\n"
+            f"{extra}\n"
+            "[memory]\n"
+            f'capacity = "{memory}"\n'
+            "[[tenants]]\n"
+            'name = "default"\n'
+            "[[tenants]]\n"
+            'name = "acme"\n'
+            'token = "acme-token"\n'
+            "[[tenants]]\n"
+            'name = "other"\n'
+            'token = "other-token"\n'
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ports: dict[str, str] = {}
+        self.start()
+
+    def start(self) -> None:
+        port_file = self.dir / "ports"
+        port_file.unlink(missing_ok=True)
+        log = open(self.dir / "kvtierd.log", "ab")
+        self.proc = subprocess.Popen(
+            [kvtierd_path(), "--config", str(self.config), "--port-file", str(port_file)],
+            stdout=log,
+            stderr=log,
+        )
+        deadline = time.monotonic() + DEADLINE
+        while not port_file.exists():
+            if self.proc.poll() is not None:
+                pytest.fail(f"kvtierd exited during start-up: {(self.dir / 'kvtierd.log').read_text()}")
+            if time.monotonic() > deadline:
+                pytest.fail("kvtierd did not start")
+            time.sleep(0.005)  # Polling for readiness, bounded by DEADLINE.
+        self.ports = dict(line.split("=", 1) for line in port_file.read_text().split())
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=DEADLINE)
+        self.proc = None
+        return code
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def unix_url(self) -> str:
+        return "unix://" + self.ports["unix_socket"]
+
+    @property
+    def socket_path(self) -> str:
+        return self.ports["unix_socket"]
+
+    @property
+    def tcp_url(self) -> str:
+        return f"tcp://127.0.0.1:{self.ports['native_port']}"
+
+    @property
+    def resp_port(self) -> int:
+        return int(self.ports["resp_port"])
+
+    @property
+    def http_port(self) -> int:
+        return int(self.ports["http_port"])
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+            assert self.stop() == 0, "kvtierd did not shut down cleanly"
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    d = Daemon(tmp_path / "kvtierd")
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def make_daemon(tmp_path: Path) -> Iterator[type[Daemon]]:
+    """Starts daemons with extra configuration: ``make_daemon(extra="[disk]\\n...")``."""
+    started: list[Daemon] = []
+
+    def make(extra: str = "", memory: str = "512MiB") -> Daemon:
+        d = Daemon(tmp_path / f"kvtierd{len(started)}", extra, memory)
+        started.append(d)
+        return d
+
+    yield make  # type: ignore[misc]
+    for d in started:
+        d.close()

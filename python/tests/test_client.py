@@ -1,0 +1,252 @@
+"""kvtier.Client against a real kvtierd: values, batches, sessions, pins, errors, restarts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import kvtier
+from conftest import Daemon
+
+NS = kvtier.Namespace("default", "test-model@1", num_layers=2, num_kv_heads=2, head_dim=8,
+                      tokens_per_block=16)
+
+
+def keys(n: int, start: int = 0) -> list[bytes]:
+    return kvtier.block_keys(NS, list(range(start, start + 16 * n)))
+
+
+def value(seed: int, size: int) -> bytes:
+    return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("via", ["unix", "tcp"])
+def test_values_round_trip(daemon: Daemon, via: str) -> None:
+    url = daemon.unix_url if via == "unix" else daemon.tcp_url
+    with kvtier.Client(url) as c:
+        assert c.server_info.tenant == "default"
+        c.ping()
+        k = keys(4)
+        vals = [value(i, 1000 * (i + 1)) for i in range(4)]
+        c.put_many(k, vals, chain=True, dtype="bf16")
+        assert c.get_many(k + [b"\0" * 32]) == vals + [None]
+        assert c.get(k[2]) == vals[2]
+        assert c.get(b"\1" * 32) is None
+        assert c.exists(k[0]) and not c.exists(b"\1" * 32)
+        assert c.exists_many(k[:2] + [b"\1" * 32]) == [kvtier.Tier.G2, kvtier.Tier.G2, None]
+        m = c.lookup_prefix(k[:2] + [b"\1" * 32] + k[2:])
+        assert m.num_blocks == 2 and m.tiers == [kvtier.Tier.G2] * 2
+        assert c.lookup_prefix(namespace=NS, tokens=list(range(16 * 4 + 5))).num_blocks == 4
+        assert c.delete(k[3]) is True and c.delete(k[3]) is False
+        assert c.delete_many([k[2], k[3]]) == [True, False]
+        c.put(k[0], b"another value")  # Blocks are immutable: the first value stays.
+        assert c.get(k[0]) == vals[0]
+        stats = c.stats()
+        assert stats["tenant"] == "default" and stats["blocks"] == 2
+
+
+def test_buffers_of_every_kind_cross_without_copies(daemon: Daemon) -> None:
+    with kvtier.Client(daemon.unix_url) as c:
+        k = keys(5)
+        t = torch.arange(512, dtype=torch.bfloat16)
+        arrays = [
+            b"bytes value",
+            bytearray(b"bytearray value"),
+            memoryview(b"memoryview value!"),
+            np.arange(100, dtype=np.float32),
+            t,
+        ]
+        c.put_many(k, arrays)
+        outs = [bytearray(64), np.zeros(64, np.uint8), torch.zeros(17, dtype=torch.uint8),
+                np.zeros(100, np.float32), torch.zeros(512, dtype=torch.bfloat16)]
+        assert c.get_into(k, outs) == [11, 15, 17, 400, 1024]
+        assert bytes(outs[0][:11]) == b"bytes value"
+        assert bytes(outs[1][:15]) == b"bytearray value"
+        assert bytes(outs[2].numpy()) == b"memoryview value!"
+        assert np.array_equal(outs[3], np.arange(100, dtype=np.float32))
+        assert torch.equal(outs[4], t)
+        # A miss leaves its buffer untouched.
+        untouched = np.full(8, 7, np.uint8)
+        assert c.get_into([b"\2" * 32], [untouched]) == [None]
+        assert (untouched == 7).all()
+
+
+def test_bad_buffers_and_keys_are_clear_errors(daemon: Daemon) -> None:
+    with kvtier.Client(daemon.unix_url) as c:
+        k = keys(3)
+        c.put_many(k, [b"x" * 100] * 3)
+        with pytest.raises(kvtier.InvalidArgument, match="read-only"):
+            c.get_into(k[:1], [b"\0" * 100])
+        with pytest.raises(kvtier.InvalidArgument, match="contiguous"):
+            c.get_into(k[:1], [np.zeros((20, 20), np.uint8)[:, ::2]])
+        with pytest.raises(kvtier.InvalidArgument, match="contiguous"):
+            c.put(k[0], torch.zeros(10, 10).t())
+        with pytest.raises(kvtier.InvalidArgument, match="not a buffer"):
+            c.put(k[0], 12345)
+        with pytest.raises(kvtier.InvalidArgument, match="32 bytes"):
+            c.get(b"short key")
+        with pytest.raises(kvtier.InvalidArgument, match="sequence"):
+            c.get_many(k[0])  # One key where a list is expected.
+        with pytest.raises(kvtier.InvalidArgument, match="3 keys but 2"):
+            c.put_many(k, [b"a", b"b"])
+        with pytest.raises(kvtier.InvalidArgument):
+            c.put(keys(1, 999)[0], b"")  # kvtier does not store empty values.
+        # A buffer too small fails that item only; the others are read, nothing is half written.
+        small, big = np.full(50, 9, np.uint8), np.zeros(100, np.uint8)
+        with pytest.raises(kvtier.OutOfRange) as e:
+            c.get_into([k[0], k[1]], [small, big])
+        assert set(e.value.failures) == {0}
+        assert (small == 9).all() and bytes(big) == b"x" * 100
+        assert isinstance(e.value, ValueError)
+
+
+def test_urls_tokens_and_closed_clients(daemon: Daemon) -> None:
+    with pytest.raises(kvtier.InvalidArgument, match="unknown kvtier URL"):
+        kvtier.Client("redis://127.0.0.1:6379")
+    with pytest.raises(kvtier.InvalidArgument):
+        kvtier.Client("tcp://no-port")
+    with pytest.raises(kvtier.Unauthenticated):
+        kvtier.Client(daemon.tcp_url, "wrong-token")
+    with pytest.raises(kvtier.Unavailable) as e:
+        kvtier.Client("unix:///nonexistent/kvtierd.sock")
+    assert isinstance(e.value, ConnectionError)
+    c = kvtier.Client(daemon.tcp_url, "acme-token")
+    assert c.server_info.tenant == "acme"
+    c.close()
+    with pytest.raises(kvtier.FailedPrecondition, match="closed"):
+        c.get(keys(1)[0])
+
+
+def test_tenants_never_see_each_others_blocks(daemon: Daemon) -> None:
+    acme = kvtier.Client(daemon.tcp_url, "acme-token")
+    other = kvtier.Client(daemon.tcp_url, "other-token", tenant="other")
+    k = keys(2)
+    acme.put_many(k, [b"acme 0", b"acme 1"])
+    assert other.get_many(k) == [None, None]
+    assert other.lookup_prefix(k).num_blocks == 0
+    other.put(k[0], b"other 0")
+    assert acme.get(k[0]) == b"acme 0" and other.get(k[0]) == b"other 0"
+    assert other.delete(k[1]) is False and acme.get(k[1]) == b"acme 1"
+    assert acme.delete_all().memory_blocks == 2
+    assert other.get(k[0]) == b"other 0"
+
+
+def test_sessions_and_pins(daemon: Daemon) -> None:
+    with kvtier.Client(daemon.unix_url) as c:
+        a, b = keys(3), keys(2, 1000)
+        c.put_many(a, [b"a"] * 3, session=7)
+        c.put_many(b, [b"b"] * 2, session=8)
+        report = c.delete_session(7)
+        assert report.memory_blocks == 3
+        assert c.get_many(a) == [None] * 3 and c.get_many(b) == [b"b"] * 2
+        with pytest.raises(kvtier.InvalidArgument):
+            c.delete_session(0)
+        c.pin(b)
+        assert c.stats()["pinned_blocks"] == 2
+        c.unpin(b)
+        with pytest.raises(kvtier.FailedPrecondition) as e:
+            c.unpin(b)
+        assert set(e.value.failures) == {0, 1}
+
+
+def test_a_client_is_shared_by_threads(daemon: Daemon) -> None:
+    with kvtier.Client(daemon.tcp_url, connections=3) as c:
+        errors: list[BaseException] = []
+
+        def work(t: int) -> None:
+            try:
+                for i in range(20):
+                    k = keys(1, 100000 * t + 16 * i)
+                    v = value(t * 1000 + i, 20000)
+                    c.put_many(k, [v])
+                    buf = bytearray(20000)
+                    assert c.get_into(k, [buf]) == [20000] and bytes(buf) == v
+            except BaseException as e:  # noqa: BLE001 - reported by the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+
+
+def test_calls_release_the_gil_while_they_wait(daemon: Daemon) -> None:
+    """While kvtierd is stopped (SIGSTOP) a ping waits; the main thread must meanwhile run
+    Python code. A failsafe resumes the daemon after 30 s, so that a binding holding the GIL
+    fails the test instead of hanging it."""
+    with kvtier.Client(daemon.unix_url) as c:
+        c.ping()
+        daemon.pause()
+        failsafe = subprocess.Popen(["sh", "-c", f"sleep 30; kill -CONT {daemon.pid}"])
+        returned = threading.Event()
+        started = threading.Event()
+
+        def call() -> None:
+            started.set()
+            c.ping()
+            returned.set()
+
+        t = threading.Thread(target=call)
+        t.start()
+        started.wait()
+        progress = sum(i * i for i in range(300000))  # Python work, many switch intervals long.
+        waited = not returned.is_set()
+        daemon.resume()
+        failsafe.kill()
+        t.join()
+        assert progress > 0 and waited, "the main thread could not run while the call waited"
+
+
+def test_calls_reconnect_and_retry_when_kvtierd_restarts(daemon: Daemon) -> None:
+    c = kvtier.Client(daemon.unix_url, connections=2)
+    once = kvtier.Client(daemon.unix_url, retry_timeout=0)
+    k = keys(2)
+    c.put(k[0], b"before the restart")
+    assert daemon.stop() == 0
+    with pytest.raises(kvtier.Unavailable):
+        once.ping()
+    result: list[object] = []
+    t = threading.Thread(target=lambda: result.append(c.put(k[1], b"during the restart")))
+    t.start()
+    daemon.start()  # Same socket path: the client finds it again.
+    t.join()
+    assert result == [None]
+    assert c.get(k[1]) == b"during the restart"
+    once.ping()  # Its broken connection is replaced on the next call.
+
+
+def test_a_64_mib_value_is_not_copied_on_its_way(daemon: Daemon) -> None:
+    """Peak memory of a client process that puts then reads a 64 MiB value into buffers it
+    allocated first: a copying binding would need another 64 MiB for each direction."""
+    script = textwrap.dedent(
+        f"""
+        import resource, numpy as np, kvtier
+        c = kvtier.Client({daemon.tcp_url!r})
+        size = 64 << 20
+        src = np.random.default_rng(1).integers(0, 256, size, dtype=np.uint8)
+        dst = np.ones(size, np.uint8)
+        key = b"z" * 32
+        c.ping()
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        c.put(key, src)
+        after_put = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        assert c.get_into([key], [dst]) == [size]
+        after_get = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        assert np.array_equal(src, dst)
+        print((after_put - base) // 1024, (after_get - after_put) // 1024)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=os.environ, check=True)
+    put_growth_mib, get_growth_mib = map(int, out.stdout.split())
+    assert put_growth_mib < 16, f"put grew the client by {put_growth_mib} MiB"
+    assert get_growth_mib < 16, f"get_into grew the client by {get_growth_mib} MiB"
