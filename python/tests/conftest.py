@@ -68,16 +68,18 @@ class Daemon:
     def start(self) -> None:
         port_file = self.dir / "ports"
         port_file.unlink(missing_ok=True)
-        log = open(self.dir / "kvtierd.log", "ab")
-        self.proc = subprocess.Popen(
-            [kvtierd_path(), "--config", str(self.config), "--port-file", str(port_file)],
-            stdout=log,
-            stderr=log,
-        )
+        with open(self.dir / "kvtierd.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [kvtierd_path(), "--config", str(self.config), "--port-file", str(port_file)],
+                stdout=log,
+                stderr=log,
+            )
         deadline = time.monotonic() + DEADLINE
         while not port_file.exists():
             if self.proc.poll() is not None:
-                pytest.fail(f"kvtierd exited during start-up: {(self.dir / 'kvtierd.log').read_text()}")
+                pytest.fail(
+                    f"kvtierd exited during start-up: {(self.dir / 'kvtierd.log').read_text()}"
+                )
             if time.monotonic() > deadline:
                 pytest.fail("kvtierd did not start")
             time.sleep(0.005)  # Polling for readiness, bounded by DEADLINE.

@@ -17,19 +17,33 @@ from typing import Any
 from conftest import DEADLINE, free_port
 
 LMCACHE = str(Path(sys.executable).with_name("lmcache"))
-ENV = {**os.environ, "LMCACHE_DISABLE_BANNER": "1", "LMCACHE_TRACK_USAGE": "false",
-       "PYTHONWARNINGS": "ignore"}
+ENV = {
+    **os.environ,
+    "LMCACHE_DISABLE_BANNER": "1",
+    "LMCACHE_TRACK_USAGE": "false",
+    "PYTHONWARNINGS": "ignore",
+}
 
 
 def resp_adapter(port: int, tenant: str = "", token: str = "") -> dict[str, Any]:
     """LMCache's own RESP client, pointed at kvtierd's RESP port (AUTH tenant token)."""
-    return {"type": "resp", "host": "127.0.0.1", "port": port, "num_workers": 4,
-            "username": tenant, "password": token}
+    return {
+        "type": "resp",
+        "host": "127.0.0.1",
+        "port": port,
+        "num_workers": 4,
+        "username": tenant,
+        "password": token,
+    }
 
 
 def native_adapter(url: str, token: str = "") -> dict[str, Any]:
-    return {"type": "native_plugin", "module_path": "kvtier.lmcache",
-            "class_name": "NativeConnector", "adapter_params": {"url": url, "token": token}}
+    return {
+        "type": "native_plugin",
+        "module_path": "kvtier.lmcache",
+        "class_name": "NativeConnector",
+        "adapter_params": {"url": url, "token": token},
+    }
 
 
 class LMCacheServer:
@@ -44,14 +58,13 @@ class LMCacheServer:
 
     def start(self) -> None:
         self.port, self.http_port = free_port(), free_port()
-        log = open(self.dir / "lmcache-server.log", "ab")
-        self.proc = subprocess.Popen(
-            [LMCACHE, "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--http-host", "127.0.0.1", "--http-port", str(self.http_port),
-             "--l1-size-gb", "1", "--eviction-policy", "LRU", "--chunk-size", "256",
-             "--supported-transfer-mode", "auto", "--l2-adapter", json.dumps(self.adapter)],
-            stdout=log, stderr=log, env=ENV,
-        )
+        args = ["server", "--host", "127.0.0.1", "--port", str(self.port),
+                "--http-host", "127.0.0.1", "--http-port", str(self.http_port),
+                "--l1-size-gb", "1", "--eviction-policy", "LRU", "--chunk-size", "256",
+                "--supported-transfer-mode", "auto",
+                "--l2-adapter", json.dumps(self.adapter)]  # fmt: skip
+        with open(self.dir / "lmcache-server.log", "ab") as log:
+            self.proc = subprocess.Popen([LMCACHE, *args], stdout=log, stderr=log, env=ENV)
         deadline = time.monotonic() + DEADLINE * 3
         while True:
             if self.proc.poll() is not None:
@@ -61,7 +74,9 @@ class LMCacheServer:
                     return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise AssertionError("lmcache server did not start: " + self.log()[-4000:])
+                    raise AssertionError(
+                        "lmcache server did not start: " + self.log()[-4000:]
+                    ) from None
                 time.sleep(0.1)  # Polling for readiness, bounded.
 
     def log(self) -> str:
@@ -90,22 +105,48 @@ class BenchRun:
         self.result = result
         self.checksums: dict[tuple[int, str], str] = {
             (int(seq), kind): digest
-            for seq, kind, digest in re.findall(r"\[seq (\d+)/(cold|warm)\] CHECKSUM: (\w+)", output)
+            for seq, kind, digest in re.findall(
+                r"\[seq (\d+)/(cold|warm)\] CHECKSUM: (\w+)", output
+            )
         }
         self.cold_hits: dict[int, tuple[int, int]] = {
             int(seq): (int(hit), int(total))
-            for seq, hit, total in re.findall(r"\[seq (\d+)/cold\] LOOKUP: (\d+)/(\d+) chunks hit", output)
+            for seq, hit, total in re.findall(
+                r"\[seq (\d+)/cold\] LOOKUP: (\d+)/(\d+) chunks hit", output
+            )
         }
 
 
 def bench_server(server: LMCacheServer, start: int, end: int, directory: Path) -> BenchRun:
     out = directory / f"bench-{start}-{end}-{time.monotonic_ns()}.json"
     proc = subprocess.run(
-        [LMCACHE, "bench", "server", "--rpc-url", f"tcp://127.0.0.1:{server.port}",
-         "--url", f"http://127.0.0.1:{server.http_port}", "--mode", "cpu",
-         "--num-tokens", "512", "--start", str(start), "--end", str(end), "--interval", "0",
-         "--format", "json", "--output", str(out)],
-        capture_output=True, text=True, env=ENV, timeout=DEADLINE * 5,
+        [
+            LMCACHE,
+            "bench",
+            "server",
+            "--rpc-url",
+            f"tcp://127.0.0.1:{server.port}",
+            "--url",
+            f"http://127.0.0.1:{server.http_port}",
+            "--mode",
+            "cpu",
+            "--num-tokens",
+            "512",
+            "--start",
+            str(start),
+            "--end",
+            str(end),
+            "--interval",
+            "0",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=DEADLINE * 5,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return BenchRun(proc.stdout + proc.stderr, json.loads(out.read_text())["metrics"])
@@ -115,9 +156,23 @@ def bench_l2(adapter: dict[str, Any], directory: Path, *extra: str) -> dict[str,
     """``lmcache bench l2`` with its round-trip data verification; returns its metrics."""
     out = directory / f"bench-l2-{time.monotonic_ns()}.json"
     proc = subprocess.run(
-        [LMCACHE, "bench", "l2", "--l2-adapter", json.dumps(adapter), "--no-skip-verify",
-         "--format", "json", "--output", str(out), *extra],
-        capture_output=True, text=True, env=ENV, timeout=DEADLINE * 5,
+        [
+            LMCACHE,
+            "bench",
+            "l2",
+            "--l2-adapter",
+            json.dumps(adapter),
+            "--no-skip-verify",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=DEADLINE * 5,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "data verified OK" in proc.stdout + proc.stderr, proc.stdout[-3000:]

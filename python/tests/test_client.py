@@ -11,12 +11,13 @@ import threading
 import numpy as np
 import pytest
 import torch
-
-import kvtier
 from conftest import Daemon
 
-NS = kvtier.Namespace("default", "test-model@1", num_layers=2, num_kv_heads=2, head_dim=8,
-                      tokens_per_block=16)
+import kvtier
+
+NS = kvtier.Namespace(
+    "default", "test-model@1", num_layers=2, num_kv_heads=2, head_dim=8, tokens_per_block=16
+)
 
 
 def keys(n: int, start: int = 0) -> list[bytes]:
@@ -64,8 +65,13 @@ def test_buffers_of_every_kind_cross_without_copies(daemon: Daemon) -> None:
             t,
         ]
         c.put_many(k, arrays)
-        outs = [bytearray(64), np.zeros(64, np.uint8), torch.zeros(17, dtype=torch.uint8),
-                np.zeros(100, np.float32), torch.zeros(512, dtype=torch.bfloat16)]
+        outs = [
+            bytearray(64),
+            np.zeros(64, np.uint8),
+            torch.zeros(17, dtype=torch.uint8),
+            np.zeros(100, np.float32),
+            torch.zeros(512, dtype=torch.bfloat16),
+        ]
         assert c.get_into(k, outs) == [11, 15, 17, 400, 1024]
         assert bytes(outs[0][:11]) == b"bytes value"
         assert bytes(outs[1][:15]) == b"bytearray value"
@@ -168,7 +174,7 @@ def test_a_client_is_shared_by_threads(daemon: Daemon) -> None:
                     c.put_many(k, [v])
                     buf = bytearray(20000)
                     assert c.get_into(k, [buf]) == [20000] and bytes(buf) == v
-            except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            except BaseException as e:
                 errors.append(e)
 
         threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
@@ -245,8 +251,9 @@ def test_a_64_mib_value_is_not_copied_on_its_way(daemon: Daemon) -> None:
         print((after_put - base) // 1024, (after_get - after_put) // 1024)
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         env=os.environ, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, check=True
+    )
     put_growth_mib, get_growth_mib = map(int, out.stdout.split())
     assert put_growth_mib < 16, f"put grew the client by {put_growth_mib} MiB"
     assert get_growth_mib < 16, f"get_into grew the client by {get_growth_mib} MiB"

@@ -8,9 +8,9 @@ import socket
 
 import numpy as np
 import pytest
+from conftest import Daemon
 
 import kvtier
-from conftest import Daemon
 
 NS = kvtier.Namespace(
     "acme",
@@ -66,7 +66,12 @@ def test_namespace_checks_its_fields_and_pickles() -> None:
         kvtier.Namespace("t", "m", num_layers=1, num_kv_heads=1, head_dim=1, tp_rank=2, tp_size=2)
     torch = pytest.importorskip("torch")
     same = kvtier.Namespace(
-        "acme", NS.model, num_layers=32, num_kv_heads=8, head_dim=128, dtype=torch.bfloat16,
+        "acme",
+        NS.model,
+        num_layers=32,
+        num_kv_heads=8,
+        head_dim=128,
+        dtype=torch.bfloat16,
         tokens_per_block=4,
     )
     assert same == NS and hash(same) == hash(NS) and same.dtype == "bf16"
@@ -87,7 +92,9 @@ def test_opaque_keys_take_bytes_str_and_64_bit_ints() -> None:
 
 def resp_set(port: int, key: bytes, value: bytes) -> None:
     with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(value), value))
+        s.sendall(
+            b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(value), value)
+        )
         assert s.recv(5) == b"+OK\r\n"
 
 

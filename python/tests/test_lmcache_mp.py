@@ -5,14 +5,12 @@ kvtier's `native_plugin` (kvtier.lmcache.NativeConnector) over shared memory and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
-import kvtier
-import kvtier.lmcache
-from conftest import Daemon, DEADLINE
+from conftest import DEADLINE, Daemon
 from lmcache_harness import (
     LMCacheServer,
     bench_l2,
@@ -20,6 +18,9 @@ from lmcache_harness import (
     native_adapter,
     resp_adapter,
 )
+
+import kvtier
+import kvtier.lmcache
 
 REQUESTS = 4
 CHUNKS_PER_REQUEST = 2  # 513 tokens: two full 256-token chunks.
@@ -37,7 +38,9 @@ def wait_for_blocks(client: kvtier.Client, n: int) -> None:
 
     deadline = time.monotonic() + DEADLINE
     while client.stats()["blocks"] < n:
-        assert time.monotonic() < deadline, f"kvtierd holds {client.stats()['blocks']} of {n} chunks"
+        assert time.monotonic() < deadline, (
+            f"kvtierd holds {client.stats()['blocks']} of {n} chunks"
+        )
         time.sleep(0.05)  # Polling LMCache's asynchronous store, bounded.
 
 
@@ -57,7 +60,9 @@ def test_lmcache_server_reloads_every_chunk_from_kvtierd_after_a_restart(
         server.restart()  # Its L1 is gone: every chunk must come from kvtierd.
         second = bench_server(server, 0, REQUESTS, tmp_path)
         for seq in range(REQUESTS):
-            assert second.cold_hits[seq] == (CHUNKS_PER_REQUEST, CHUNKS_PER_REQUEST), second.output[-3000:]
+            assert second.cold_hits[seq] == (CHUNKS_PER_REQUEST, CHUNKS_PER_REQUEST), second.output[
+                -3000:
+            ]
             assert second.checksums[(seq, "warm")] == first.checksums[(seq, "cold")], (
                 f"request {seq}: the chunks read back from kvtierd differ from those stored"
             )
@@ -78,8 +83,16 @@ def test_lmcache_server_reloads_every_chunk_from_kvtierd_after_a_restart(
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 def test_lmcache_bench_l2_verifies_every_byte(daemon: Daemon, tmp_path: Path, adapter: str) -> None:
-    metrics = bench_l2(ADAPTERS[adapter](daemon, "acme", "acme-token"), tmp_path,
-                       "--num-keys", "16", "--data-size-kb", "1024", "--rounds", "2")
+    metrics = bench_l2(
+        ADAPTERS[adapter](daemon, "acme", "acme-token"),
+        tmp_path,
+        "--num-keys",
+        "16",
+        "--data-size-kb",
+        "1024",
+        "--rounds",
+        "2",
+    )
     ops = {m["operation"]: m for m in metrics.values() if isinstance(m, dict) and "operation" in m}
     assert ops["Store"]["total_success"] == ops["Store"]["total_keys"]
     assert ops["Load"]["total_success"] == ops["Load"]["total_keys"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import Daemon
 
 import kvtier
-from conftest import Daemon
 
 
 def test_leased_views_are_read_only_and_end_with_the_lease(daemon: Daemon) -> None:
@@ -60,10 +60,9 @@ def test_allocations_are_filled_in_place_and_invisible_until_committed(daemon: D
         a.commit()
         assert c.get(key) == bytes((np.arange(4096) % 251).astype(np.uint8))
         assert shm.allocate(key, 10) is None  # Stored already: nothing to write.
-        with pytest.raises(ValueError):
-            with shm.allocate(b"q" * 32, 100) as failed:
-                failed.write(b"x" * 100)
-                raise ValueError("the producer failed")
+        with pytest.raises(ValueError), shm.allocate(b"q" * 32, 100) as failed:
+            failed.write(b"x" * 100)
+            raise ValueError("the producer failed")
         assert c.get(b"q" * 32) is None  # Aborted, not committed.
 
 
@@ -73,8 +72,10 @@ def test_get_into_and_put_many_move_tensors(daemon: Daemon) -> None:
         vals = [torch.randn(256, 64, dtype=torch.bfloat16) for _ in keys]
         shm.put_many(keys, vals, chain=True, dtype=torch.bfloat16)
         outs = [torch.empty(256, 64, dtype=torch.bfloat16) for _ in keys]
-        assert shm.get_into(keys + [b"\xee" * 32], outs + [torch.empty(1)]) == [256 * 64 * 2] * 8 + [None]
-        assert all(torch.equal(a, b) for a, b in zip(vals, outs))
+        assert shm.get_into(keys + [b"\xee" * 32], outs + [torch.empty(1)]) == [
+            256 * 64 * 2
+        ] * 8 + [None]
+        assert all(torch.equal(a, b) for a, b in zip(vals, outs, strict=True))
         with pytest.raises(kvtier.OutOfRange):
             shm.get_into(keys[:1], [torch.empty(10, dtype=torch.uint8)])
 

@@ -35,9 +35,8 @@ from ._errors import (
     Unimplemented,
     Unknown,
 )
+from ._kvtier import Namespace
 from ._types import DeletionReport, PrefixMatch, ServerInfo, Tier
-
-Namespace = _kvtier.Namespace
 
 __version__ = "0.1.0"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any, Union
+from typing import Any
 
 from . import _kvtier
 from ._errors import Error, InvalidArgument
@@ -15,7 +15,7 @@ from ._types import DeletionReport, PrefixMatch, ServerInfo, Tier
 Buffer = Any
 #: A 32-byte key: from :func:`kvtier.block_keys`, :func:`kvtier.opaque_key` or
 #: :func:`kvtier.named_key`.
-Key = Union[bytes, bytearray, memoryview]
+Key = bytes | bytearray | memoryview
 #: A KV element type: "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2", or a torch dtype.
 Dtype = Any
 
@@ -174,7 +174,9 @@ class Client:
         with every failure in its ``failures``; the other blocks are stored.
         """
         raise_failures(
-            self._c.put_many(keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype))
+            self._c.put_many(
+                keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)
+            )
         )
 
     def get(self, key: Key) -> bytes | None:
@@ -287,7 +289,9 @@ class ShmLease:
             return None
         views = self.pieces(i)
         if len(views) != 1:
-            raise BufferError(f"block {i} is stored in {len(views)} pieces: use pieces() or copy_into()")
+            raise BufferError(
+                f"block {i} is stored in {len(views)} pieces: use pieces() or copy_into()"
+            )
         return views[0]
 
     def __iter__(self) -> Iterator[memoryview | None]:
@@ -425,7 +429,9 @@ class ShmClient:
     ) -> None:
         endpoint, _ = parse_url(url)
         if not endpoint.startswith("unix:"):
-            raise InvalidArgument(f"shared memory needs kvtierd's Unix socket (unix://PATH), not {url!r}")
+            raise InvalidArgument(
+                f"shared memory needs kvtierd's Unix socket (unix://PATH), not {url!r}"
+            )
         self.url = url
         self._s = _kvtier._ShmClient(
             os.fspath(endpoint[len("unix:") :]), tenant or "", token or "", client_name, populate
@@ -462,7 +468,12 @@ class ShmClient:
         return raise_failures(self._s.get_into(keys, buffers))
 
     def put(
-        self, key: Key, value: Buffer, *, parent: Key | None = None, session: int = 0,
+        self,
+        key: Key,
+        value: Buffer,
+        *,
+        parent: Key | None = None,
+        session: int = 0,
         dtype: Dtype | None = None,
     ) -> None:
         """Stores one block, copied from ``value`` into the arena."""
@@ -480,11 +491,18 @@ class ShmClient:
     ) -> None:
         """Stores blocks: one allocation and one commit request for the batch."""
         raise_failures(
-            self._s.put_many(keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype))
+            self._s.put_many(
+                keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)
+            )
         )
 
     def allocate(
-        self, key: Key, size: int, *, parent: Key | None = None, session: int = 0,
+        self,
+        key: Key,
+        size: int,
+        *,
+        parent: Key | None = None,
+        session: int = 0,
         dtype: Dtype | None = None,
     ) -> ShmAllocation | None:
         """Room for the block ``key`` of ``size`` bytes, to fill in place; None when the key is

@@ -29,9 +29,9 @@ from urllib.parse import parse_qs, urlsplit
 from lmcache.v1.storage_backend.connector import ConnectorAdapter, ConnectorContext
 from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
 
+from .. import _kvtier
 from .._client import Client
 from .._errors import InvalidArgument
-from .. import _kvtier
 
 _SCHEMES = {"kvtier": "tcp", "kvtier+tcp": "tcp", "kvtier+tls": "tls", "kvtier+unix": "unix"}
 
@@ -51,7 +51,9 @@ def client_for(url: str) -> Client:
         raise InvalidArgument(f"unknown parameter(s) {sorted(unknown)} in {url!r}")
     target = parts.path if scheme == "unix" else parts.netloc
     if not target:
-        raise InvalidArgument(f"{url!r} names no {'socket path' if scheme == 'unix' else 'host:port'}")
+        raise InvalidArgument(
+            f"{url!r} names no {'socket path' if scheme == 'unix' else 'host:port'}"
+        )
     return Client(
         f"{scheme}://{target}",
         query.get("token"),
@@ -98,10 +100,10 @@ class KvtierRemoteConnector(RemoteConnector):  # type: ignore[misc]
                     if o is not None:
                         o.ref_count_down()
                 raise
-            for i, size in zip(wanted, got):
+            for i, size in zip(wanted, got, strict=True):
                 sizes[i] = size
         out: list[Any] = []
-        for obj, size in zip(objs, sizes):
+        for obj, size in zip(objs, sizes, strict=True):
             if obj is None:
                 out.append(None)
             elif size is None:
@@ -151,7 +153,9 @@ class KvtierRemoteConnector(RemoteConnector):  # type: ignore[misc]
     def support_batched_async_contains(self) -> bool:
         return True
 
-    async def batched_async_contains(self, lookup_id: str, keys: list[Any], pin: bool = False) -> int:
+    async def batched_async_contains(
+        self, lookup_id: str, keys: list[Any], pin: bool = False
+    ) -> int:
         result: int = await self._run(self._prefix, list(keys))
         return result
 
