@@ -37,7 +37,7 @@ class Daemon:
     """A kvtierd of its own. Tenants: ``default`` (anonymous local clients), ``acme`` (token
     ``acme-token``) and ``other`` (token ``other-token``)."""
 
-    def __init__(self, directory: Path, extra: str = "", memory: str = "512MiB") -> None:
+    def __init__(self, directory: Path, extra: str = "", memory: str = "256MiB") -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = self.dir / "kvtierd.toml"
@@ -143,7 +143,7 @@ def make_daemon(tmp_path: Path) -> Iterator[type[Daemon]]:
     """Starts daemons with extra configuration: ``make_daemon(extra="[disk]\\n...")``."""
     started: list[Daemon] = []
 
-    def make(extra: str = "", memory: str = "512MiB") -> Daemon:
+    def make(extra: str = "", memory: str = "256MiB") -> Daemon:
         d = Daemon(tmp_path / f"kvtierd{len(started)}", extra, memory)
         started.append(d)
         return d

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -257,3 +258,27 @@ def test_a_64_mib_value_is_not_copied_on_its_way(daemon: Daemon) -> None:
     put_growth_mib, get_growth_mib = map(int, out.stdout.split())
     assert put_growth_mib < 16, f"put grew the client by {put_growth_mib} MiB"
     assert get_growth_mib < 16, f"get_into grew the client by {get_growth_mib} MiB"
+
+
+def test_a_daemon_killed_mid_call_is_unavailable_not_a_crash(daemon: Daemon) -> None:
+    c = kvtier.Client(daemon.unix_url, retry_timeout=0)
+    k = keys(1)
+    c.put(k[0], value(1, 1 << 20))
+    daemon.pause()  # The next call waits for kvtierd...
+    errors: list[BaseException] = []
+    buf = np.zeros(1 << 20, np.uint8)
+
+    def call() -> None:
+        try:
+            c.get_into(k, [buf])
+        except kvtier.Error as e:
+            errors.append(e)
+
+    t = threading.Thread(target=call)
+    t.start()
+    daemon.stop(signal.SIGKILL)  # ...which dies before answering.
+    t.join()
+    assert len(errors) == 1 and isinstance(errors[0], kvtier.Unavailable)
+    daemon.start()
+    c.put(k[0], b"after the crash")  # The client carries on with the new daemon.
+    assert c.get(k[0]) in (b"after the crash", value(1, 1 << 20))

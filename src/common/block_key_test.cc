@@ -123,5 +123,11 @@ TEST(BlockKeyTest, LayoutBlockBytes) {
   EXPECT_EQ(l.BlockBytes(), 32ull * 1024 * 1024);
 }
 
+TEST(NamedBlockKeyTest, MatchesTheVectorOfBlockKeysMd) {
+  EXPECT_EQ(NamedBlockKey("mykey").ToHex(),
+            "19643ecc4f48e8dae41b93e052d5fb34864ec2dac8b3ccd72f292152dc3efc32");
+  EXPECT_NE(NamedBlockKey("mykey"), NamedBlockKey("mykey2"));
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# LMCache's own L2 benchmark (`lmcache bench l2`, from the pinned lmcache package in build/venv)
+# with its L2 on, in one run, same chunk size, keys per batch and batches in flight:
+#   redis-server             through LMCache's `resp` adapter (LMCache's C++ RESP client)
+#   kvtierd RESP port        through the same `resp` adapter
+#   kvtierd Unix socket      through kvtier's `native_plugin` (kvtier.lmcache.NativeConnector,
+#                            shared memory)
+#   kvtierd native TCP       through `native_plugin` over the native protocol
+# Each is run REPEAT times, interleaved; the medians of store and load throughput are printed with
+# their ratios to redis-server. kvtierd runs with G2 only (G3 off), as redis-server keeps
+# everything in DRAM; LMCache's data verification runs on the last round of each.
+# Usage: bench/lmcache_bench.sh BUILD_DIR [chunk_kb] [keys_per_batch] [in_flight] [rounds] [repeat]
+# Needs redis-server and build/venv (scripts/deps.sh; `pip install ./python` into it).
+set -euo pipefail
+
+BUILD=${1:?usage: lmcache_bench.sh BUILD_DIR [chunk_kb] [keys_per_batch] [in_flight] [rounds] [repeat]}
+CHUNK_KB=${2:-2048}
+KEYS=${3:-32}
+IN_FLIGHT=${4:-4}
+ROUNDS=${5:-5}
+REPEAT=${6:-3}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+KVTIERD=$BUILD/src/server/kvtierd
+LMCACHE=$ROOT/build/venv/bin/lmcache
+PY=$ROOT/build/venv/bin/python
+for tool in redis-server "$LMCACHE" "$KVTIERD"; do
+  command -v "$tool" >/dev/null || { echo "missing $tool"; exit 1; }
+done
+"$PY" -c 'import kvtier.lmcache' || { echo "kvtier is not installed in build/venv: pip install ./python"; exit 1; }
+
+DIR=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+export LMCACHE_DISABLE_BANNER=1 LMCACHE_TRACK_USAGE=false PYTHONWARNINGS=ignore
+
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 1 500); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.01
+  done
+  echo "port $1 never opened"; exit 1
+}
+
+REDIS_PORT=$(free_port)
+redis-server --port "$REDIS_PORT" --save "" --appendonly no --daemonize no >/dev/null 2>&1 &
+PIDS+=($!)
+wait_port "$REDIS_PORT"
+
+BYTES_MIB=$(( CHUNK_KB * KEYS * IN_FLIGHT * 3 / 1024 + 256 ))
+cat >"$DIR/kvtierd.toml" <<TOML
+data_dir = "$DIR"
+[server]
+native_listen = "127.0.0.1:0"
+resp_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+unix_socket = "kvtierd.sock"
+[memory]
+capacity = "${BYTES_MIB}MiB"
+prefault = true
+[disk]
+dir = ""
+TOML
+"$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" >"$DIR/kvtierd.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 500); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
+KV_RESP=$(sed -n 's/^resp_port=//p' "$DIR/ports")
+KV_NATIVE=$(sed -n 's/^native_port=//p' "$DIR/ports")
+KV_SOCK=$(sed -n 's/^unix_socket=//p' "$DIR/ports")
+
+declare -A ADAPTER=(
+  [redis-server/resp]="{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$REDIS_PORT,\"num_workers\":$IN_FLIGHT}"
+  [kvtierd/resp]="{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$KV_RESP,\"num_workers\":$IN_FLIGHT}"
+  [kvtierd/native_plugin-shm]="{\"type\":\"native_plugin\",\"module_path\":\"kvtier.lmcache\",\"class_name\":\"NativeConnector\",\"adapter_params\":{\"url\":\"unix://$KV_SOCK\",\"num_workers\":$IN_FLIGHT}}"
+  [kvtierd/native_plugin-tcp]="{\"type\":\"native_plugin\",\"module_path\":\"kvtier.lmcache\",\"class_name\":\"NativeConnector\",\"adapter_params\":{\"url\":\"tcp://127.0.0.1:$KV_NATIVE\",\"num_workers\":$IN_FLIGHT}}"
+)
+ORDER=(redis-server/resp kvtierd/resp kvtierd/native_plugin-shm kvtierd/native_plugin-tcp)
+
+echo "lmcache bench l2: chunks of $CHUNK_KB KiB, $KEYS keys per batch, $IN_FLIGHT batches in flight, $ROUNDS rounds, $REPEAT repeats"
+for r in $(seq 1 "$REPEAT"); do
+  for name in "${ORDER[@]}"; do
+    out="$DIR/$(echo "$name" | tr / _)-$r.json"
+    "$LMCACHE" bench l2 --l2-adapter "${ADAPTER[$name]}" --num-keys "$KEYS" --in-flight "$IN_FLIGHT" \
+      --data-size-kb "$CHUNK_KB" --rounds "$ROUNDS" --warmup-rounds 1 --no-skip-verify \
+      --format json --output "$out" >"$out.log" 2>&1 || { tail -20 "$out.log"; exit 1; }
+    grep -q "data verified OK" "$out.log" || { echo "$name: LMCache's verification failed"; tail -20 "$out.log"; exit 1; }
+  done
+done
+
+"$PY" - "$DIR" "$REPEAT" "${ORDER[@]}" <<'PYEOF'
+import json, statistics, sys
+from pathlib import Path
+d, repeat, names = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+def medians(name):
+    store, load = [], []
+    for r in range(1, repeat + 1):
+        m = json.loads((d / f"{name.replace('/', '_')}-{r}.json").read_text())["metrics"]
+        ops = {v["operation"]: v for v in m.values() if isinstance(v, dict) and "operation" in v}
+        store.append(ops["Store"]["throughput_avg_mbps"])
+        load.append(ops["Load"]["throughput_avg_mbps"])
+    return statistics.median(store), statistics.median(load)
+results = {n: medians(n) for n in names}
+base_store, base_load = results[names[0]]
+print(f"{'L2':30} {'store MB/s':>11} {'x redis':>8} {'load MB/s':>11} {'x redis':>8}")
+for n in names:
+    s, l = results[n]
+    print(f"{n:30} {s:11.0f} {s / base_store:8.2f} {l:11.0f} {l / base_load:8.2f}")
+PYEOF
