@@ -2,11 +2,14 @@
 # kvtierd on loopback against the physical limit and a peer, in one run, 2 MiB values:
 #   iperf3 single stream, 1 MiB writes           (the link)
 #   redis-server GET/SET with redis-benchmark    (the peer)
-#   kvtierd RESP GET/SET with the same redis-benchmark, same concurrency
+#   kvtierd RESP GET/SET with the same redis-benchmark, same concurrency; ROUNDS rounds
+#   (default 5), each running redis-server and kvtierd back to back: the medians of throughput,
+#   p99 and server CPU per GiB are printed, and the median of the rounds' ratios
 #   kvtierd native TCP GET/PUT (kvtier_daemon_bench, same concurrency)
 #   kvtierd native TCP GET/PUT over TLS 1.3 (a second kvtierd, self-signed certificate; skipped
 #   without the openssl CLI)
 # and prints the ratios. Usage: bench/daemon_bench.sh BUILD_DIR [clients] [ops_per_client]
+# (ops_per_client for the native runs; RESP_OPS=1000 and ROUNDS=5 in the environment for RESP)
 # Needs iperf3, redis-server and redis-tools (Debian packages of those names).
 set -euo pipefail
 
@@ -49,23 +52,33 @@ done
 IPERF_GBPS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8/2**30)' "$DIR/iperf.json")
 echo "iperf3 single stream -l 1M: $(printf %.2f "$IPERF_GBPS") GiB/s"
 
-# redis-benchmark SET and GET against a port; prints "op rps p50_ms p99_ms" lines.
-N=$((CLIENTS * OPS))
+# redis-benchmark SET, then GET, against the server PID on PORT; prints "op rps p50_ms p99_ms
+# server_cpu_seconds" lines (CPU time from /proc). RESP_OPS requests per client and test.
+RESP_OPS=${RESP_OPS:-1000}
+N=$((CLIENTS * RESP_OPS))
+ROUNDS=${ROUNDS:-5}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 redis_bench() {
-  redis-benchmark -p "$1" -t set,get -d "$VALUE" -n "$N" -c "$CLIENTS" --csv 2>/dev/null |
+  local pid=$1 port=$2 t before after
+  for t in set get; do
+    before=$(cpu_ticks "$pid")
+    redis-benchmark -p "$port" -t "$t" -d "$VALUE" -n "$N" -c "$CLIENTS" --csv 2>/dev/null >"$DIR/rb.csv"
+    after=$(cpu_ticks "$pid")
     python3 -c '
 import csv, sys
-for row in csv.reader(sys.stdin):
+for row in csv.reader(open(sys.argv[1])):
     if row and row[0] in ("SET", "GET"):
-        print(row[0], row[1], row[4], row[6])'
+        print(row[0], row[1], row[4], row[6], (int(sys.argv[3]) - int(sys.argv[2])) / 100)' \
+      "$DIR/rb.csv" "$before" "$after"
+  done
 }
 
 # 2. redis-server, no persistence.
 REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --save "" --appendonly no --daemonize no >/dev/null 2>&1 &
-PIDS+=($!)
+REDIS_PID=$!
+PIDS+=($REDIS_PID)
 wait_port "$REDIS_PORT"
-REDIS=$(redis_bench "$REDIS_PORT")
 
 # 3 and 4. kvtierd.
 cat >"$DIR/kvtierd.toml" <<EOF
@@ -83,7 +96,35 @@ PIDS+=($!)
 for _ in $(seq 1 500); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
 # shellcheck disable=SC1091
 source "$DIR/ports"
-KV_RESP=$(redis_bench "$resp_port")
+# The RESP comparison runs against a kvtierd of its own with one event loop, as redis-server
+# serves clients from one thread (on a small machine a second loop takes the core the
+# benchmark client needs).
+mkdir -p "$DIR/resp"
+cat >"$DIR/resp.toml" <<EOF
+data_dir = "$DIR/resp"
+[server]
+native_listen = ""
+resp_listen = "127.0.0.1:0"
+http_listen = ""
+unix_socket = ""
+threads = 1
+[memory]
+capacity = "256MiB"
+prefault = true
+[disk]
+dir = ""
+EOF
+"$KVTIERD" --config "$DIR/resp.toml" --port-file "$DIR/resp_ports" 2>"$DIR/kvtierd_resp.log" &
+KVTIERD_PID=$!
+PIDS+=($KVTIERD_PID)
+for _ in $(seq 1 500); do [ -f "$DIR/resp_ports" ] && break; sleep 0.01; done
+RESP_PORT=$(sed -n 's/^resp_port=//p' "$DIR/resp_ports")
+REDIS=""
+KV_RESP=""
+for _ in $(seq 1 "$ROUNDS"); do
+  REDIS+=$(redis_bench "$REDIS_PID" "$REDIS_PORT")$'\n'
+  KV_RESP+=$(redis_bench "$KVTIERD_PID" "$RESP_PORT")$'\n'
+done
 KV_NATIVE=$("$NATIVE_BENCH" --endpoint "127.0.0.1:$native_port" --clients "$CLIENTS" --ops "$OPS" --value-bytes "$VALUE")
 
 # 5. The same native run over TLS 1.3, against a second kvtierd.
@@ -103,17 +144,24 @@ if command -v openssl >/dev/null; then
     --clients "$CLIENTS" --ops "$OPS" --value-bytes "$VALUE")
 fi
 
-python3 - "$IPERF_GBPS" "$VALUE" "$CLIENTS" <<EOF
-import sys
+python3 - "$IPERF_GBPS" "$VALUE" "$CLIENTS" "$N" "$ROUNDS" <<EOF
+import statistics, sys
 iperf = float(sys.argv[1]); value = int(sys.argv[2]); clients = sys.argv[3]
+n = int(sys.argv[4]); rounds = int(sys.argv[5])
 def parse_redis(text):
+    """Per op, per round: (GiB/s, p50 ms, p99 ms, server CPU seconds per GiB)."""
     out = {}
     for line in text.strip().splitlines():
-        op, rps, p50, p99 = line.split()
-        out[op] = (float(rps) * value / 2**30, float(p50), float(p99))
+        op, rps, p50, p99, cpu = line.split()
+        out.setdefault(op, []).append(
+            (float(rps) * value / 2**30, float(p50), float(p99), float(cpu) / (n * value / 2**30)))
     return out
-redis = parse_redis("""$REDIS""")
-resp = parse_redis("""$KV_RESP""")
+redis_rounds = parse_redis("""$REDIS""")
+resp_rounds = parse_redis("""$KV_RESP""")
+def median(rows):
+    return tuple(statistics.median(r[i] for r in rows) for i in range(4))
+redis = {op: median(r) for op, r in redis_rounds.items()}
+resp = {op: median(r) for op, r in resp_rounds.items()}
 native = {}
 for line in """$KV_NATIVE""".strip().splitlines()[1:]:
     f = line.split(",")
@@ -126,6 +174,14 @@ def row(name, r, peer=None):
 print(f"{'iperf3 -l 1M (1 stream)':28s} {iperf:8.2f}")
 row("redis-server SET", redis["SET"]); row("redis-server GET", redis["GET"])
 row("kvtierd RESP SET", resp["SET"], redis["SET"]); row("kvtierd RESP GET", resp["GET"], redis["GET"])
+print(f"\nRESP, median over {rounds} rounds of each round's kvtierd / redis-server:")
+for op in ("SET", "GET"):
+    pairs = list(zip(resp_rounds[op], redis_rounds[op]))
+    tput = statistics.median(k[0] / r[0] for k, r in pairs)
+    p99 = statistics.median(k[2] / r[2] for k, r in pairs)
+    cpu = statistics.median(k[3] / r[3] for k, r in pairs)
+    print(f"  {op}: throughput {tput:.2f}x, p99 {p99:.2f}x, server CPU per GiB {cpu:.2f}x"
+          f" ({resp[op][3]:.3f} vs {redis[op][3]:.3f} s/GiB)")
 row("kvtierd native PUT", native["PUT"]); row("kvtierd native GET", native["GET"])
 tls = {}
 for line in """$KV_TLS""".strip().splitlines()[1:]:

@@ -104,11 +104,20 @@ void OutputQueue::Advance(size_t written) {
   }
 }
 
-Result<size_t> OutputQueue::WriteTo(int fd) {
+Result<size_t> OutputQueue::WriteTo(int fd, size_t max_bytes) {
   constexpr size_t kMaxIov = 64;
   iovec iov[kMaxIov];
   size_t n_iov = Gather(iov, kMaxIov);
-  if (n_iov == 0) return size_t{0};
+  if (n_iov == 0 || max_bytes == 0) return size_t{0};
+  size_t total = 0;
+  for (size_t i = 0; i < n_iov; ++i) {
+    if (total + iov[i].iov_len >= max_bytes) {
+      iov[i].iov_len = max_bytes - total;
+      n_iov = i + 1;
+      break;
+    }
+    total += iov[i].iov_len;
+  }
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = n_iov;

@@ -63,7 +63,7 @@ class OutputQueue {
   bool empty() const { return pending_ == 0; }
   // Writes as much as the socket takes now. Returns the bytes written (0 when it would block);
   // Unavailable when the peer is gone.
-  Result<size_t> WriteTo(int fd);
+  Result<size_t> WriteTo(int fd, size_t max_bytes = SIZE_MAX);
   // The same through a TLS session: small pieces are gathered into records of up to 16 KiB
   // (one copy, which TLS makes anyway when it encrypts); large ones are written in place.
   Result<size_t> WriteTo(TlsSession* tls);

@@ -26,6 +26,13 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr int kReadsPerEvent = 16;
 // Accepts per readiness event of a listener.
 constexpr int kAcceptsPerEvent = 256;
+// Bytes written to one connection per readiness event: large replies to several clients go
+// out interleaved, instead of one client's whole reply holding the others back.
+constexpr size_t kWritesPerEvent = 1 << 20;
+// Most input a connection waits for (SO_RCVLOWAT) before the loop is woken to read the rest of a
+// request of known size: a large value arrives in a few reads instead of one per segment, and a
+// slow sender still shows activity that often.
+constexpr size_t kMaxLowWater = 1 << 20;
 // How long a connection being closed may take to flush its last reply and finish sending.
 constexpr std::chrono::seconds kMaxLinger{10};
 
@@ -78,6 +85,7 @@ class Connection {
   }
 
   void OnEvents(uint32_t events) {
+    write_budget_ = kWritesPerEvent;
     if (events & (EPOLLERR | EPOLLHUP)) {
       // Write whatever the peer may still accept; a reset peer fails the write.
       if ((events & EPOLLIN) == 0) {
@@ -129,11 +137,16 @@ class Connection {
     for (int i = 0; i < kReadsPerEvent || TlsPending(); ++i) {
       if (state_ != State::kOpen && state_ != State::kLingering) return;
       if (state_ == State::kOpen && out_.pending_bytes() > MaxOutput()) return;
+      // Room for the rest of a request of known size, no more: rounding it up to a read chunk
+      // would outgrow a buffer sized to the request, copying the request into a new one.
       size_t want = kReadChunk;
-      if (state_ == State::kOpen && needed_ > in_.size()) want = std::max(want, needed_ - in_.size());
+      if (state_ == State::kOpen && needed_ > in_.size()) want = needed_ - in_.size();
       in_.Reserve(want);
       ssize_t n = Receive(in_.write_ptr(), in_.writable_size());
-      if (n == kWouldBlock) return;
+      if (n == kWouldBlock) {
+        WakeForTheRest();
+        return;
+      }
       if (n < 0) {
         state_ = State::kDead;
         return;
@@ -157,6 +170,19 @@ class Connection {
       }
       Pump();
     }
+  }
+
+  // Asks the kernel to wake the loop only when the rest of a partly received request has come
+  // (up to kMaxLowWater), not for each segment of it. Plaintext only: TLS records do not map
+  // onto request bytes.
+  void WakeForTheRest() {
+    size_t low = 1;
+    if (tls_ == nullptr && state_ == State::kOpen && needed_ > in_.size()) {
+      low = std::min(needed_ - in_.size(), kMaxLowWater);
+    }
+    if (low == low_water_) return;
+    int value = static_cast<int>(low);
+    if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &value, sizeof(value)) == 0) low_water_ = low;
   }
 
   // A whole request is buffered and may be handled.
@@ -239,13 +265,14 @@ class Connection {
   }
 
   void Flush() {
-    while (!out_.empty() && state_ != State::kDead) {
-      Result<size_t> n = tls_ != nullptr ? out_.WriteTo(tls_.get()) : out_.WriteTo(fd_);
+    while (!out_.empty() && state_ != State::kDead && write_budget_ > 0) {
+      Result<size_t> n = tls_ != nullptr ? out_.WriteTo(tls_.get()) : out_.WriteTo(fd_, write_budget_);
       if (!n.ok()) {
         state_ = State::kDead;
         return;
       }
       if (*n == 0) break;
+      write_budget_ -= std::min(write_budget_, *n);
       last_activity_ = Clock::now();
       loop_->ctx_->metrics->BytesSent(handler_->proto(), *n);
     }
@@ -273,6 +300,8 @@ class Connection {
   bool read_wants_write_ = false;  // A TLS read needs the socket writable to progress.
   bool peer_done_ = false;
   size_t needed_ = 0;  // Input bytes the handler needs before it can make progress.
+  size_t write_budget_ = kWritesPerEvent;  // Left to write in this readiness event.
+  size_t low_water_ = 1;  // The socket's SO_RCVLOWAT.
   InputBuffer in_;
   OutputQueue out_;
   Clock::time_point last_activity_;
