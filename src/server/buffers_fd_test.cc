@@ -1,5 +1,5 @@
-// OutputQueue::AppendWithFd: a descriptor passed with the first byte of its piece, in order
-// with the bytes queued before and after it.
+// OutputQueue on a real socket: a descriptor passed with the first byte of its piece, in order
+// with the bytes queued before and after it; writes bounded by a byte budget.
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -59,6 +59,27 @@ TEST(OutputQueueFdTest, DescriptorTravelsWithItsFirstByte) {
   EXPECT_EQ(st.st_size, 12345);
   close(passed);
   close(file);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(OutputQueueFdTest, AWriteStopsAtItsBudget) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  OutputQueue q;
+  q.Append("hello ");
+  q.Append(std::string(1000, 'x'));
+  Result<size_t> n = q.WriteTo(fds[0], 8);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 8u);
+  EXPECT_EQ(q.pending_bytes(), 1006u - 8);
+  EXPECT_EQ(*q.WriteTo(fds[0], 0), 0u);
+  n = q.WriteTo(fds[0]);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 998u);
+  EXPECT_TRUE(q.empty());
+  int passed;
+  EXPECT_EQ(Receive(fds[1], 1006, &passed), "hello " + std::string(1000, 'x'));
   close(fds[0]);
   close(fds[1]);
 }

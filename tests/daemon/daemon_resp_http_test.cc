@@ -79,6 +79,27 @@ TEST(DaemonRespTest, SetOfANewKeyOrOfTheSameBytesDeletesNothing) {
   std::filesystem::remove_all(g4);
 }
 
+// The rest of a large request is awaited with SO_RCVLOWAT: a value arriving in small writes, and
+// one followed by nothing (a truncated request), must behave as without it.
+TEST(DaemonRespTest, AValueArrivingInSmallPiecesIsStored) {
+  Daemon d;
+  int fd = ConnectTcp(d.resp_port());
+  std::string value(3 << 20, 'p');
+  for (size_t i = 0; i < value.size(); i += 4099) value[i] = static_cast<char>(i);
+  std::string cmd = Command({"SET", "pieces", value});
+  for (size_t i = 0; i < cmd.size(); i += 1000) SendAll(fd, cmd.substr(i, 1000));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  SendAll(fd, Command({"GET", "pieces"}));
+  EXPECT_EQ(ReadResp(fd), "$" + std::to_string(value.size()) + "\r\n" + value + "\r\n");
+  // A truncated request leaves the connection waiting; others are served, and closing it is seen.
+  int cut = ConnectTcp(d.resp_port());
+  SendAll(cut, cmd.substr(0, cmd.size() / 2));
+  SendAll(fd, Command({"PING"}));
+  EXPECT_EQ(ReadResp(fd), "+PONG\r\n");
+  close(cut);
+  close(fd);
+}
+
 TEST(DaemonRespTest, SetGetExistsDelAndFriends) {
   Daemon d;
   int fd = ConnectTcp(d.resp_port());
