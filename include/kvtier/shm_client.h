@@ -49,6 +49,11 @@ struct ShmClientOptions {
   // block does not pay a page fault per page. Costs page tables (about 2 MiB per GiB of arena)
   // and time at connect; turn it off for short-lived clients of a large arena.
   bool populate = true;
+  // Before blocking for a reply, poll the socket for it this long (microseconds): a daemon on
+  // the same host answers within microseconds, while waking a blocked thread takes tens of
+  // them (a small GET's round trip: 46 us blocking, 12 us polling, in bench/shm_bench.sh).
+  // Costs the waiting thread's CPU for up to that long per request; 0 turns polling off.
+  uint32_t spin_us = 50;
 };
 
 namespace shm_internal {

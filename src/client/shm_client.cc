@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <chrono>
 #include <cstring>
 #include <unordered_set>
 #include <utility>
@@ -54,7 +55,7 @@ class Connection {
   const protocol::HelloResponse& hello() const { return hello_; }
 
  private:
-  explicit Connection(int fd) : fd_(fd) {}
+  Connection(int fd, uint32_t spin_us) : fd_(fd), spin_(std::chrono::microseconds(spin_us)) {}
   Status Handshake(const ShmClientOptions& options) ABSL_LOCKS_EXCLUDED(mu_);
   Status WriteFrame(Opcode opcode, uint64_t id, const std::string& body)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -70,6 +71,7 @@ class Connection {
   Status Fail(Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int fd_;
+  const std::chrono::microseconds spin_;  // ShmClientOptions::spin_us.
   std::byte* base_ = nullptr;
   protocol::HelloResponse hello_;
   protocol::ShmAttachReply attach_;
@@ -99,7 +101,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(const ShmClientOptions& opt
   if (path.empty()) return Status::InvalidArgument("ShmClientOptions::socket_path is empty");
   Result<int> fd = client::ConnectUnix(path);
   if (!fd.ok()) return fd.status();
-  std::shared_ptr<Connection> conn(new Connection(*fd));
+  std::shared_ptr<Connection> conn(new Connection(*fd, options.spin_us));
   KVTIER_RETURN_IF_ERROR(conn->Handshake(options));
   return conn;
 }
@@ -215,7 +217,18 @@ Status Connection::ReadExact(std::byte* out, size_t n, int* fd_out) {
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
     msg.msg_control = control;
     msg.msg_controllen = sizeof(control);
-    ssize_t r = recvmsg(fd_, &msg, (direct ? MSG_WAITALL : 0) | MSG_CMSG_CLOEXEC);
+    ssize_t r = -1;
+    if (direct) {
+      r = recvmsg(fd_, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+    } else {
+      // A reply from a daemon on this host comes within microseconds; waking a blocked thread
+      // takes tens of them. Poll for spin_ first.
+      const auto until = std::chrono::steady_clock::now() + spin_;
+      do {
+        r = recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      } while (r < 0 && errno == EAGAIN && std::chrono::steady_clock::now() < until);
+      if (r < 0 && errno == EAGAIN) r = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+    }
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       return Fail(Status::Unavailable(r == 0 ? "kvtierd closed the connection"
