@@ -8,7 +8,10 @@
 #   kvtierd native TCP       through `native_plugin` over the native protocol
 # Each is run REPEAT times, interleaved; the medians of store and load throughput are printed with
 # their ratios to redis-server. kvtierd runs with G2 only (G3 off), as redis-server keeps
-# everything in DRAM; LMCache's data verification runs on the last round of each.
+# everything in DRAM; LMCache's data verification runs on the last round of each. kvtierd is
+# emptied before each of its runs, so that each stores new chunks (a chunk kvtierd already holds
+# is not stored again); redis-server is not, so that its memory stays allocated (an untimed run
+# first fills it): each run overwrites the chunks of the run before, its fastest case.
 # Usage: bench/lmcache_bench.sh BUILD_DIR [chunk_kb] [keys_per_batch] [in_flight] [rounds] [repeat]
 # Needs redis-server and build/venv (scripts/deps.sh; `pip install ./python` into it).
 set -euo pipefail
@@ -23,7 +26,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 KVTIERD=$BUILD/src/server/kvtierd
 LMCACHE=$ROOT/build/venv/bin/lmcache
 PY=$ROOT/build/venv/bin/python
-for tool in redis-server "$LMCACHE" "$KVTIERD"; do
+for tool in redis-server redis-cli curl "$LMCACHE" "$KVTIERD"; do
   command -v "$tool" >/dev/null || { echo "missing $tool"; exit 1; }
 done
 "$PY" -c 'import kvtier.lmcache' || { echo "kvtier is not installed in build/venv: pip install ./python"; exit 1; }
@@ -51,7 +54,9 @@ redis-server --port "$REDIS_PORT" --save "" --appendonly no --daemonize no >/dev
 PIDS+=($!)
 wait_port "$REDIS_PORT"
 
-BYTES_MIB=$(( CHUNK_KB * KEYS * IN_FLIGHT * 3 / 1024 + 256 ))
+# Room for every chunk the runs store (LMCache's benchmark stores new keys each round, and
+# redis-server, without maxmemory, keeps them all): nothing is evicted before it is loaded.
+BYTES_MIB=$(( CHUNK_KB * KEYS * IN_FLIGHT * (ROUNDS + 1) * 3 / 1024 + 256 ))
 cat >"$DIR/kvtierd.toml" <<TOML
 data_dir = "$DIR"
 [server]
@@ -67,10 +72,13 @@ dir = ""
 TOML
 "$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" >"$DIR/kvtierd.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 1 500); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
+for _ in $(seq 1 6000); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
+[ -f "$DIR/ports" ] || { cat "$DIR/kvtierd.log"; echo "kvtierd did not start"; exit 1; }
 KV_RESP=$(sed -n 's/^resp_port=//p' "$DIR/ports")
 KV_NATIVE=$(sed -n 's/^native_port=//p' "$DIR/ports")
 KV_SOCK=$(sed -n 's/^unix_socket=//p' "$DIR/ports")
+KV_HTTP=$(sed -n 's/^http_port=//p' "$DIR/ports")
+empty_kvtierd() { curl -sf -X DELETE "http://127.0.0.1:$KV_HTTP/admin/tenants/default" >/dev/null; }
 
 declare -A ADAPTER=(
   [redis-server/resp]="{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$REDIS_PORT,\"num_workers\":$IN_FLIGHT}"
@@ -81,12 +89,17 @@ declare -A ADAPTER=(
 ORDER=(redis-server/resp kvtierd/resp kvtierd/native_plugin-shm kvtierd/native_plugin-tcp)
 
 echo "lmcache bench l2: chunks of $CHUNK_KB KiB, $KEYS keys per batch, $IN_FLIGHT batches in flight, $ROUNDS rounds, $REPEAT repeats"
+bench_run() {  # ADAPTER_JSON OUTPUT
+  "$LMCACHE" bench l2 --l2-adapter "$1" --num-keys "$KEYS" --in-flight "$IN_FLIGHT" \
+    --data-size-kb "$CHUNK_KB" --rounds "$ROUNDS" --warmup-rounds 1 --no-skip-verify \
+    --format json --output "$2" >"$2.log" 2>&1 || { tail -20 "$2.log"; exit 1; }
+}
+bench_run "${ADAPTER[redis-server/resp]}" "$DIR/redis-warmup.json"
 for r in $(seq 1 "$REPEAT"); do
   for name in "${ORDER[@]}"; do
+    [ "$name" = redis-server/resp ] || empty_kvtierd
     out="$DIR/$(echo "$name" | tr / _)-$r.json"
-    "$LMCACHE" bench l2 --l2-adapter "${ADAPTER[$name]}" --num-keys "$KEYS" --in-flight "$IN_FLIGHT" \
-      --data-size-kb "$CHUNK_KB" --rounds "$ROUNDS" --warmup-rounds 1 --no-skip-verify \
-      --format json --output "$out" >"$out.log" 2>&1 || { tail -20 "$out.log"; exit 1; }
+    bench_run "${ADAPTER[$name]}" "$out"
     grep -q "data verified OK" "$out.log" || { echo "$name: LMCache's verification failed"; tail -20 "$out.log"; exit 1; }
   done
 done

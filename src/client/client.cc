@@ -71,6 +71,11 @@ class Retrier {
   std::chrono::milliseconds backoff_;
 };
 
+// Values per PUT_MANY request. The server receives a request into one buffer: one of 64 MiB
+// (max_frame_bytes) would be a fresh mapping, page-faulted in, for every request, while one
+// of a few MiB is reused from the heap. Pipelined requests keep the link busy all the same.
+constexpr uint64_t kMaxPutRequestBytes = 8 << 20;
+
 // Splits [0, n) into runs of at most `limit`.
 std::vector<std::pair<size_t, size_t>> Chunks(size_t n, size_t limit) {
   std::vector<std::pair<size_t, size_t>> out;
@@ -125,16 +130,17 @@ class ClientImpl final : public Client {
   }
 
   std::vector<Status> PutManyOnce(std::span<const BlockWrite> writes) {
-    // Requests fill up to max_batch entries and max_frame_bytes, and are all sent before the
-    // first reply is awaited.
+    // Requests fill up to max_batch entries and kMaxPutRequestBytes (or max_frame_bytes, if
+    // lower; a larger value goes alone), and are all sent before the first reply is awaited.
     constexpr uint64_t kMaxEntryBytes = 4 + 2 * kBlockKeySize + 1 + 8 + 1 + 8;
+    const uint64_t limit = std::min<uint64_t>(info_.max_frame_bytes, kMaxPutRequestBytes);
     std::vector<std::future<std::vector<Status>>> futures;
     size_t begin = 0;
     while (begin < writes.size()) {
       size_t end = begin;
       uint64_t bytes = 4;
       while (end < writes.size() && end - begin < info_.max_batch &&
-             (end == begin || bytes + kMaxEntryBytes + writes[end].value.size() <= info_.max_frame_bytes)) {
+             (end == begin || bytes + kMaxEntryBytes + writes[end].value.size() <= limit)) {
         bytes += kMaxEntryBytes + writes[end].value.size();
         ++end;
       }
