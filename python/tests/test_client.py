@@ -8,11 +8,12 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
 import torch
-from conftest import Daemon
+from conftest import DEADLINE, Daemon
 
 import kvtier
 
@@ -282,3 +283,51 @@ def test_a_daemon_killed_mid_call_is_unavailable_not_a_crash(daemon: Daemon) -> 
     daemon.start()
     c.put(k[0], b"after the crash")  # The client carries on with the new daemon.
     assert c.get(k[0]) in (b"after the crash", value(1, 1 << 20))
+
+
+def queued_bytes(port: int) -> int:
+    """Bytes waiting in kvtierd's receive queues of connections to `port` (ss -tn)."""
+    out = subprocess.run(
+        ["ss", "-tnH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sum(int(line.split()[0]) for line in out.splitlines() if line.strip())
+
+
+def test_a_client_killed_mid_put_leaves_nothing_half_written(daemon: Daemon) -> None:
+    """A client process dies (SIGKILL) with a 64 MiB put sent in part: the block must not
+    exist, neither cut short nor whole, and kvtierd keeps serving."""
+    key = kvtier.named_key("killed mid-put")
+    port = int(daemon.ports["native_port"])
+    script = textwrap.dedent(
+        f"""
+        import sys, numpy as np, kvtier
+        c = kvtier.Client({daemon.tcp_url!r}, retry_timeout=0)
+        value = np.ones(64 << 20, np.uint8)
+        print("connected", flush=True)
+        sys.stdin.readline()
+        c.put({key!r}, value)
+        """
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    assert writer.stdout.readline() == "connected\n"
+    daemon.pause()  # Now the put can send only what the socket buffers hold...
+    try:
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        deadline = time.monotonic() + DEADLINE
+        while queued_bytes(port) < (64 << 10):  # ...and part of it has arrived.
+            assert time.monotonic() < deadline, "the put never started"
+            time.sleep(0.01)  # Polling the socket queue, bounded.
+        writer.kill()
+        writer.wait()
+    finally:
+        daemon.resume()
+    with kvtier.Client(daemon.tcp_url) as c:
+        c.ping()
+        assert c.get(key) is None
