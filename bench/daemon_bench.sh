@@ -23,22 +23,8 @@ for tool in iperf3 redis-server redis-benchmark python3; do
   command -v "$tool" >/dev/null || { echo "missing $tool"; exit 1; }
 done
 
-DIR=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 500); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.01
-  done
-  echo "port $1 never opened"; exit 1
-}
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/common.sh"
 
 # 1. iperf3: one stream, 1 MiB writes.
 IPERF_PORT=$(free_port)

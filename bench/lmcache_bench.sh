@@ -31,23 +31,9 @@ for tool in redis-server redis-cli curl "$LMCACHE" "$KVTIERD"; do
 done
 "$PY" -c 'import kvtier.lmcache' || { echo "kvtier is not installed in build/venv: pip install ./python"; exit 1; }
 
-DIR=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/common.sh"
 export LMCACHE_DISABLE_BANNER=1 LMCACHE_TRACK_USAGE=false PYTHONWARNINGS=ignore
-
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 500); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.01
-  done
-  echo "port $1 never opened"; exit 1
-}
 
 REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --save "" --appendonly no --daemonize no >/dev/null 2>&1 &

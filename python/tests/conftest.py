@@ -93,8 +93,22 @@ class Daemon:
         return code
 
     def pause(self) -> None:
+        """SIGSTOP, and waits until every thread of kvtierd has stopped (signals are delivered
+        asynchronously)."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+
+        def stopped(task: Path) -> bool:
+            try:
+                return (task / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("t", "T")
+            except FileNotFoundError:  # The thread has exited.
+                return True
+
+        deadline = time.monotonic() + DEADLINE
+        while not all(stopped(t) for t in tasks.iterdir()):
+            assert time.monotonic() < deadline, "kvtierd did not stop"
+            time.sleep(0.001)  # Polling the threads' states, bounded.
 
     def resume(self) -> None:
         assert self.proc is not None

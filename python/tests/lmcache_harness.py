@@ -117,64 +117,33 @@ class BenchRun:
         }
 
 
-def bench_server(server: LMCacheServer, start: int, end: int, directory: Path) -> BenchRun:
-    out = directory / f"bench-{start}-{end}-{time.monotonic_ns()}.json"
+def run_lmcache(*args: str) -> subprocess.CompletedProcess[str]:
+    """Runs the ``lmcache`` CLI to completion (bounded); fails the test when it fails."""
     proc = subprocess.run(
-        [
-            LMCACHE,
-            "bench",
-            "server",
-            "--rpc-url",
-            f"tcp://127.0.0.1:{server.port}",
-            "--url",
-            f"http://127.0.0.1:{server.http_port}",
-            "--mode",
-            "cpu",
-            "--num-tokens",
-            "512",
-            "--start",
-            str(start),
-            "--end",
-            str(end),
-            "--interval",
-            "0",
-            "--format",
-            "json",
-            "--output",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=DEADLINE * 5,
+        [LMCACHE, *args], capture_output=True, text=True, env=ENV, timeout=DEADLINE * 5
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def bench_server(server: LMCacheServer, start: int, end: int, directory: Path) -> BenchRun:
+    out = directory / f"bench-{start}-{end}-{time.monotonic_ns()}.json"
+    proc = run_lmcache(
+        "bench", "server", "--rpc-url", f"tcp://127.0.0.1:{server.port}",
+        "--url", f"http://127.0.0.1:{server.http_port}", "--mode", "cpu",
+        "--num-tokens", "512", "--start", str(start), "--end", str(end), "--interval", "0",
+        "--format", "json", "--output", str(out),
+    )  # fmt: skip
     return BenchRun(proc.stdout + proc.stderr, json.loads(out.read_text())["metrics"])
 
 
 def bench_l2(adapter: dict[str, Any], directory: Path, *extra: str) -> dict[str, Any]:
     """``lmcache bench l2`` with its round-trip data verification; returns its metrics."""
     out = directory / f"bench-l2-{time.monotonic_ns()}.json"
-    proc = subprocess.run(
-        [
-            LMCACHE,
-            "bench",
-            "l2",
-            "--l2-adapter",
-            json.dumps(adapter),
-            "--no-skip-verify",
-            "--format",
-            "json",
-            "--output",
-            str(out),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=DEADLINE * 5,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = run_lmcache(
+        "bench", "l2", "--l2-adapter", json.dumps(adapter), "--no-skip-verify",
+        "--format", "json", "--output", str(out), *extra,
+    )  # fmt: skip
     assert "data verified OK" in proc.stdout + proc.stderr, proc.stdout[-3000:]
     metrics: dict[str, Any] = json.loads(out.read_text())["metrics"]
     return metrics

@@ -5,9 +5,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "errors.h"
 #include "kvtier/block_key.h"
 #include "kvtier/store.h"
 
@@ -19,6 +22,38 @@ void BindKeys(py::module_& m);        // keys.cc: Namespace, block_keys, opaque_
 void BindClient(py::module_& m);      // client.cc: _Client
 void BindShm(py::module_& m);         // shm.cc: _ShmClient, _ShmLease, _ShmAllocation
 void BindLMCache(py::module_& m);     // lmcache_connector.cc: LMCacheConnector
+
+// A client object that may be closed while other threads use it: each call holds its own
+// reference, so the connections close when the last call in flight returns.
+template <typename T>
+class Closable {
+ public:
+  explicit Closable(std::unique_ptr<T> object) : object_(std::move(object)) {}
+
+  // The object; FailedPrecondition (thrown) once closed.
+  std::shared_ptr<T> get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!object_) throw StatusError(Status::FailedPrecondition("the client is closed"));
+    return object_;
+  }
+
+  void close() {
+    std::shared_ptr<T> last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = std::move(object_);
+    }
+    py::gil_scoped_release release;
+    last.reset();
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<T> object_;
+};
+
+// get_into's results: the sizes, None for a miss, an exception instance for another error.
+py::list SizeList(const std::vector<Result<size_t>>& results);
 
 // Runs f with the GIL released and returns what it returns.
 template <typename F>

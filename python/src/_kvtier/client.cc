@@ -18,35 +18,6 @@
 namespace kvtier::python {
 namespace {
 
-// A Client that may be closed while other threads use it: each call holds its own reference.
-class ClientBox {
- public:
-  explicit ClientBox(std::unique_ptr<Client> client) : client_(std::move(client)) {}
-
-  std::shared_ptr<Client> get() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!client_) throw StatusError(Status::FailedPrecondition("the client is closed"));
-    return client_;
-  }
-
-  // Drops this reference; the connections close when the last call using them returns.
-  void close() {
-    std::shared_ptr<Client> last;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      last = std::move(client_);
-    }
-    py::gil_scoped_release release;
-    last.reset();
-  }
-
-  const ServerInfo& info() { return get()->server_info(); }
-
- private:
-  std::mutex mu_;
-  std::shared_ptr<Client> client_;
-};
-
 py::list StatusList(const std::vector<Status>& statuses) {
   py::list out(statuses.size());
   for (size_t i = 0; i < statuses.size(); ++i) {
@@ -64,6 +35,20 @@ py::dict DeletionDict(const DeletionReport& r) {
 }
 
 }  // namespace
+
+py::list SizeList(const std::vector<Result<size_t>>& results) {
+  py::list out(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) {
+      out[i] = py::int_(*results[i]);
+    } else if (results[i].status().code() == StatusCode::kNotFound) {
+      out[i] = py::none();
+    } else {
+      out[i] = ErrorObject(results[i].status());
+    }
+  }
+  return out;
+}
 
 PutOptions PutOptionsFrom(py::handle parent, uint64_t session, uint32_t dtype, size_t index) {
   PutOptions o;
@@ -108,7 +93,7 @@ py::object TierObject(std::optional<TierLevel> tier) {
 }
 
 void BindClient(py::module_& m) {
-  py::class_<ClientBox, std::shared_ptr<ClientBox>>(m, "_Client")
+  py::class_<Closable<Client>, std::shared_ptr<Closable<Client>>>(m, "_Client")
       .def(py::init([](std::string endpoint, std::string tenant, std::string token,
                        std::string client_name, uint32_t connections, uint32_t retry_timeout_ms,
                        bool tls, std::string tls_ca_file, bool tls_verify,
@@ -131,16 +116,17 @@ void BindClient(py::module_& m) {
                py::gil_scoped_release release;
                return Client::Connect(o);
              }();
-             return std::make_shared<ClientBox>(ValueOrThrow(std::move(c)));
+             return std::make_shared<Closable<Client>>(ValueOrThrow(std::move(c)));
            }),
            py::arg("endpoint"), py::arg("tenant"), py::arg("token"), py::arg("client_name"),
            py::arg("connections"), py::arg("retry_timeout_ms"), py::arg("tls"),
            py::arg("tls_ca_file"), py::arg("tls_verify"), py::arg("tls_server_name"),
            py::arg("tls_cert_file"), py::arg("tls_key_file"))
-      .def("close", &ClientBox::close)
+      .def("close", &Closable<Client>::close)
       .def("server_info",
-           [](ClientBox& box) {
-             const ServerInfo& i = box.info();
+           [](Closable<Client>& box) {
+             auto c = box.get();
+             const ServerInfo& i = c->server_info();
              py::dict d;
              d["server"] = i.server;
              d["tenant"] = i.tenant;
@@ -151,13 +137,13 @@ void BindClient(py::module_& m) {
              return d;
            })
       .def("ping",
-           [](ClientBox& box) {
+           [](Closable<Client>& box) {
              auto c = box.get();
              Status s = WithoutGil([&] { return c->Ping(); });
              ThrowIfError(s);
            })
       .def("put_many",
-           [](ClientBox& box, py::handle keys, py::handle values, py::handle parents,
+           [](Closable<Client>& box, py::handle keys, py::handle values, py::handle parents,
               uint64_t session, uint32_t dtype) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
@@ -167,7 +153,7 @@ void BindClient(py::module_& m) {
              return StatusList(statuses);
            })
       .def("get_many",
-           [](ClientBox& box, py::handle keys) {
+           [](Closable<Client>& box, py::handle keys) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              BlockValues values = WithoutGil([&] { return c->GetMany(k); });
@@ -185,7 +171,7 @@ void BindClient(py::module_& m) {
              return out;
            })
       .def("get_into",
-           [](ClientBox& box, py::handle keys, py::handle buffers) {
+           [](Closable<Client>& box, py::handle keys, py::handle buffers) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              std::vector<BorrowedBytes> b = BorrowAll(buffers, true, "buffer");
@@ -197,20 +183,10 @@ void BindClient(py::module_& m) {
              outs.reserve(b.size());
              for (const BorrowedBytes& x : b) outs.push_back(x.span());
              std::vector<Result<size_t>> got = WithoutGil([&] { return c->GetManyInto(k, outs); });
-             py::list out(k.size());
-             for (size_t i = 0; i < k.size(); ++i) {
-               if (got[i].ok()) {
-                 out[i] = py::int_(*got[i]);
-               } else if (got[i].status().code() == StatusCode::kNotFound) {
-                 out[i] = py::none();
-               } else {
-                 out[i] = ErrorObject(got[i].status());
-               }
-             }
-             return out;
+             return SizeList(got);
            })
       .def("exists_many",
-           [](ClientBox& box, py::handle keys) {
+           [](Closable<Client>& box, py::handle keys) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              Result<std::vector<std::optional<TierLevel>>> r = WithoutGil([&] { return c->Exists(k); });
@@ -220,7 +196,7 @@ void BindClient(py::module_& m) {
              return out;
            })
       .def("lookup_prefix",
-           [](ClientBox& box, py::handle keys) {
+           [](Closable<Client>& box, py::handle keys) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              Result<PrefixMatch> r = WithoutGil([&] { return c->LookupPrefix(k); });
@@ -230,7 +206,7 @@ void BindClient(py::module_& m) {
              return py::make_tuple(match.num_blocks, tiers);
            })
       .def("delete_many",
-           [](ClientBox& box, py::handle keys) {
+           [](Closable<Client>& box, py::handle keys) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              std::vector<Status> statuses = WithoutGil([&] { return c->DeleteMany(k); });
@@ -247,32 +223,32 @@ void BindClient(py::module_& m) {
              return out;
            })
       .def("pin_many",
-           [](ClientBox& box, py::handle keys, bool pin) {
+           [](Closable<Client>& box, py::handle keys, bool pin) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              std::vector<Status> statuses = WithoutGil([&] { return pin ? c->PinMany(k) : c->UnpinMany(k); });
              return StatusList(statuses);
            })
       .def("prefetch",
-           [](ClientBox& box, py::handle keys) {
+           [](Closable<Client>& box, py::handle keys) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              Status s = WithoutGil([&] { return c->Prefetch(k); });
              ThrowIfError(s);
            })
       .def("delete_session",
-           [](ClientBox& box, uint64_t session) {
+           [](Closable<Client>& box, uint64_t session) {
              auto c = box.get();
              Result<DeletionReport> r = WithoutGil([&] { return c->DeleteSession(session); });
              return DeletionDict(ValueOrThrow(std::move(r)));
            })
       .def("delete_all",
-           [](ClientBox& box) {
+           [](Closable<Client>& box) {
              auto c = box.get();
              Result<DeletionReport> r = WithoutGil([&] { return c->DeleteAllBlocks(); });
              return DeletionDict(ValueOrThrow(std::move(r)));
            })
-      .def("stats", [](ClientBox& box) {
+      .def("stats", [](Closable<Client>& box) {
         auto c = box.get();
         Result<TenantStats> r = WithoutGil([&] { return c->Stats(); });
         TenantStats t = ValueOrThrow(std::move(r));

@@ -114,29 +114,6 @@ bool Ending(ExportState& s, const char* what) {
   return true;
 }
 
-class ShmBox {
- public:
-  explicit ShmBox(std::unique_ptr<ShmClient> c) : client_(std::move(c)) {}
-  std::shared_ptr<ShmClient> get() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!client_) throw StatusError(Status::FailedPrecondition("the client is closed"));
-    return client_;
-  }
-  void close() {
-    std::shared_ptr<ShmClient> last;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      last = std::move(client_);
-    }
-    py::gil_scoped_release release;
-    last.reset();
-  }
-
- private:
-  std::mutex mu_;
-  std::shared_ptr<ShmClient> client_;
-};
-
 }  // namespace
 
 void BindShm(py::module_& m) {
@@ -180,7 +157,7 @@ void BindShm(py::module_& m) {
         if (Ending(a, "allocation")) a.allocation.Abort();
       });
 
-  py::class_<ShmBox, std::shared_ptr<ShmBox>>(m, "_ShmClient")
+  py::class_<Closable<ShmClient>, std::shared_ptr<Closable<ShmClient>>>(m, "_ShmClient")
       .def(py::init([](std::string socket_path, std::string tenant, std::string token,
                        std::string client_name, bool populate) {
              ShmClientOptions o;
@@ -190,17 +167,17 @@ void BindShm(py::module_& m) {
              o.client_name = std::move(client_name);
              o.populate = populate;
              auto c = WithoutGil([&] { return ShmClient::Connect(o); });
-             return std::make_shared<ShmBox>(ValueOrThrow(std::move(c)));
+             return std::make_shared<Closable<ShmClient>>(ValueOrThrow(std::move(c)));
            }),
            py::arg("socket_path"), py::arg("tenant"), py::arg("token"), py::arg("client_name"),
            py::arg("populate"))
-      .def("close", &ShmBox::close)
-      .def_property_readonly("arena_size", [](ShmBox& b) { return b.get()->arena_size(); })
-      .def_property_readonly("max_leases", [](ShmBox& b) { return b.get()->max_leases(); })
-      .def_property_readonly("max_allocations", [](ShmBox& b) { return b.get()->max_allocations(); })
-      .def_property_readonly("tenant", [](ShmBox& b) { return b.get()->tenant(); })
+      .def("close", &Closable<ShmClient>::close)
+      .def_property_readonly("arena_size", [](Closable<ShmClient>& b) { return b.get()->arena_size(); })
+      .def_property_readonly("max_leases", [](Closable<ShmClient>& b) { return b.get()->max_leases(); })
+      .def_property_readonly("max_allocations", [](Closable<ShmClient>& b) { return b.get()->max_allocations(); })
+      .def_property_readonly("tenant", [](Closable<ShmClient>& b) { return b.get()->tenant(); })
       .def("get",
-           [](ShmBox& b, py::handle keys) {
+           [](Closable<ShmClient>& b, py::handle keys) {
              auto c = b.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              if (k.size() > c->max_leases()) {
@@ -213,7 +190,7 @@ void BindShm(py::module_& m) {
              return state;
            })
       .def("get_into",
-           [](ShmBox& b, py::handle keys, py::handle buffers) {
+           [](Closable<ShmClient>& b, py::handle keys, py::handle buffers) {
              auto c = b.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              std::vector<BorrowedBytes> bufs = BorrowAll(buffers, true, "buffer");
@@ -234,20 +211,10 @@ void BindShm(py::module_& m) {
                }
                return 0;
              });
-             py::list out(k.size());
-             for (size_t i = 0; i < k.size(); ++i) {
-               if (got[i].ok()) {
-                 out[i] = py::int_(*got[i]);
-               } else if (got[i].status().code() == StatusCode::kNotFound) {
-                 out[i] = py::none();
-               } else {
-                 out[i] = ErrorObject(got[i].status());
-               }
-             }
-             return out;
+             return SizeList(got);
            })
       .def("put_many",
-           [](ShmBox& b, py::handle keys, py::handle values, py::handle parents, uint64_t session,
+           [](Closable<ShmClient>& b, py::handle keys, py::handle values, py::handle parents, uint64_t session,
               uint32_t dtype) {
              auto c = b.get();
              std::vector<BlockKey> k = KeysFrom(keys);
@@ -261,7 +228,7 @@ void BindShm(py::module_& m) {
              return out;
            })
       .def("allocate",
-           [](ShmBox& b, py::handle key, size_t size, py::handle parent, uint64_t session,
+           [](Closable<ShmClient>& b, py::handle key, size_t size, py::handle parent, uint64_t session,
               uint32_t dtype) -> py::object {
              auto c = b.get();
              BlockKey k = KeyFrom(key, 0);
@@ -273,7 +240,7 @@ void BindShm(py::module_& m) {
              return py::cast(state);
            })
       .def("commit",
-           [](ShmBox& b, AllocationState& a) {
+           [](Closable<ShmClient>& b, AllocationState& a) {
              auto c = b.get();
              if (!Ending(a, "allocation")) {
                throw StatusError(Status::FailedPrecondition("the allocation was committed or aborted"));
@@ -282,7 +249,7 @@ void BindShm(py::module_& m) {
              Status s = WithoutGil([&] { return c->Commit(std::move(allocation)); });
              ThrowIfError(s);
            })
-      .def("flush", [](ShmBox& b) {
+      .def("flush", [](Closable<ShmClient>& b) {
         auto c = b.get();
         ThrowIfError(WithoutGil([&] { return c->Flush(); }));
       });

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from . import _kvtier
 from ._errors import Error, InvalidArgument
@@ -67,7 +67,72 @@ def raise_failures(results: list[Any]) -> list[Any]:
     return results
 
 
-class Client:
+_Self = TypeVar("_Self", bound="_BlockClient")
+
+
+class _BlockClient:
+    """What Client and ShmClient share: puts, get_into, closing, context management."""
+
+    _impl: Any
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection (once calls in flight on other threads return)."""
+        self._impl.close()
+
+    def put(
+        self,
+        key: Key,
+        value: Buffer,
+        *,
+        parent: Key | None = None,
+        session: int = 0,
+        dtype: Dtype | None = None,
+    ) -> None:
+        """Stores one block. A key already stored is left as it is (blocks are immutable).
+
+        ``parent`` is the previous block of the same prompt (chains are evicted tail first),
+        ``session`` groups blocks for deletion by session, ``dtype`` lets compression split
+        the KV byte planes.
+        """
+        raise_failures(self._impl.put_many([key], [value], [parent], session, _dtype_code(dtype)))
+
+    def put_many(
+        self,
+        keys: Sequence[Key],
+        values: Sequence[Buffer],
+        *,
+        parents: Sequence[Key | None] | None = None,
+        chain: bool = False,
+        session: int = 0,
+        dtype: Dtype | None = None,
+    ) -> None:
+        """Stores blocks, read straight from ``values`` (no intermediate copy).
+
+        ``chain=True`` makes each key the parent of the next (the blocks of one prompt, in
+        order); or give one parent (or None) per key. Raises the first failed item's error,
+        with every failure in its ``failures``; the other blocks are stored.
+        """
+        raise_failures(
+            self._impl.put_many(
+                keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)
+            )
+        )
+
+    def get_into(self, keys: Sequence[Key], buffers: Sequence[Buffer]) -> list[int | None]:
+        """Reads each block straight into its buffer (writable, contiguous, at least as large as
+        the block) and returns its size, or None when it is not stored (the buffer is then not
+        written). :class:`kvtier.OutOfRange` for a block larger than its buffer.
+        """
+        return raise_failures(self._impl.get_into(keys, buffers))
+
+
+class Client(_BlockClient):
     """A connection pool to kvtierd over its native protocol (TCP, TLS or its Unix socket).
 
     ``url`` is ``unix://PATH`` (the daemon's socket; ``unix:///abs/path`` for an absolute path),
@@ -106,7 +171,7 @@ class Client:
         if retry_timeout < 0:
             raise InvalidArgument("retry_timeout must not be negative")
         self.url = url
-        self._c = _kvtier._Client(
+        self._impl = _kvtier._Client(
             endpoint,
             tenant or "",
             token or "",
@@ -121,79 +186,23 @@ class Client:
             tls_key_file or "",
         )
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Closes the connections (once calls in flight on other threads return)."""
-        self._c.close()
-
     @property
     def server_info(self) -> ServerInfo:
         """The daemon's name, the tenant this client acts for, and its limits."""
-        return ServerInfo(**self._c.server_info())
+        return ServerInfo(**self._impl.server_info())
 
     def ping(self) -> None:
         """One round trip to kvtierd."""
-        self._c.ping()
-
-    def put(
-        self,
-        key: Key,
-        value: Buffer,
-        *,
-        parent: Key | None = None,
-        session: int = 0,
-        dtype: Dtype | None = None,
-    ) -> None:
-        """Stores one block. A key already stored is left as it is (blocks are immutable).
-
-        ``parent`` is the previous block of the same prompt (chains are evicted tail first),
-        ``session`` groups blocks for :meth:`delete_session`, ``dtype`` lets compression split
-        the KV byte planes.
-        """
-        raise_failures(self._c.put_many([key], [value], [parent], session, _dtype_code(dtype)))
-
-    def put_many(
-        self,
-        keys: Sequence[Key],
-        values: Sequence[Buffer],
-        *,
-        parents: Sequence[Key | None] | None = None,
-        chain: bool = False,
-        session: int = 0,
-        dtype: Dtype | None = None,
-    ) -> None:
-        """Stores blocks, sent straight from ``values`` (no copy), pipelined.
-
-        ``chain=True`` makes each key the parent of the next (the blocks of one prompt, in
-        order); or give one parent (or None) per key. Raises the first failed item's error,
-        with every failure in its ``failures``; the other blocks are stored.
-        """
-        raise_failures(
-            self._c.put_many(
-                keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)
-            )
-        )
+        self._impl.ping()
 
     def get(self, key: Key) -> bytes | None:
         """The block's bytes, or None when it is not stored."""
-        value: bytes | None = raise_failures(self._c.get_many([key]))[0]
+        value: bytes | None = raise_failures(self._impl.get_many([key]))[0]
         return value
 
     def get_many(self, keys: Sequence[Key]) -> list[bytes | None]:
         """The blocks' bytes (None for each key not stored)."""
-        return raise_failures(self._c.get_many(keys))
-
-    def get_into(self, keys: Sequence[Key], buffers: Sequence[Buffer]) -> list[int | None]:
-        """Reads each block straight into its buffer (writable, contiguous, at least as large as
-        the block) and returns its size, or None when it is not stored (the buffer is then not
-        written). :class:`kvtier.OutOfRange` for a block larger than its buffer.
-        """
-        return raise_failures(self._c.get_into(keys, buffers))
+        return raise_failures(self._impl.get_many(keys))
 
     def exists(self, key: Key) -> bool:
         """Whether the block is stored (on any tier). Counts as an access, like a lookup."""
@@ -201,7 +210,7 @@ class Client:
 
     def exists_many(self, keys: Sequence[Key]) -> list[Tier | None]:
         """For each key, the tier that holds it, or None."""
-        result: list[Tier | None] = self._c.exists_many(keys)
+        result: list[Tier | None] = self._impl.exists_many(keys)
         return result
 
     def lookup_prefix(
@@ -222,7 +231,7 @@ class Client:
             keys = _kvtier.block_keys(namespace, tokens)
         elif keys is None:
             raise InvalidArgument("give keys, or tokens with a namespace")
-        num_blocks, tiers = self._c.lookup_prefix(keys)
+        num_blocks, tiers = self._impl.lookup_prefix(keys)
         return PrefixMatch(num_blocks, tiers)
 
     def delete(self, key: Key) -> bool:
@@ -231,32 +240,32 @@ class Client:
 
     def delete_many(self, keys: Sequence[Key]) -> list[bool]:
         """Deletes blocks; for each, whether it was stored."""
-        return raise_failures(self._c.delete_many(keys))
+        return raise_failures(self._impl.delete_many(keys))
 
     def delete_session(self, session: int) -> DeletionReport:
         """Deletes every block this tenant put with ``session``, on every tier."""
-        return DeletionReport(**self._c.delete_session(session))
+        return DeletionReport(**self._impl.delete_session(session))
 
     def delete_all(self) -> DeletionReport:
         """Deletes every block of this client's tenant, on every tier."""
-        return DeletionReport(**self._c.delete_all())
+        return DeletionReport(**self._impl.delete_all())
 
     def pin(self, keys: Sequence[Key]) -> None:
         """Keeps the blocks from eviction and expiry until :meth:`unpin`. Pins nest."""
-        raise_failures(self._c.pin_many(keys, True))
+        raise_failures(self._impl.pin_many(keys, True))
 
     def unpin(self, keys: Sequence[Key]) -> None:
         """Undoes one :meth:`pin` of each block (:class:`kvtier.FailedPrecondition` if none)."""
-        raise_failures(self._c.pin_many(keys, False))
+        raise_failures(self._impl.pin_many(keys, False))
 
     def prefetch(self, keys: Sequence[Key]) -> None:
         """A hint that these blocks will be read soon."""
-        self._c.prefetch(keys)
+        self._impl.prefetch(keys)
 
     def stats(self) -> dict[str, Any]:
         """Counters of this client's tenant: ``blocks``, ``bytes``, ``hits``, ``misses``,
         ``puts``, ``evictions``, ... and ``tenant``, its name."""
-        result: dict[str, Any] = self._c.stats()
+        result: dict[str, Any] = self._impl.stats()
         return result
 
 
@@ -402,7 +411,7 @@ class ShmAllocation:
     def commit(self) -> None:
         """Publishes the block."""
         self._release_views()
-        self._client._s.commit(self._a)
+        self._client._impl.commit(self._a)
 
     def abort(self) -> None:
         """Gives the room back; nothing is stored."""
@@ -410,7 +419,7 @@ class ShmAllocation:
         self._a.abort()
 
 
-class ShmClient:
+class ShmClient(_BlockClient):
     """kvtierd's shared-memory fast path, for processes on the same host: block bytes never
     go through a socket. ``url`` is the daemon's Unix socket (``unix://PATH``).
 
@@ -433,68 +442,26 @@ class ShmClient:
                 f"shared memory needs kvtierd's Unix socket (unix://PATH), not {url!r}"
             )
         self.url = url
-        self._s = _kvtier._ShmClient(
+        self._impl = _kvtier._ShmClient(
             os.fspath(endpoint[len("unix:") :]), tenant or "", token or "", client_name, populate
         )
 
-    def __enter__(self) -> ShmClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._s.close()
-
     @property
     def arena_size(self) -> int:
-        return int(self._s.arena_size)
+        return int(self._impl.arena_size)
 
     @property
     def max_leases(self) -> int:
         """Most blocks this client may hold leased at once."""
-        return int(self._s.max_leases)
+        return int(self._impl.max_leases)
 
     @property
     def tenant(self) -> str:
-        return str(self._s.tenant)
+        return str(self._impl.tenant)
 
     def get(self, keys: Sequence[Key]) -> ShmLease:
         """Leases the blocks of ``keys`` (at most :attr:`max_leases`) as read-only views."""
-        return ShmLease(self._s.get(keys))
-
-    def get_into(self, keys: Sequence[Key], buffers: Sequence[Buffer]) -> list[int | None]:
-        """Copies each block from the arena into its buffer; sizes, None for a miss."""
-        return raise_failures(self._s.get_into(keys, buffers))
-
-    def put(
-        self,
-        key: Key,
-        value: Buffer,
-        *,
-        parent: Key | None = None,
-        session: int = 0,
-        dtype: Dtype | None = None,
-    ) -> None:
-        """Stores one block, copied from ``value`` into the arena."""
-        raise_failures(self._s.put_many([key], [value], [parent], session, _dtype_code(dtype)))
-
-    def put_many(
-        self,
-        keys: Sequence[Key],
-        values: Sequence[Buffer],
-        *,
-        parents: Sequence[Key | None] | None = None,
-        chain: bool = False,
-        session: int = 0,
-        dtype: Dtype | None = None,
-    ) -> None:
-        """Stores blocks: one allocation and one commit request for the batch."""
-        raise_failures(
-            self._s.put_many(
-                keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)
-            )
-        )
+        return ShmLease(self._impl.get(keys))
 
     def allocate(
         self,
@@ -507,9 +474,9 @@ class ShmClient:
     ) -> ShmAllocation | None:
         """Room for the block ``key`` of ``size`` bytes, to fill in place; None when the key is
         already stored (nothing to write)."""
-        a = self._s.allocate(key, size, parent, session, _dtype_code(dtype))
+        a = self._impl.allocate(key, size, parent, session, _dtype_code(dtype))
         return None if a is None else ShmAllocation(self, a)
 
     def flush(self) -> None:
         """Waits until kvtierd has applied every release and abort sent so far."""
-        self._s.flush()
+        self._impl.flush()
