@@ -145,6 +145,8 @@ Status ReadGetManyInto(size_t length, const BodyRead& read,
   for (size_t i = 0; i < n; ++i) {
     if (!ReadStatus(&in, &statuses[i])) return give_up();
     if (statuses[i].ok() && !ReadU64(&in, &sizes[i])) return give_up();
+    // The values follow the list: more than the bytes left is malformed (and `total` cannot wrap).
+    if (total > in.left() || sizes[i] > in.left() - total) return give_up();
     total += sizes[i];
   }
   if (total != in.left()) return give_up();

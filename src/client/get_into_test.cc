@@ -90,6 +90,18 @@ TEST(GetIntoTest, MalformedRepliesAreInternalAndConsumedWhole) {
       good + "x",                                      // Trailing bytes.
       good.substr(0, 9),                               // Cut inside the item list.
   };
+  {  // Sizes that add up past 2^64 to the bytes that follow (found by the fuzzer).
+    std::string body;
+    protocol::BodyWriter w(&body);
+    w.StatusValue(Status::OK());
+    w.U32(2);
+    w.StatusValue(Status::OK());
+    w.U64(0x8000000000000004ull);
+    w.StatusValue(Status::OK());
+    w.U64(0x8000000000000000ull);
+    body += "abcd";
+    bad.push_back(body);
+  }
   for (const std::string& body : bad) {
     FakeConnection conn(body);
     std::string a(8, '.'), b(8, '.');
