@@ -13,6 +13,7 @@
 #include "tools/planning/crossover.h"
 #include "tools/planning/hf_config.h"
 #include "tools/planning/kv_math.h"
+#include "tools/planning/units.h"
 
 namespace kvtier::planning::cli {
 
@@ -42,6 +43,9 @@ struct PrefillFlags {
   double mfu = 0.5;
   std::string dtype = "bf16";
   bool fp8_compute = false;
+  double gpu_tflops = 0;       // > 0: a custom accelerator of this dense rate instead of --gpu.
+  double link_gbps = 0;        // > 0: a custom link of this rate (GB/s) instead of --link.
+  double link_latency_us = 0;  // The custom link's fixed cost per reload.
 
   void Register(CLI::App* cmd, bool with_link) {
     cmd->add_option("--model", model, "Catalog model name or path to a config.json")
@@ -57,14 +61,31 @@ struct PrefillFlags {
         ->capture_default_str();
     cmd->add_option("--dtype", dtype, "KV cache dtype: bf16, fp8, fp4")->capture_default_str();
     cmd->add_flag("--fp8-compute", fp8_compute, "Prefill at the GPU's FP8 peak");
+    cmd->add_option("--gpu-tflops", gpu_tflops,
+                    "Instead of --gpu: an accelerator of this dense TFLOP/s (measured, say; then "
+                    "--mfu 1)")
+        ->check(CLI::PositiveNumber);
+    if (with_link) {
+      cmd->add_option("--link-gbps", link_gbps, "Instead of --link: a link of this many GB/s")
+          ->check(CLI::PositiveNumber);
+      cmd->add_option("--link-latency-us", link_latency_us,
+                      "The --link-gbps link's fixed cost per reload, microseconds")
+          ->check(CLI::NonNegativeNumber);
+    }
   }
 
   Result<PrefillModel> Build(const std::string& link_name) const {
     Result<ModelSpec> spec = ResolveModel(model);
     if (!spec.ok()) return spec.status();
-    Result<GpuSpec> g = FindGpu(gpu);
+    Result<GpuSpec> g = gpu_tflops > 0
+        ? Result<GpuSpec>(GpuSpec{Format("%.4g TFLOP/s", gpu_tflops), "measured", gpu_tflops,
+                                  gpu_tflops, 0})
+        : FindGpu(gpu);
     if (!g.ok()) return g.status();
-    Result<LinkSpec> l = FindLink(link_name);
+    Result<LinkSpec> l = link_gbps > 0
+        ? Result<LinkSpec>(LinkSpec{Format("%.4g GB/s", link_gbps), "measured", link_gbps,
+                                    link_latency_us, true})
+        : FindLink(link_name);
     if (!l.ok()) return l.status();
     Result<KvPrecision> precision = ParseKvPrecision(dtype);
     if (!precision.ok()) return precision.status();

@@ -154,7 +154,7 @@ void AddCrossoverCommand(CLI::App& app, int* exit_code) {
       j["speedup"] = m->Speedup(t);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("%s on %u x %s (%s dense %.0f TFLOP/s each, MFU %.2f), KV %s over %s (%.1f GB/s, %.0f us%s)\n",
+      std::printf("%s on %u x %s (%s dense %.3g TFLOP/s each, MFU %.2f), KV %s over %s (%.1f GB/s, %.0f us%s)\n",
                   m->model().name.c_str(), m->options().tensor_parallel, m->gpu().name.c_str(),
                   m->options().fp8_compute ? "FP8" : "BF16",
                   m->options().fp8_compute ? m->gpu().fp8_dense_tflops : m->gpu().bf16_dense_tflops,

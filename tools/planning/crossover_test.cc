@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "tools/planning/cli_util.h"
 #include "tools/planning/cost.h"
 
 namespace kvtier::planning {
@@ -146,4 +147,23 @@ TEST(CostTest, CurveFallsWithHitRateAndRejectsBadInput) {
 }
 
 }  // namespace
+TEST(CrossoverTest, MeasuredRatesStandInForTheCatalog) {
+  cli::PrefillFlags f;
+  f.model = "llama-3.1-8b";
+  f.gpu = "no-such-gpu";
+  f.link = "no-such-link";
+  f.gpu_tflops = 0.5;
+  f.mfu = 1;
+  f.link_gbps = 4;
+  f.link_latency_us = 100;
+  Result<PrefillModel> m = f.Build();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_DOUBLE_EQ(m->GroupFlopsPerSecond(), 0.5e12);
+  const double t = 4096;
+  EXPECT_DOUBLE_EQ(m->RecomputeSeconds(t), (m->DenseFlops(0, t) + m->AttentionFlops(0, t)) / 0.5e12);
+  EXPECT_NEAR(m->ReloadSeconds(t), 100e-6 + m->ReloadBytesPerGpu(t) / 4e9, 1e-12);
+  f.gpu_tflops = 0;  // Without the rates, the names must resolve.
+  EXPECT_FALSE(f.Build().ok());
+}
+
 }  // namespace kvtier::planning
