@@ -51,16 +51,26 @@ def main() -> None:
             'prefault = true\n[disk]\ndir = ""\n[store]\nmax_block_bytes = "4MiB"\n'
         )
         proc = subprocess.Popen(
-            [str(build / "src/server/kvtierd"), "--config", f"{d}/kvtierd.toml",
-             "--port-file", f"{d}/ports"], stderr=subprocess.DEVNULL)
+            [
+                str(build / "src/server/kvtierd"),
+                "--config",
+                f"{d}/kvtierd.toml",
+                "--port-file",
+                f"{d}/ports",
+            ],
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 30
             while not (Path(d) / "ports").exists():
                 assert time.monotonic() < deadline and proc.poll() is None, "kvtierd did not start"
                 time.sleep(0.01)
-            url = "unix://" + dict(
-                line.split("=", 1) for line in (Path(d) / "ports").read_text().split()
-            )["unix_socket"]
+            url = (
+                "unix://"
+                + dict(line.split("=", 1) for line in (Path(d) / "ports").read_text().split())[
+                    "unix_socket"
+                ]
+            )
             run(url, ops, rounds, batch)
         finally:
             proc.terminate()
@@ -104,8 +114,10 @@ def run(url: str, ops: int, rounds: int, batch: int) -> None:
         p50 = statistics.median(lat) * 1e3
         p99 = lat[min(len(lat) - 1, len(lat) * 99 // 100)] * 1e3
         print(f"{name:34} {gib(seconds):7.2f} {p50:7.3f} {p99:7.3f} {gib(seconds) / best:9.2f}")
-    print(f"\nshared-memory GET copied out into numpy / memcpy: "
-          f"{gib(results['shm get_into x1'][0]) / best:.2f}x   (target >= 0.70x)")
+    print(
+        f"\nshared-memory GET copied out into numpy / memcpy: "
+        f"{gib(results['shm get_into x1'][0]) / best:.2f}x   (target >= 0.70x)"
+    )
 
 
 if __name__ == "__main__":

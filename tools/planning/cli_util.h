@@ -41,6 +41,7 @@ struct PrefillFlags {
   std::string link = "pcie-gen5";
   uint32_t tp = 1;
   double mfu = 0.5;
+  double attention_mfu = 0;
   std::string dtype = "bf16";
   bool fp8_compute = false;
   double gpu_tflops = 0;       // > 0: a custom accelerator of this dense rate instead of --gpu.
@@ -58,6 +59,9 @@ struct PrefillFlags {
     }
     cmd->add_option("--tp", tp, "Tensor-parallel degree")->capture_default_str();
     cmd->add_option("--mfu", mfu, "Fraction of the dense peak prefill achieves, (0, 1]")
+        ->capture_default_str();
+    cmd->add_option("--attention-mfu", attention_mfu,
+                    "Fraction of the peak the attention kernels achieve, [0, 1]; 0 = --mfu")
         ->capture_default_str();
     cmd->add_option("--dtype", dtype, "KV cache dtype: bf16, fp8, fp4")->capture_default_str();
     cmd->add_flag("--fp8-compute", fp8_compute, "Prefill at the GPU's FP8 peak");
@@ -92,6 +96,7 @@ struct PrefillFlags {
     PrefillOptions o;
     o.tensor_parallel = tp;
     o.mfu = mfu;
+    o.attention_mfu = attention_mfu;
     o.kv_precision = *precision;
     o.fp8_compute = fp8_compute;
     return PrefillModel::Create(*spec, *g, *l, o);

@@ -146,19 +146,24 @@ void AddCrossoverCommand(CLI::App& app, int* exit_code) {
       j["link"] = m->link().name;
       j["tp"] = m->options().tensor_parallel;
       j["mfu"] = m->options().mfu;
+      j["attention_mfu"] = m->GroupAttentionFlopsPerSecond() / m->GroupFlopsPerSecond() * m->options().mfu;
       j["kv_dtype"] = KvPrecisionName(m->options().kv_precision);
       j["crossover_tokens"] = crossover ? nlohmann::ordered_json(*crossover) : nlohmann::ordered_json();
       j["tokens"] = f->tokens;
+      j["dense_flops"] = m->DenseFlops(0, t);
+      j["attention_flops"] = m->AttentionFlops(0, t);
       j["recompute_seconds"] = m->RecomputeSeconds(t);
       j["reload_seconds"] = m->ReloadSeconds(t);
       j["speedup"] = m->Speedup(t);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("%s on %u x %s (%s dense %.3g TFLOP/s each, MFU %.2f), KV %s over %s (%.1f GB/s, %.0f us%s)\n",
+      const std::string attention =
+          m->options().attention_mfu > 0 ? Format(", attention %.2f", m->options().attention_mfu) : "";
+      std::printf("%s on %u x %s (%s dense %.3g TFLOP/s each, MFU %.2f%s), KV %s over %s (%.1f GB/s, %.0f us%s)\n",
                   m->model().name.c_str(), m->options().tensor_parallel, m->gpu().name.c_str(),
                   m->options().fp8_compute ? "FP8" : "BF16",
                   m->options().fp8_compute ? m->gpu().fp8_dense_tflops : m->gpu().bf16_dense_tflops,
-                  m->options().mfu, std::string(KvPrecisionName(m->options().kv_precision)).c_str(),
+                  m->options().mfu, attention.c_str(), std::string(KvPrecisionName(m->options().kv_precision)).c_str(),
                   m->link().name.c_str(), m->link().gigabytes_per_second, m->link().latency_us,
                   m->link().per_gpu ? ", per GPU" : ", shared by the group");
       std::printf("\n%10s %14s %14s %14s %10s\n", "tokens", "KV bytes/GPU", "recompute", "reload", "speed-up");

@@ -34,6 +34,10 @@ Result<PrefillModel> PrefillModel::Create(const ModelSpec& model, const GpuSpec&
   if (!(options.mfu > 0 && options.mfu <= 1)) {
     return Status::InvalidArgument("mfu must be in (0, 1], got " + std::to_string(options.mfu));
   }
+  if (!(options.attention_mfu >= 0 && options.attention_mfu <= 1)) {
+    return Status::InvalidArgument("attention mfu must be in [0, 1] (0 = mfu), got " +
+                                   std::to_string(options.attention_mfu));
+  }
   if (gpu.bf16_dense_tflops <= 0) {
     return Status::InvalidArgument("GPU '" + gpu.name + "' has no BF16 peak");
   }
@@ -67,8 +71,15 @@ double PrefillModel::GroupFlopsPerSecond() const {
   return options_.tensor_parallel * peak_tflops * 1e12 * options_.mfu;
 }
 
+double PrefillModel::GroupAttentionFlopsPerSecond() const {
+  return options_.attention_mfu > 0
+             ? GroupFlopsPerSecond() / options_.mfu * options_.attention_mfu
+             : GroupFlopsPerSecond();
+}
+
 double PrefillModel::SuffixSeconds(double cached, double tokens) const {
-  return (DenseFlops(cached, tokens) + AttentionFlops(cached, tokens)) / GroupFlopsPerSecond();
+  return DenseFlops(cached, tokens) / GroupFlopsPerSecond() +
+         AttentionFlops(cached, tokens) / GroupAttentionFlopsPerSecond();
 }
 
 double PrefillModel::ReloadBytesPerGpu(double tokens) const {

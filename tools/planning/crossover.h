@@ -8,7 +8,7 @@
 //                     [ full_layers x (T^2 - P^2) / 2 + sliding_layers x (S(T) - S(P)) ]
 //       where S(x) = x^2 / 2 for x <= window, window x x - window^2 / 2 beyond: the number of
 //       (query, key) pairs of a causal mask, counted continuously.
-//   seconds = FLOPs / (tp x peak dense FLOP/s x mfu)
+//   seconds = dense FLOPs / (tp x peak x mfu) + attention FLOPs / (tp x peak x attention_mfu)
 // Reload of P tokens:
 //   bytes per GPU = KvBytesForTokens(P) x share, share = 1 / min(tp, kv_heads) for standard
 //       attention (KV heads are split over tensor-parallel ranks, replicated past kv_heads) and
@@ -36,6 +36,9 @@ struct PrefillOptions {
   // Model FLOPs utilisation of prefill: the fraction of the dense peak actually achieved.
   // Long-prompt prefill on H100 class GPUs typically reaches 0.4 to 0.6. (0, 1].
   double mfu = 0.5;
+  // The same for the attention kernels, when they reach another fraction of the peak than the
+  // matmuls (long prompts, where attention dominates; CPUs). 0 = mfu. [0, 1].
+  double attention_mfu = 0;
   // Element type of the cached KV; sets the bytes to reload.
   KvPrecision kv_precision = KvPrecision::kBf16;
   // Run prefill matmuls at the FP8 peak instead of the BF16 one. Fails for GPUs without FP8.
@@ -44,7 +47,7 @@ struct PrefillOptions {
 
 class PrefillModel {
  public:
-  // InvalidArgument for tp == 0, mfu outside (0, 1], FP8 compute on a GPU without it, an
+  // InvalidArgument for tp == 0, mfu outside (0, 1], attention_mfu outside [0, 1], FP8 compute on a GPU without it, an
   // invalid model or a link without bandwidth.
   static Result<PrefillModel> Create(const ModelSpec& model, const GpuSpec& gpu,
                                      const LinkSpec& link, const PrefillOptions& options);
@@ -57,8 +60,9 @@ class PrefillModel {
   // FLOPs to prefill positions [cached, tokens). REQUIRES: cached <= tokens.
   double DenseFlops(double cached, double tokens) const;
   double AttentionFlops(double cached, double tokens) const;
-  // Delivered FLOP/s of the whole tensor-parallel group.
+  // Delivered FLOP/s of the whole tensor-parallel group in matmuls and in attention.
   double GroupFlopsPerSecond() const;
+  double GroupAttentionFlopsPerSecond() const;
 
   double RecomputeSeconds(double tokens) const { return SuffixSeconds(0, tokens); }
   // Prefill of the uncached suffix when the first `cached` tokens' KV is already on the GPU.

@@ -166,4 +166,25 @@ TEST(CrossoverTest, MeasuredRatesStandInForTheCatalog) {
   EXPECT_FALSE(f.Build().ok());
 }
 
+TEST(CrossoverTest, AttentionRunsAtItsOwnUtilisation) {
+  cli::PrefillFlags f;
+  f.model = "llama-3.1-8b";
+  f.gpu_tflops = 1;
+  f.mfu = 0.8;
+  f.link_gbps = 10;
+  Result<PrefillModel> same = f.Build();
+  f.attention_mfu = 0.2;
+  Result<PrefillModel> slow = f.Build();
+  ASSERT_TRUE(same.ok() && slow.ok());
+  const double t = 65536;
+  EXPECT_DOUBLE_EQ(slow->RecomputeSeconds(t),
+                   slow->DenseFlops(0, t) / 0.8e12 + slow->AttentionFlops(0, t) / 0.2e12);
+  // Only the attention part grows: a suffix after a long cached prefix is mostly attention.
+  EXPECT_GT(slow->SuffixSeconds(t - 256, t) / same->SuffixSeconds(t - 256, t),
+            slow->RecomputeSeconds(1024) / same->RecomputeSeconds(1024));
+  EXPECT_DOUBLE_EQ(slow->ReloadSeconds(t), same->ReloadSeconds(t));
+  f.attention_mfu = 1.5;
+  EXPECT_FALSE(f.Build().ok());
+}
+
 }  // namespace kvtier::planning
