@@ -54,14 +54,18 @@ kvtier_install_deps() {
 KVTIER_VENV="$KVTIER_ROOT/build/venv"
 kvtier_install_python_deps() {
   local req="$KVTIER_ROOT/python/requirements-test.txt"
+  local engines="$KVTIER_ROOT/python/requirements-engines.txt"
   local stamp="$KVTIER_VENV/.kvtier-requirements"
   local want
-  want=$(sha256sum "$req" | cut -d' ' -f1)
+  want=$(cat "$req" "$engines" | sha256sum | cut -d' ' -f1)
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
-  echo "kvtier: installing the Python test environment into $KVTIER_VENV (python/requirements-test.txt)"
+  echo "kvtier: installing the Python test environment into $KVTIER_VENV (python/requirements-*.txt)"
   [ -x "$KVTIER_VENV/bin/python" ] || python3 -m venv "$KVTIER_VENV"
   PIP_CACHE_DIR="$KVTIER_ROOT/build/pip-cache" "$KVTIER_VENV/bin/pip" install -q \
     --disable-pip-version-check -r "$req"
+  # Engines without their GPU dependency sets (see the file).
+  PIP_CACHE_DIR="$KVTIER_ROOT/build/pip-cache" "$KVTIER_VENV/bin/pip" install -q \
+    --disable-pip-version-check --no-deps -r "$engines"
   echo "$want" >"$stamp"
 }
 
