@@ -13,6 +13,10 @@
 // are sent again. Blocks are immutable, so a repeated put stores nothing twice; a repeated delete
 // may report NotFound for a block the first attempt removed.
 //
+// No call waits forever: a connection on which a request (or the HELLO) has waited
+// ClientOptions::io_timeout_ms without a byte moving either way (a stopped or hung kvtierd, a cut
+// link) is closed, and its requests fail Unavailable, hence are retried as above.
+//
 // Thread safety: every method may be called concurrently. Lifetime: futures returned by *Async
 // calls are fulfilled (with Unavailable if need be) before the Client's destructor returns.
 
@@ -71,6 +75,9 @@ struct ClientOptions {
   // 1 s). 0: no retries; the first Unavailable is returned.
   uint32_t retry_timeout_ms = 10000;
   uint32_t retry_backoff_ms = 10;
+  // How long a request may wait without progress before its connection is given up (see
+  // above). 0: no limit.
+  uint32_t io_timeout_ms = 30000;
 };
 
 // What the server said in its HELLO reply.

@@ -232,6 +232,30 @@ def test_calls_reconnect_and_retry_when_kvtierd_restarts(daemon: Daemon) -> None
     once.ping()  # Its broken connection is replaced on the next call.
 
 
+@pytest.mark.parametrize("via", ["unix", "tcp"])
+def test_a_stopped_kvtierd_fails_calls_after_io_timeout_not_never(daemon: Daemon, via: str) -> None:
+    url = daemon.unix_url if via == "unix" else daemon.tcp_url
+    k = keys(1)
+    c = kvtier.Client(url, retry_timeout=0, io_timeout=0.2)
+    retrying = kvtier.Client(url, retry_timeout=0.3, io_timeout=0.2)
+    c.put(k[0], b"stored")
+    time.sleep(0.5)  # Idle for longer than io_timeout: an idle connection is kept.
+    assert c.get(k[0]) == b"stored"
+    daemon.pause()
+    with pytest.raises(kvtier.Unavailable, match="no reply from kvtierd"):
+        c.get(k[0])
+    # Retries reconnect: kvtierd's listener still accepts, its HELLO reply never comes.
+    with pytest.raises(kvtier.Unavailable, match="no reply from kvtierd"):
+        retrying.get(k[0])
+    with pytest.raises(kvtier.Unavailable, match="no reply from kvtierd"):
+        kvtier.Client(url, io_timeout=0.2)
+    daemon.resume()
+    assert retrying.get(k[0]) == b"stored"
+    assert c.get(k[0]) == b"stored"  # Its closed connection is replaced.
+    c.close()
+    retrying.close()
+
+
 def test_a_64_mib_value_is_not_copied_on_its_way(daemon: Daemon) -> None:
     """Peak memory of a client process that puts then reads a 64 MiB value into buffers it
     allocated first: a copying binding would need another 64 MiB for each direction."""

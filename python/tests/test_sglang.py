@@ -196,7 +196,7 @@ def test_whole_page_tensors_through_the_original_interface(daemon: Daemon) -> No
     assert not be.exists(keys[0])
 
 
-def test_a_stopped_kvtierd_means_misses_and_failed_pages_not_a_hang(make_daemon: Any) -> None:
+def test_a_stopped_or_paused_kvtierd_means_misses_not_a_hang(make_daemon: Any) -> None:
     d = make_daemon()
     host = mha_host()
     be = backend(d.unix_url, host)
@@ -213,6 +213,12 @@ def test_a_stopped_kvtierd_means_misses_and_failed_pages_not_a_hang(make_daemon:
     assert time.monotonic() - start < 30
     d.start()  # A restarted kvtierd (no G3 here: the pages are gone) serves the backend again.
     assert be.batch_set_v1(keys, src) == [True] * 4
+    assert be.batch_exists(keys) == 4
+    d.pause()  # Stopped (SIGSTOP): connections stay open, nothing answers.
+    assert be.batch_exists(keys) == 0
+    assert be.batch_get_v1(keys, dst) == [False] * 4
+    assert be.batch_set_v1(keys, src) == [False] * 4
+    d.resume()
     assert be.batch_exists(keys) == 4
 
 

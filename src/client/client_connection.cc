@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -72,18 +73,17 @@ std::string HostOf(const std::string& address) {
   return host;
 }
 
-Status ReadExactFd(int fd, std::byte* out, size_t n) {
-  while (n > 0) {
-    ssize_t r = recv(fd, out, n, MSG_WAITALL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      return Status::Unavailable(r == 0 ? "kvtierd closed the connection"
-                                        : "read from kvtierd failed: " + Errno());
-    }
-    out += r;
-    n -= static_cast<size_t>(r);
-  }
-  return Status::OK();
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// SO_RCVTIMEO and SO_SNDTIMEO: a blocked recv or send returns EAGAIN after `ms`.
+void SetSocketTimeouts(int fd, uint32_t ms) {
+  timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 }  // namespace
@@ -109,13 +109,23 @@ Result<std::unique_ptr<ClientConnection>> ClientConnection::Open(const ClientOpt
   Endpoint ep = ParseEndpoint(options.endpoint);
   Result<int> fd = ep.unix_path.empty() ? ConnectTcp(ep.address) : ConnectUnix(ep.unix_path);
   if (!fd.ok()) return fd.status();
-  std::unique_ptr<ClientConnection> conn(new ClientConnection(*fd));
+  std::unique_ptr<ClientConnection> conn(new ClientConnection(*fd, options.io_timeout_ms));
   if (ep.unix_path.empty() && (ep.tls || options.tls.enabled)) {
     Result<std::unique_ptr<TlsStream>> tls = TlsStream::Connect(*fd, options.tls, HostOf(ep.address));
     if (!tls.ok()) return tls.status();
     conn->tls_ = std::move(tls).value();
+    if (options.io_timeout_ms > 0) {
+      conn->tls_->SetStallCheck(static_cast<int>(options.io_timeout_ms),
+                                [c = conn.get()] { return c->Stalled(); },
+                                [c = conn.get()] { c->Progress(); });
+    }
+  } else if (options.io_timeout_ms > 0) {
+    SetSocketTimeouts(*fd, options.io_timeout_ms);
   }
+  conn->Progress();
+  conn->in_hello_.store(true);
   KVTIER_RETURN_IF_ERROR(conn->Hello(options));
+  conn->in_hello_.store(false);
   conn->reader_ = std::thread([c = conn.get()] { c->ReaderLoop(); });
   return conn;
 }
@@ -175,8 +185,13 @@ Status ClientConnection::WriteFrame(const FrameHeader& header,
     ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if ((errno == EAGAIN || errno == EWOULDBLOCK) && !Stalled()) continue;  // SO_SNDTIMEO.
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return Status::Unavailable(NoProgressMessage(static_cast<int>(io_timeout_ms_)));
+      }
       return Status::Unavailable("write to kvtierd failed: " + Errno());
     }
+    Progress();
     auto left = static_cast<size_t>(n);
     while (left > 0 && left >= iov[next].iov_len) left -= iov[next++].iov_len;
     if (left > 0) {
@@ -217,8 +232,36 @@ Status ClientConnection::ReadFrame(FrameHeader* header, Reply* reply) {
   return ReadBody(*header, reply);
 }
 
+void ClientConnection::Progress() { last_progress_ns_.store(NowNs(), std::memory_order_relaxed); }
+
+bool ClientConnection::Stalled() {
+  if (io_timeout_ms_ == 0) return false;
+  const int64_t idle_ns = NowNs() - last_progress_ns_.load(std::memory_order_relaxed);
+  if (idle_ns < int64_t{io_timeout_ms_} * 1'000'000) return false;
+  MutexLock lock(&mu_);
+  return in_hello_.load() || in_body_.load() || !pending_.empty();
+}
+
 Status ClientConnection::ReadExact(std::byte* out, size_t n) {
-  return tls_ != nullptr ? tls_->ReadExact(out, n) : ReadExactFd(fd_, out, n);
+  if (tls_ != nullptr) return tls_->ReadExact(out, n);
+  while (n > 0) {
+    ssize_t r = recv(fd_, out, n, MSG_WAITALL);
+    if (r > 0) {
+      Progress();
+      out += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    // SO_RCVTIMEO expired: an idle connection waits on, a request that gets no reply does not.
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!Stalled()) continue;
+      return Status::Unavailable(NoProgressMessage(static_cast<int>(io_timeout_ms_)));
+    }
+    return Status::Unavailable(r == 0 ? "kvtierd closed the connection"
+                                      : "read from kvtierd failed: " + Errno());
+  }
+  return Status::OK();
 }
 
 void ClientConnection::Send(Opcode opcode, std::span<const std::span<const std::byte>> pieces,
@@ -280,7 +323,9 @@ void ClientConnection::ReaderLoop() {
       return;
     }
     Reply reply;
+    in_body_.store(true);  // Its request has left pending_, and still waits for these bytes.
     s = pending.sink ? pending.sink(h.body_length, read) : ReadBody(h, &reply);
+    in_body_.store(false);
     if (!s.ok()) {
       // A read failed: the connection is gone, this request with it.
       pending.on_reply({s, nullptr, 0});

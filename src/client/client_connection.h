@@ -59,10 +59,13 @@ class ClientConnection {
             ReplyHandler on_reply, BodySink sink = nullptr);
 
   bool broken() const { return broken_.load(); }
+  // Whether a request (or the HELLO) has waited io_timeout_ms without a byte moving.
+  bool Stalled() ABSL_LOCKS_EXCLUDED(mu_);
   const ServerInfo& info() const { return info_; }
 
  private:
-  explicit ClientConnection(int fd) : fd_(fd) {}
+  ClientConnection(int fd, uint32_t io_timeout_ms) : fd_(fd), io_timeout_ms_(io_timeout_ms) {}
+  void Progress();  // Records that bytes moved.
   Status Hello(const ClientOptions& options);
   // Reads exactly n bytes from the socket or the TLS stream.
   Status ReadExact(std::byte* out, size_t n);
@@ -78,6 +81,10 @@ class ClientConnection {
   void FailAll(const Status& status);
 
   const int fd_;
+  const uint32_t io_timeout_ms_;  // 0: no limit.
+  std::atomic<int64_t> last_progress_ns_{0};
+  std::atomic<bool> in_hello_{false};
+  std::atomic<bool> in_body_{false};
   std::unique_ptr<TlsStream> tls_;  // Set before the reader starts; null for plaintext.
   ServerInfo info_;
   std::atomic<uint64_t> next_id_{1};

@@ -33,6 +33,7 @@ bool WaitFd(int fd, short events, int timeout_ms) {
   for (;;) {
     int r = poll(&p, 1, timeout_ms);
     if (r < 0 && errno == EINTR) continue;
+    if (r == 0) errno = 0;  // Timed out: no error.
     return r > 0;
   }
 }
@@ -114,8 +115,9 @@ TlsStream::~TlsStream() {
 }
 
 Status TlsStream::Wait(bool want_write) {
-  if (!WaitFd(fd_, want_write ? POLLOUT : POLLIN, -1)) {
-    return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
+  while (!WaitFd(fd_, want_write ? POLLOUT : POLLIN, stall_timeout_ms_)) {
+    if (errno != 0) return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
+    if (stalled_ && stalled_()) return Status::Unavailable(NoProgressMessage(stall_timeout_ms_));
   }
   return Status::OK();
 }
@@ -135,6 +137,7 @@ Status TlsStream::ReadExact(std::byte* out, size_t n) {
     }
     switch (err) {
       case SSL_ERROR_NONE:
+        if (progress_) progress_();
         out += got;
         n -= got;
         break;
@@ -170,6 +173,7 @@ Status TlsStream::WriteBytes(const void* data, size_t n) {
     }
     switch (err) {
       case SSL_ERROR_NONE:
+        if (progress_) progress_();
         p += wrote;
         n -= wrote;
         break;

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -25,6 +26,12 @@ typedef struct ssl_st SSL;
 
 namespace kvtier::client {
 
+// Why a connection on which nothing moved for `timeout_ms` while a request waited was given up.
+inline std::string NoProgressMessage(int timeout_ms) {
+  return "no reply from kvtierd for " + std::to_string(timeout_ms) +
+         " ms (ClientOptions::io_timeout_ms); connection closed";
+}
+
 class TlsStream {
  public:
   // Runs the handshake on connected socket `fd` (not owned; made non-blocking), verifying
@@ -36,6 +43,14 @@ class TlsStream {
   ~TlsStream();
   TlsStream(const TlsStream&) = delete;
   TlsStream& operator=(const TlsStream&) = delete;
+
+  // Waits for the socket at most timeout_ms at a time, then asks `stalled` whether to give up
+  // (Unavailable); calls `progress` whenever bytes move. Call before the reader starts.
+  void SetStallCheck(int timeout_ms, std::function<bool()> stalled, std::function<void()> progress) {
+    stall_timeout_ms_ = timeout_ms;
+    stalled_ = std::move(stalled);
+    progress_ = std::move(progress);
+  }
 
   // Reads exactly n bytes. Unavailable on EOF or error.
   Status ReadExact(std::byte* out, size_t n);
@@ -50,6 +65,9 @@ class TlsStream {
   Status Wait(bool want_write);
 
   const int fd_;
+  int stall_timeout_ms_ = -1;
+  std::function<bool()> stalled_;
+  std::function<void()> progress_;
   SSL_CTX* const ctx_;
   Mutex mu_;
   SSL* const ssl_ ABSL_PT_GUARDED_BY(mu_);

@@ -96,7 +96,7 @@ void BindClient(py::module_& m) {
   py::class_<Closable<Client>, std::shared_ptr<Closable<Client>>>(m, "_Client")
       .def(py::init([](std::string endpoint, std::string tenant, std::string token,
                        std::string client_name, uint32_t connections, uint32_t retry_timeout_ms,
-                       bool tls, std::string tls_ca_file, bool tls_verify,
+                       uint32_t io_timeout_ms, bool tls, std::string tls_ca_file, bool tls_verify,
                        std::string tls_server_name, std::string tls_cert_file,
                        std::string tls_key_file) {
              ClientOptions o;
@@ -106,6 +106,7 @@ void BindClient(py::module_& m) {
              o.client_name = std::move(client_name);
              o.connections = connections;
              o.retry_timeout_ms = retry_timeout_ms;
+             o.io_timeout_ms = io_timeout_ms;
              o.tls.enabled = tls;
              o.tls.ca_file = std::move(tls_ca_file);
              o.tls.verify_peer = tls_verify;
@@ -119,7 +120,7 @@ void BindClient(py::module_& m) {
              return std::make_shared<Closable<Client>>(ValueOrThrow(std::move(c)));
            }),
            py::arg("endpoint"), py::arg("tenant"), py::arg("token"), py::arg("client_name"),
-           py::arg("connections"), py::arg("retry_timeout_ms"), py::arg("tls"),
+           py::arg("connections"), py::arg("retry_timeout_ms"), py::arg("io_timeout_ms"), py::arg("tls"),
            py::arg("tls_ca_file"), py::arg("tls_verify"), py::arg("tls_server_name"),
            py::arg("tls_cert_file"), py::arg("tls_key_file"))
       .def("close", &Closable<Client>::close)

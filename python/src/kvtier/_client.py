@@ -144,6 +144,9 @@ class Client(_BlockClient):
     ``connections`` connections and every call that waits releases the GIL. When kvtierd
     restarts, calls that are safe to repeat (all but :meth:`pin` and :meth:`unpin`) reconnect
     and retry for up to ``retry_timeout`` seconds before raising :class:`kvtier.Unavailable`.
+    No call waits forever: a connection on which a request has waited ``io_timeout`` seconds
+    with no byte moving (a stopped or hung kvtierd, a cut link) is closed, and the request
+    retried as above (``io_timeout=0``: no limit).
 
     Values cross without copies: :meth:`put_many` sends straight from the given buffers and
     :meth:`get_into` receives straight into them. Errors are :class:`kvtier.Error` subclasses
@@ -158,6 +161,7 @@ class Client(_BlockClient):
         tenant: str | None = None,
         connections: int = 1,
         retry_timeout: float = 10.0,
+        io_timeout: float = 30.0,
         client_name: str = "kvtier-python",
         tls_ca_file: str | None = None,
         tls_verify: bool = True,
@@ -170,6 +174,8 @@ class Client(_BlockClient):
             raise InvalidArgument("connections must be at least 1")
         if retry_timeout < 0:
             raise InvalidArgument("retry_timeout must not be negative")
+        if io_timeout < 0:
+            raise InvalidArgument("io_timeout must not be negative")
         self.url = url
         self._impl = _kvtier._Client(
             endpoint,
@@ -178,6 +184,7 @@ class Client(_BlockClient):
             client_name,
             connections,
             int(retry_timeout * 1000),
+            int(io_timeout * 1000),
             tls,
             tls_ca_file or "",
             tls_verify,

@@ -64,6 +64,7 @@ class _Client:
         client_name: str,
         connections: int,
         retry_timeout_ms: int,
+        io_timeout_ms: int,
         tls: bool,
         tls_ca_file: str,
         tls_verify: bool,

@@ -9,8 +9,9 @@ Selected without patching SGLang::
         "interface_v1": 1, "url": "unix:///var/lib/kvtier/kvtierd.sock", "token": "TOKEN"}'
 
 Extra-config keys: ``url`` (required; ``unix://``, ``tcp://`` or ``tls://``), ``token``,
-``tenant``, ``connections`` (default 4), ``timeout`` (seconds a call keeps retrying while kvtierd
-is unreachable, default 2; then the pages count as misses and SGLang recomputes them).
+``tenant``, ``connections`` (default 4), ``timeout`` (seconds a call waits for a kvtierd that is
+unreachable, stopped or hung, default 2; then the pages count as misses or failed writes and
+SGLang recomputes them).
 
 Each SGLang page becomes one kvtier block per memory region of the page in the host pool
 (``get_page_buffer_meta``: K and V for MHA, one latent region for MLA), moved straight between
@@ -57,6 +58,7 @@ class KvtierHiCacheStorage(HiCacheStorage):  # type: ignore[misc]
             tenant=extra.get("tenant"),
             connections=int(extra.get("connections", 4)),
             retry_timeout=float(extra.get("timeout", 2.0)),
+            io_timeout=float(extra.get("timeout", 2.0)),
         )
         self._tenant = self._client.server_info.tenant
         self._v1 = bool(int(extra.get("interface_v1", 0)))
