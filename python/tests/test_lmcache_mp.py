@@ -52,7 +52,12 @@ def test_lmcache_server_reloads_every_chunk_from_kvtierd_after_a_restart(
     server = LMCacheServer(tmp_path / "lmcache", ADAPTERS[adapter](daemon, "acme", "acme-token"))
     try:
         first = bench_server(server, 0, REQUESTS, tmp_path)
-        assert first.result["results"]["checksum_ok"] == REQUESTS, first.output[-3000:]
+        # Every prompt prefilled and stored. (Its warm read right after is LMCache's own L1
+        # under its asynchronous store: it may miss when the machine is loaded, so only a
+        # mismatch fails here; the reload from kvtierd below is checked for every request.)
+        assert {s for s, kind in first.checksums if kind == "cold"} == set(range(REQUESTS)), (
+            first.output[-3000:]
+        )
         assert first.result["results"]["checksum_fail"] == 0
         wait_for_blocks(acme, REQUESTS * CHUNKS_PER_REQUEST)
         hits_before = acme.stats()["hits"]
