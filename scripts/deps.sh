@@ -9,6 +9,8 @@ KVTIER_PACKAGES=(
   # libraries
   libssl-dev libabsl-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libzstd-dev liburing-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev
+  # KV events (src/server/kv_events.h): ZMQ and msgpack
+  libzmq3-dev libmsgpack-cxx-dev
   # peers and checkers that tests and benchmarks start themselves
   redis-server redis-tools python3-redis prometheus fio iperf3 curl chromium
   # G4 S3 tier (src/tier/s3): HTTP client and ListObjectsV2 XML

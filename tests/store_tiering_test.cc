@@ -10,6 +10,12 @@
 #include <optional>
 #include <vector>
 
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "kvtier/events.h"
 #include "kvtier/store.h"
 
 namespace kvtier {
@@ -44,9 +50,11 @@ class StoreTieringTest : public ::testing::Test {
   }
 
   // G2 holds `memory_blocks` blocks; G3 has room for many more.
-  void Open(uint64_t memory_blocks, AdmissionOptions admission = {.frequency_gate = false}) {
+  void Open(uint64_t memory_blocks, AdmissionOptions admission = {.frequency_gate = false},
+            BlockEventListener* events = nullptr) {
     store_.reset();
     Options o;
+    o.event_listener = events;
     o.memory.capacity_bytes = memory_blocks * kBlock;
     o.max_block_bytes = kBlock;
     o.disk.dir = dir_.string();
@@ -152,6 +160,57 @@ TEST_F(StoreTieringTest, ShortPrefixesAreNotWrittenToG3) {
   EXPECT_EQ(store_->LookupPrefix(tenant_, short_chain)->num_blocks, 0u);
   std::vector<BlockKey> long_chain_all = {Key(10), Key(11), Key(12), Key(13), Key(14)};
   EXPECT_EQ(store_->LookupPrefix(tenant_, long_chain_all)->num_blocks, 5u);
+}
+
+// Records events as (medium, key) sets and parents; thread-safe, as the Store requires.
+class Recorder final : public BlockEventListener {
+ public:
+  void OnStored(uint32_t, const BlockKey& key, const BlockKey* parent, BlockMedium m) override {
+    std::lock_guard l(mu_);
+    stored[m].insert(key);
+    if (m == BlockMedium::kCpu) parents[key] = parent ? std::optional(*parent) : std::nullopt;
+  }
+  void OnRemoved(uint32_t, const BlockKey& key, BlockMedium m) override {
+    std::lock_guard l(mu_);
+    removed[m].insert(key);
+  }
+  void OnCleared(uint32_t tenant) override {
+    std::lock_guard l(mu_);
+    cleared.push_back(tenant);
+  }
+  std::mutex mu_;
+  std::map<BlockMedium, std::set<BlockKey>> stored, removed;
+  std::map<BlockKey, std::optional<BlockKey>> parents;
+  std::vector<uint32_t> cleared;
+};
+
+TEST_F(StoreTieringTest, EventsTellWhatEachTierGainsAndLoses) {
+  Recorder r;
+  Open(2, {.frequency_gate = false}, &r);
+  for (uint64_t k = 0; k < 6; ++k) {
+    ASSERT_TRUE(Put(k, k == 0 ? std::nullopt : std::optional<uint64_t>(k - 1)).ok());
+  }
+  store_.reset();  // Drains the demotions in flight.
+  std::set<BlockKey> all, in_g2;
+  for (uint64_t k = 0; k < 6; ++k) all.insert(Key(k));
+  EXPECT_EQ(r.stored[BlockMedium::kCpu], all);
+  EXPECT_EQ(r.parents[Key(0)], std::nullopt);
+  EXPECT_EQ(r.parents[Key(3)], Key(2));
+  // Every block evicted from G2 was written to G3 (no frequency gate), and said so.
+  EXPECT_FALSE(r.removed[BlockMedium::kCpu].empty());
+  EXPECT_EQ(r.stored[BlockMedium::kDisk], r.removed[BlockMedium::kCpu]);
+  EXPECT_TRUE(r.removed[BlockMedium::kDisk].empty());
+
+  Recorder again;
+  Open(2, {.frequency_gate = false}, &again);  // What G3 recovers is not announced.
+  EXPECT_TRUE(again.stored[BlockMedium::kDisk].empty());
+  const BlockKey on_disk = *r.stored[BlockMedium::kDisk].begin();
+  ASSERT_TRUE(store_->Delete(tenant_, on_disk).ok());
+  EXPECT_EQ(again.removed[BlockMedium::kDisk], std::set<BlockKey>{on_disk});
+  ASSERT_TRUE(store_->DeleteTenant(tenant_, "test").ok());
+  EXPECT_EQ(again.cleared, std::vector<uint32_t>{tenant_.value});
+  EXPECT_EQ(again.removed[BlockMedium::kDisk].size(), r.stored[BlockMedium::kDisk].size());
+  store_.reset();
 }
 
 TEST_F(StoreTieringTest, DeleteRemovesEveryCopy) {

@@ -11,6 +11,7 @@
 namespace kvtier {
 
 class Env;
+class BlockEventListener;
 
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
@@ -232,6 +233,10 @@ struct Options {
 
   // Clock source. nullptr = Env::Default(). Not owned; must outlive the Store.
   Env* env = nullptr;
+
+  // Told what each tier gains and loses (kvtier/events.h). nullptr = nobody. Not owned; must
+  // outlive the Store.
+  BlockEventListener* event_listener = nullptr;
 };
 
 }  // namespace kvtier

@@ -12,11 +12,12 @@ constexpr size_t kBatch = 32;
 }  // namespace
 
 Demoter::Demoter(MemoryTier* memory, DiskTier* disk, SharedTier* shared,
-                 std::vector<std::string> tenant_names)
+                 std::vector<std::string> tenant_names, BlockEventListener* events)
     : memory_(memory),
       disk_(disk),
       shared_(shared),
       tenant_names_(std::move(tenant_names)),
+      events_(events),
       thread_([this] { Run(); }) {}
 
 Demoter::~Demoter() {
@@ -55,8 +56,11 @@ void Demoter::Run() {
         const size_t s = shared_index[i - begin];
         const bool in_shared = shared_ != nullptr && batch[i].meta.in_shared;
         if (in_shared) shared_skipped_.fetch_add(1, std::memory_order_relaxed);
-        const bool stored = (disk_ != nullptr && on_disk[i - begin].ok()) || in_shared ||
-                            (s != SIZE_MAX && on_shared[s].ok());
+        const bool uploaded = s != SIZE_MAX && on_shared[s].ok();
+        if (uploaded && events_ != nullptr) {
+          events_->OnStored(tenant, batch[i].key, nullptr, BlockMedium::kExternal);
+        }
+        const bool stored = (disk_ != nullptr && on_disk[i - begin].ok()) || in_shared || uploaded;
         (stored ? demoted_ : failures_).fetch_add(1, std::memory_order_relaxed);
         memory_->FinishDemotion(batch[i].entry);
       }

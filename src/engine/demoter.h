@@ -26,9 +26,10 @@ namespace kvtier {
 class Demoter {
  public:
   // Starts the thread. REQUIRES: memory->EnableDemotion was called; the tiers outlive this.
-  // `disk` or `shared` may be null (not both); `tenant_names` name G4's tenants by id.
+  // `disk` or `shared` may be null (not both); `tenant_names` name G4's tenants by id;
+  // `events` (may be null) hears of each block uploaded to G4.
   Demoter(MemoryTier* memory, DiskTier* disk, SharedTier* shared,
-          std::vector<std::string> tenant_names);
+          std::vector<std::string> tenant_names, BlockEventListener* events);
   // Stops demotion, writes what is already queued, joins.
   ~Demoter();
   Demoter(const Demoter&) = delete;
@@ -46,6 +47,7 @@ class Demoter {
   DiskTier* const disk_;
   SharedTier* const shared_;
   const std::vector<std::string> tenant_names_;
+  BlockEventListener* const events_;
   std::atomic<uint64_t> demoted_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<uint64_t> shared_skipped_{0};

@@ -8,11 +8,13 @@ constexpr size_t kBatch = 32;
 }  // namespace
 
 SharedUploader::SharedUploader(MemoryTier* memory, SharedTier* shared,
-                               std::vector<std::string> tenant_names, size_t max_queue)
+                               std::vector<std::string> tenant_names, size_t max_queue,
+                               BlockEventListener* events)
     : memory_(memory),
       shared_(shared),
       tenant_names_(std::move(tenant_names)),
       max_queue_(max_queue),
+      events_(events),
       thread_([this] { Run(); }) {}
 
 SharedUploader::~SharedUploader() {
@@ -91,8 +93,12 @@ void SharedUploader::Upload(uint32_t tenant, const std::vector<BlockKey>& keys) 
     leases.push_back(std::move(lease).value());
   }
   if (puts.empty()) return;
-  for (const Status& s : shared_->PutMany(tenant_names_[tenant], puts)) {
-    (s.ok() ? uploaded_ : failures_).fetch_add(1, std::memory_order_relaxed);
+  const std::vector<Status> done = shared_->PutMany(tenant_names_[tenant], puts);
+  for (size_t i = 0; i < done.size(); ++i) {
+    (done[i].ok() ? uploaded_ : failures_).fetch_add(1, std::memory_order_relaxed);
+    if (done[i].ok() && events_ != nullptr) {
+      events_->OnStored(tenant, puts[i].key, nullptr, BlockMedium::kExternal);
+    }
   }
 }
 

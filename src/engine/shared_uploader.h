@@ -29,9 +29,9 @@ namespace kvtier {
 class SharedUploader {
  public:
   // Starts the thread. `memory` and `shared` outlive this; `tenant_names` name G4's tenants by
-  // id. At most `max_queue` blocks wait.
+  // id. At most `max_queue` blocks wait. `events` (may be null) hears of each upload.
   SharedUploader(MemoryTier* memory, SharedTier* shared, std::vector<std::string> tenant_names,
-                 size_t max_queue);
+                 size_t max_queue, BlockEventListener* events);
   // Uploads what is queued, then joins.
   ~SharedUploader();
   SharedUploader(const SharedUploader&) = delete;
@@ -54,6 +54,7 @@ class SharedUploader {
   SharedTier* const shared_;
   const std::vector<std::string> tenant_names_;
   const size_t max_queue_;
+  BlockEventListener* const events_;
   Mutex mu_;
   CondVar changed_;
   std::deque<std::pair<uint32_t, BlockKey>> queue_ ABSL_GUARDED_BY(mu_);

@@ -259,17 +259,19 @@ StoreImpl::StoreImpl(const Options& options, StoreServices services,
   for (uint32_t i = 0; i < options_.tenants.size(); ++i) {
     tenant_ids_.emplace(options_.tenants[i].name, i);
   }
+  memory_->set_event_listener(options_.event_listener);
+  if (disk_) disk_->SetEventListener(options_.event_listener);
   const bool shared_on_put =
       shared_ && options_.shared.write_policy == SharedTierOptions::WritePolicy::kOnPut;
   SharedTier* demote_to_shared = shared_ && !shared_on_put ? shared_.get() : nullptr;
   if (disk_ || demote_to_shared != nullptr) {
     memory_->EnableDemotion(options_.disk_admission);
     demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get(), demote_to_shared,
-                                         tenant_names_);
+                                         tenant_names_, options_.event_listener);
   }
   if (shared_on_put) {
     uploader_ = std::make_unique<SharedUploader>(memory_.get(), shared_.get(), tenant_names_,
-                                                 kMaxUploadQueue);
+                                                 kMaxUploadQueue, options_.event_listener);
   }
   if (shared_) {
     node_id_ = options_.shared.node_id.empty() ? g4::DefaultNodeId() : options_.shared.node_id;
@@ -584,6 +586,9 @@ Status StoreImpl::DeleteHere(TenantId tenant, const BlockKey& key) {
   if (shared_) {
     // G4's delete is OK whether or not the object was there: it cannot tell NotFound.
     KVTIER_RETURN_IF_ERROR(shared_->Delete(TenantName(tenant), key));
+    if (options_.event_listener != nullptr) {
+      options_.event_listener->OnRemoved(tenant.value, key, BlockMedium::kExternal);
+    }
   }
   return in_memory.ok() ? in_memory : on_disk;
 }
@@ -759,10 +764,15 @@ Result<DeletionReport> StoreImpl::DeleteTenant(TenantId tenant, std::string_view
   DeletionNotice notice;
   notice.scope = DeletionNotice::Scope::kTenant;
   notice.tenant = TenantName(tenant);
-  return EraseEverywhere(std::move(event), std::move(notice),
-                         [&] { return memory_->EraseTenant(tenant.value); },
-                         [&] { return disk_->EraseTenant(tenant.value); },
-                         [&] { return shared_->DeleteTenant(TenantName(tenant)); });
+  Result<DeletionReport> report =
+      EraseEverywhere(std::move(event), std::move(notice),
+                      [&] { return memory_->EraseTenant(tenant.value); },
+                      [&] { return disk_->EraseTenant(tenant.value); },
+                      [&] { return shared_->DeleteTenant(TenantName(tenant)); });
+  if (report.ok() && options_.event_listener != nullptr) {
+    options_.event_listener->OnCleared(tenant.value);
+  }
+  return report;
 }
 
 Result<DeletionReport> StoreImpl::ShredTenant(TenantId tenant, std::string_view actor) {

@@ -47,6 +47,15 @@ native = true                      # which TCP listeners speak TLS when it is on
 resp = false
 http = false
 
+[events]                           # KV events (vLLM's wire format) for KV-aware routers
+enabled = false
+endpoint = "tcp://127.0.0.1:5557"  # ZMQ PUB: multipart (topic, 8-byte big-endian seq, msgpack batch)
+replay_endpoint = "tcp://127.0.0.1:5558"  # ZMQ ROUTER for missed sequence numbers ("" = off)
+topic_prefix = "kvtier."           # topic = prefix + tenant name
+buffer_steps = 10000               # messages kept for replay
+max_queue = 100000                 # events waiting to be sent; more are dropped and counted
+batch_ms = 10                      # how long events wait to share one message
+
 [memory]                           # G2: host DRAM
 capacity = "1GiB"
 page_bytes = "4KiB"
@@ -250,8 +259,8 @@ class TableReader {
 void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   TableReader top(&root, "", error);
   top.String("data_dir", &c->data_dir);
-  for (const char* section : {"server", "auth", "tls", "memory", "disk", "shared", "security",
-                              "admission", "store", "tenants"}) {
+  for (const char* section : {"server", "auth", "tls", "events", "memory", "disk", "shared",
+                              "security", "admission", "store", "tenants"}) {
     top.Expect(section);
   }
   top.RejectUnknown();
@@ -284,6 +293,16 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   tls.Bool("resp", &c->tls.resp);
   tls.Bool("http", &c->tls.http);
   tls.RejectUnknown();
+
+  TableReader events(root["events"].as_table(), "events", error);
+  events.Bool("enabled", &c->events.enabled);
+  events.String("endpoint", &c->events.endpoint);
+  events.String("replay_endpoint", &c->events.replay_endpoint);
+  events.String("topic_prefix", &c->events.topic_prefix);
+  events.Uint("buffer_steps", &c->events.buffer_steps);
+  events.Uint("max_queue", &c->events.max_queue);
+  events.Uint("batch_ms", &c->events.batch_ms);
+  events.RejectUnknown();
 
   TableReader memory(root["memory"].as_table(), "memory", error);
   memory.Size("capacity", &c->store.memory.capacity_bytes);
@@ -443,6 +462,13 @@ Status ServerConfig::Validate() const {
     return Status::InvalidArgument("tls.require_client_cert needs tls.ca_file");
   }
   if (max_batch == 0) return Status::InvalidArgument("server.max_batch must be at least 1");
+  if (events.enabled) {
+    if (events.endpoint.empty()) return Status::InvalidArgument("events.endpoint must be set when events are enabled");
+    if (events.buffer_steps == 0 && !events.replay_endpoint.empty()) {
+      return Status::InvalidArgument("events.buffer_steps must be at least 1 with a replay_endpoint");
+    }
+    if (events.max_queue == 0) return Status::InvalidArgument("events.max_queue must be at least 1");
+  }
   if (max_output_bytes == 0) return Status::InvalidArgument("server.max_output_bytes must be positive");
   return Status::OK();
 }

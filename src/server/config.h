@@ -30,6 +30,23 @@ struct TenantConfig {
 
 // TLS 1.3 on the TCP listeners ([tls]). Off while cert_file is empty. The Unix socket is never
 // encrypted: it is local and guarded by file permissions.
+// KV events for KV-aware routers ([events]; src/server/kv_events.h).
+struct EventsConfig {
+  bool enabled = false;
+  // ZMQ PUB endpoint the events go out on (bound).
+  std::string endpoint = "tcp://127.0.0.1:5557";
+  // ZMQ ROUTER endpoint answering replay requests; "" = no replay.
+  std::string replay_endpoint = "tcp://127.0.0.1:5558";
+  // Each message's topic is this followed by the tenant's name.
+  std::string topic_prefix = "kvtier.";
+  // Messages kept for replay.
+  uint32_t buffer_steps = 10000;
+  // Events waiting to be sent; beyond this they are dropped (and counted).
+  uint32_t max_queue = 100000;
+  // How long events wait to be batched into one message.
+  uint32_t batch_ms = 10;
+};
+
 struct TlsConfig {
   // PEM certificate chain (server certificate first) and its private key. Both or neither.
   std::string cert_file;
@@ -86,6 +103,8 @@ struct ServerConfig {
   TlsConfig tls;
 
   std::vector<TenantConfig> tenants;
+
+  EventsConfig events;
 
   // Store options from [memory], [disk], [admission] and [store]; tenants are filled in
   // from `tenants` by StoreOptions().

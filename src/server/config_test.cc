@@ -47,6 +47,24 @@ TEST(ConfigTest, TlsSectionIsReadAndCheckedForConsistency) {
   EXPECT_NE(s.message().find("tls.cert"), std::string_view::npos) << s.ToString();
 }
 
+TEST(ConfigTest, EventsAreOffByDefaultAndTheirTableIsChecked) {
+  ServerConfig c = Defaults();
+  EXPECT_FALSE(c.events.enabled);
+  EXPECT_EQ(c.events.endpoint, "tcp://127.0.0.1:5557");
+  Status s = ApplyConfigToml("[events]\nenabled = true\nendpoint = \"ipc:///run/kv.sock\"\n"
+                             "replay_endpoint = \"\"\nbatch_ms = 50\n", "x.toml", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(c.events.enabled);
+  EXPECT_EQ(c.events.endpoint, "ipc:///run/kv.sock");
+  EXPECT_EQ(c.events.batch_ms, 50u);
+  EXPECT_TRUE(c.Validate().ok());
+  c.events.endpoint = "";
+  EXPECT_NE(c.Validate().message().find("events.endpoint"), std::string::npos);
+  ServerConfig d = Defaults();
+  s = ApplyConfigToml("[events]\nenable = true\n", "y.toml", &d);
+  EXPECT_NE(s.message().find("events.enable"), std::string::npos) << s.ToString();
+}
+
 TEST(ConfigTest, FileOverridesOnlyWhatItSets) {
   ServerConfig c = Defaults();
   Status s = ApplyConfigToml(R"(

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "src/server/kv_events.h"
+
 #include "kvtier/status.h"
 #include "kvtier/store.h"
 #include "src/server/buffers.h"
@@ -58,6 +60,7 @@ struct ServerContext {
   const ServerConfig* config = nullptr;
   Store* store = nullptr;
   Metrics* metrics = nullptr;
+  const KvEventPublisher* events = nullptr;  // Null when [events] is off.
   const Authenticator* auth = nullptr;
   const TlsContext* tls = nullptr;  // Null when TLS is off.
   uint32_t max_frame_bytes = 0;  // ServerConfig::EffectiveMaxFrameBytes().

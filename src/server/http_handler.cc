@@ -203,7 +203,7 @@ class HttpHandler final : public ProtocolHandler {
     if (req.path == "/metrics") {
       if (req.method != "GET") return {405, "text/plain", "use GET\n"};
       return {200, "text/plain; version=0.0.4; charset=utf-8",
-              ctx_->metrics->RenderPrometheus(ctx_->store->Stats())};
+              ctx_->metrics->RenderPrometheus(ctx_->store->Stats(), ctx_->events)};
     }
     if (req.path == "/") {
       return {200, "text/plain; charset=utf-8",

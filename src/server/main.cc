@@ -50,6 +50,10 @@ Status WritePortFile(const std::string& path, const kvtier::server::Server& serv
         << "resp_port=" << server.resp_port() << "\n"
         << "http_port=" << server.http_port() << "\n"
         << "unix_socket=" << server.unix_socket_path() << "\n";
+    if (!server.events_endpoint().empty()) {
+      out << "events_endpoint=" << server.events_endpoint() << "\n"
+          << "events_replay_endpoint=" << server.events_replay_endpoint() << "\n";
+    }
     if (!out) return Status::Unavailable("cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::Unavailable("cannot write " + path);

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "kvtier/store.h"
+#include "src/server/kv_events.h"
 
 namespace kvtier::server {
 
@@ -46,8 +47,8 @@ class Metrics {
 
   uint64_t ActiveConnections() const;
 
-  // The whole /metrics page: server metrics plus `stats`.
-  std::string RenderPrometheus(const StoreStats& stats) const;
+  // The whole /metrics page: server metrics plus `stats` and, when not null, `events`.
+  std::string RenderPrometheus(const StoreStats& stats, const KvEventPublisher* events = nullptr) const;
 
  private:
   static size_t Index(Proto p) { return static_cast<size_t>(p); }

@@ -19,7 +19,16 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   if (ec) {
     return Status::Unavailable("cannot create data_dir " + config.data_dir + ": " + ec.message());
   }
-  Result<std::unique_ptr<Store>> store = Store::Open(s->config_.StoreOptions());
+  Options options = s->config_.StoreOptions();
+  if (config.events.enabled) {
+    std::vector<std::string> names;
+    for (const TenantOptions& t : options.tenants) names.push_back(t.name);
+    Result<std::unique_ptr<KvEventPublisher>> events = KvEventPublisher::Start(config.events, names);
+    if (!events.ok()) return events.status();
+    s->events_ = std::move(events).value();
+    options.event_listener = s->events_.get();
+  }
+  Result<std::unique_ptr<Store>> store = Store::Open(options);
   if (!store.ok()) return store.status();
   s->store_ = std::move(store).value();
   Result<Authenticator> auth = Authenticator::Create(s->config_, *s->store_);
@@ -36,6 +45,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   s->ctx_.tls = s->tls_.get();
   s->ctx_.store = s->store_.get();
   s->ctx_.metrics = &s->metrics_;
+  s->ctx_.events = s->events_.get();
   s->ctx_.auth = s->auth_.get();
   s->ctx_.max_frame_bytes = static_cast<uint32_t>(s->config_.EffectiveMaxFrameBytes());
   s->ctx_.started = std::chrono::steady_clock::now();

@@ -16,6 +16,7 @@
 #include "src/server/config.h"
 #include "src/server/event_loop.h"
 #include "src/server/handler.h"
+#include "src/server/kv_events.h"
 #include "src/server/metrics.h"
 #include "src/server/tls.h"
 
@@ -43,12 +44,16 @@ class Server {
   uint16_t http_port() const { return http_port_; }
   // Path of the Unix socket, or "" when off.
   const std::string& unix_socket_path() const { return unix_path_; }
+  // The KV events' endpoints as bound; empty when events are off.
+  std::string events_endpoint() const { return events_ ? events_->endpoint() : ""; }
+  std::string events_replay_endpoint() const { return events_ ? events_->replay_endpoint() : ""; }
   size_t num_loops() const { return loops_.size(); }
 
  private:
   Server() = default;
 
   ServerConfig config_;
+  std::unique_ptr<KvEventPublisher> events_;  // Null when [events] is off. Outlives the store.
   std::unique_ptr<Store> store_;
   Metrics metrics_;
   std::unique_ptr<Authenticator> auth_;

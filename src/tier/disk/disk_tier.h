@@ -24,6 +24,7 @@
 
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
+#include "kvtier/events.h"
 #include "kvtier/options.h"
 #include "kvtier/status.h"
 #include "kvtier/store.h"
@@ -143,6 +144,10 @@ class DiskTier {
   virtual Status Sync() = 0;
 
   virtual DiskTierStats Stats() const = 0;
+
+  // Tells `listener` (not owned; nullptr = nobody) of every block written and dropped from now
+  // on (not what Open recovered). Call once, before use.
+  virtual void SetEventListener(BlockEventListener* listener) = 0;
 };
 
 }  // namespace kvtier

@@ -167,6 +167,10 @@ void DiskTierImpl::Drop(uint32_t index, DropReason reason) {
     case DropReason::kUnreadable: ++stats_.unreadable_records; break;
     case DropReason::kReadError: ++stats_.read_errors; break;
     case DropReason::kDeleted: break;
+    case DropReason::kReplaced: break;
+  }
+  if (events_ != nullptr && reason != DropReason::kReplaced) {
+    events_->OnRemoved(e.tenant, e.key, BlockMedium::kDisk);
   }
   index_.Remove(index);
 }

@@ -60,6 +60,7 @@ class DiskTierImpl final : public DiskTier {
   size_t PurgeExpired() override ABSL_LOCKS_EXCLUDED(mu_);
   Status Sync() override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   DiskTierStats Stats() const override ABSL_LOCKS_EXCLUDED(mu_);
+  void SetEventListener(BlockEventListener* listener) override { events_ = listener; }
 
  private:
   struct Segment {
@@ -110,7 +111,8 @@ class DiskTierImpl final : public DiskTier {
     uint32_t record_pages = 0;
     uint32_t value_bytes = 0;
   };
-  enum class DropReason { kEvicted, kExpired, kDeleted, kCorrupt, kUnreadable, kReadError };
+  // kReplaced: a newer record of the same key takes the entry's place (no event, no count).
+  enum class DropReason { kEvicted, kExpired, kDeleted, kCorrupt, kUnreadable, kReadError, kReplaced };
   // Outcome of checking and decoding one block record read from disk.
   struct ReadOutcome {
     Status status;  // OK, or why nothing was returned.
@@ -231,6 +233,7 @@ class DiskTierImpl final : public DiskTier {
   uint64_t next_sequence_ ABSL_GUARDED_BY(write_mu_) = 1;
   bool dir_synced_ ABSL_GUARDED_BY(write_mu_) = true;  // Removals are durable.
 
+  BlockEventListener* events_ = nullptr;  // Set before use.
   mutable Mutex mu_ ABSL_ACQUIRED_BEFORE(pool_mu_);
   DiskIndex index_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, Segment> segments_ ABSL_GUARDED_BY(mu_);

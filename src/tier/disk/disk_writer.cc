@@ -323,7 +323,9 @@ void DiskTierImpl::IndexRound(std::vector<PendingRecord>& records, size_t begin,
       ++stats_.relocated_blocks;
       continue;
     }
-    if (idx != kNoEntry) Drop(idx, DropReason::kDeleted);
+    // A rewrite of a key still indexed replaces its entry; only a new key is news.
+    const bool news = idx == kNoEntry;
+    if (!news) Drop(idx, DropReason::kReplaced);
     DiskEntry e;
     e.key = r.header.key;
     e.last_access_us = r.header.timestamp_us;
@@ -337,6 +339,7 @@ void DiskTierImpl::IndexRound(std::vector<PendingRecord>& records, size_t begin,
     e.dtype = r.header.dtype;
     e.tenant = r.tenant;
     AddEntry(e);
+    if (news && events_ != nullptr) events_->OnStored(e.tenant, e.key, nullptr, BlockMedium::kDisk);
     ++stats_.puts;
     stats_.put_bytes += r.header.value_bytes;
   }

@@ -202,6 +202,7 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   if (sketch_) sketch_->Increment(SketchHash(tenant, key));
   ++t.stats.puts;
   t.stats.put_bytes += size;
+  if (events_ != nullptr) events_->OnStored(tenant, key, parent, BlockMedium::kCpu);
 }
 
 Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,

@@ -37,6 +37,7 @@
 #include "absl/base/thread_annotations.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
+#include "kvtier/events.h"
 #include "kvtier/options.h"
 #include "kvtier/status.h"
 #include "kvtier/store.h"
@@ -124,6 +125,10 @@ class MemoryTier final : public BlockHandle::Releaser {
   size_t PurgeExpired() ABSL_LOCKS_EXCLUDED(mu_);
 
   void ReleaseLease(uint32_t entry) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Tells `listener` (not owned; nullptr = nobody) of every block published and detached.
+  // Call once, before use.
+  void set_event_listener(BlockEventListener* listener) { events_ = listener; }
 
   // From now on, evictions that pass `admission` become demotions. Call once, before use.
   void EnableDemotion(const AdmissionOptions& admission) ABSL_LOCKS_EXCLUDED(mu_);
@@ -263,6 +268,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   AdmissionStats admission_stats_ ABSL_GUARDED_BY(mu_);
   std::deque<uint32_t> pending_demotions_ ABSL_GUARDED_BY(mu_);
   uint64_t demoting_pages_ ABSL_GUARDED_BY(mu_) = 0;
+  BlockEventListener* events_ = nullptr;  // Set before use.
 };
 
 }  // namespace kvtier

@@ -226,6 +226,7 @@ void MemoryTier::Detach(uint32_t index, DetachReason reason) {
     case DetachReason::kExpired: ++t.stats.expirations; break;
     case DetachReason::kDeleted: ++t.stats.deletes; break;
   }
+  if (events_ != nullptr) events_->OnRemoved(e.tenant, e.key, BlockMedium::kCpu);
   Reclaim(index);
 }
 

@@ -1,0 +1,203 @@
+"""kvtierd's KV events ([events]), read as a KV-aware router reads vLLM's: a ZMQ SUB socket,
+vLLM's own decoder (vllm.distributed.kv_events.KVEventBatch, vllm 0.33.0), and the replay
+socket for what the subscriber missed."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+from conftest import DEADLINE
+from vllm.distributed.kv_events import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KVEventBatch,
+)
+
+import kvtier
+
+BLOCK = 256 << 10
+END_SEQ = b"\xff" * 8
+DECODER = msgspec.msgpack.Decoder(type=KVEventBatch)
+
+
+def config(g4: Path) -> str:
+    return (
+        "[events]\nenabled = true\n"
+        'endpoint = "tcp://127.0.0.1:*"\nreplay_endpoint = "tcp://127.0.0.1:*"\n'
+        "batch_ms = 5\n"
+        '[disk]\ndir = "disk"\n'
+        '[shared]\nlocation = "' + str(g4) + '"\nwrite_policy = "on_put"\n'
+        "[admission]\nfrequency_gate = false\n"
+        '[store]\nmax_block_bytes = "1MiB"\npromote_on_hit = false\n'
+    )
+
+
+class Router:
+    """Subscribes to every topic and keeps each message by sequence number."""
+
+    def __init__(self, endpoint: str, replay: str) -> None:
+        self.ctx = zmq.Context()
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sub.connect(endpoint)
+        self.replay_endpoint = replay
+        self.live: dict[int, tuple[str, bytes]] = {}
+
+    def receive(self, until: Callable[[], bool]) -> None:
+        """Reads live messages until `until()` holds (bounded)."""
+        deadline = time.monotonic() + DEADLINE
+        while not until():
+            assert time.monotonic() < deadline, "the awaited events never came"
+            if self.sub.poll(100):
+                topic, seq, payload = self.sub.recv_multipart()
+                self.live[int.from_bytes(seq, "big")] = (topic.decode(), payload)
+
+    def replay(self, start: int) -> dict[int, tuple[str, bytes]]:
+        """Asks the replay socket for every kept message from `start` on."""
+        dealer = self.ctx.socket(zmq.DEALER)
+        dealer.connect(self.replay_endpoint)
+        dealer.send_multipart([b"", start.to_bytes(8, "big")])
+        got: dict[int, tuple[str, bytes]] = {}
+        while True:
+            assert dealer.poll(DEADLINE * 1000), "no replay answer"
+            empty, topic, seq, payload = dealer.recv_multipart()
+            assert empty == b""
+            if seq == END_SEQ:
+                assert topic == b"" and payload == b""
+                break
+            got[int.from_bytes(seq, "big")] = (topic.decode(), payload)
+        dealer.close()
+        return got
+
+    def close(self) -> None:
+        self.sub.close()
+        self.ctx.term()
+
+
+def events_of(messages: dict[int, tuple[str, bytes]], topic: str) -> list[Any]:
+    out: list[Any] = []
+    for seq in sorted(messages):
+        t, payload = messages[seq]
+        if t == topic:
+            batch = DECODER.decode(payload)
+            assert batch.ts > 0 and batch.data_parallel_rank is None
+            out.extend(batch.events)
+    return out
+
+
+def stored(events: list[Any], medium: str) -> dict[bytes, bytes | None]:
+    """Each block a BlockStored of `medium` names, with its parent."""
+    out: dict[bytes, bytes | None] = {}
+    for e in events:
+        if isinstance(e, BlockStored) and e.medium == medium:
+            assert e.token_ids == [] and e.lora_id is None and e.lora_name is None
+            parent = e.parent_block_hash
+            for h in e.block_hashes:
+                out[h] = parent
+                parent = h
+    return out
+
+
+def removed(events: list[Any], medium: str) -> set[bytes]:
+    return {
+        h
+        for e in events
+        if isinstance(e, BlockRemoved) and e.medium == medium
+        for h in e.block_hashes
+    }
+
+
+def metric(d: Any, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{d.http_port}/metrics") as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def key(i: int, salt: bytes = b"") -> bytes:
+    return (salt + i.to_bytes(4, "big")).rjust(32, b"k")
+
+
+def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
+    make_daemon: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "g4").mkdir()
+    d = make_daemon(extra=config(tmp_path / "g4"), memory="4MiB")
+    acme = kvtier.Client(d.unix_url, "acme-token")
+    other = kvtier.Client(d.unix_url, "other-token")
+    value = bytes(BLOCK)
+    chain = [key(i) for i in range(3)]
+    # Before any router subscribes: a prompt's chain of three blocks, and another tenant's.
+    acme.put_many(chain, [value] * 3, chain=True)
+    other.put(key(0, b"o"), value)
+
+    # Both went out (two topics, two messages) before the router connects: it misses them.
+    deadline = time.monotonic() + DEADLINE
+    while metric(d, "kvtier_events_messages_total") < 2:
+        assert time.monotonic() < deadline, "kvtierd sent no events"
+        time.sleep(0.01)  # Polling kvtierd's counter, bounded.
+    router = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
+    try:
+        # A live message proves the subscription is in place: keep putting probes until one
+        # arrives (a SUB socket joins asynchronously and misses what came before).
+        probes = iter(range(1000))
+
+        def probed() -> bool:
+            if router.live:
+                return True
+            acme.put(key(next(probes), b"p"), value)
+            return False
+
+        router.receive(probed)
+        assert min(router.live) >= 2, "the router cannot have seen the first two messages"
+        replayed = router.replay(0)
+        assert min(replayed) == 0
+        for seq, message in router.live.items():
+            if seq in replayed:
+                assert replayed[seq] == message, f"replay of {seq} differs from the live message"
+
+        # G2 fills: the chain is evicted to G3 (CPU removed, DISK stored). G4 got it on put.
+        fillers = [key(i, b"f") for i in range(24)]
+        acme.put_many(fillers, [value] * len(fillers))
+
+        def seen() -> dict[int, tuple[str, bytes]]:
+            return {**replayed, **router.live}
+
+        def acme_events() -> list[Any]:
+            return events_of(seen(), "kvtier.acme")
+
+        router.receive(lambda: set(chain) <= set(stored(acme_events(), "DISK")))
+        events = acme_events()
+        assert stored(events, "CPU")[chain[0]] is None
+        assert stored(events, "CPU")[chain[1]] == chain[0]
+        assert stored(events, "CPU")[chain[2]] == chain[1]
+        assert set(chain) <= set(stored(events, "EXTERNAL"))
+        assert set(chain) <= removed(events, "CPU")
+        # The other tenant's block went out on its own topic, and only there.
+        assert key(0, b"o") in stored(events_of(seen(), "kvtier.other"), "CPU")
+        assert key(0, b"o") not in stored(events, "CPU")
+
+        # Deleting a block removes it from every tier that held it; deleting the tenant
+        # clears it.
+        assert acme.delete(chain[2])
+        router.receive(lambda: chain[2] in removed(acme_events(), "DISK"))
+        assert chain[2] in removed(acme_events(), "EXTERNAL")
+        acme.delete_all()
+        router.receive(lambda: any(isinstance(e, AllBlocksCleared) for e in acme_events()))
+
+        # Sequence numbers run over all topics without a gap, from 0: nothing was lost.
+        assert sorted(seen()) == list(range(max(seen()) + 1))
+        # And a late router gets all of it from the replay socket alone.
+        assert router.replay(0).keys() == seen().keys()
+    finally:
+        router.close()
+        acme.close()
+        other.close()

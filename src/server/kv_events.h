@@ -1,0 +1,120 @@
+// KV events in vLLM's wire format, so that KV-aware routers (Dynamo's KV router, llm-d's
+// KV-cache manager, vLLM's own tooling) learn which node holds which blocks.
+//
+// Wire format (vLLM's vllm.distributed.kv_events, ZmqEventPublisher):
+// - A ZMQ PUB socket sends one multipart message per batch: the topic (topic_prefix followed
+//   by the tenant's name), the batch's sequence number (8 bytes, big-endian; 0, 1, 2, ... over
+//   all topics), and the batch, msgpack-encoded as vLLM's KVEventBatch:
+//     [ts (float64 seconds since the epoch), [event, ...], data_parallel_rank (nil)]
+//   Each event is a map whose "type" names it:
+//     {"type": "BlockStored", "block_hashes": [bin32, ...], "parent_block_hash": bin32 | nil,
+//      "token_ids": [], "block_size": 0, "lora_id": nil, "medium": "CPU" | "DISK" |
+//      "EXTERNAL", "lora_name": nil}
+//     {"type": "BlockRemoved", "block_hashes": [bin32, ...], "medium": ...}
+//     {"type": "AllBlocksCleared"}
+//   Block hashes are kvtier's 32-byte block keys: the keys an engine derives with
+//   kvtier.block_keys / opaque_key (docs/block_keys.md). A BlockStored lists a run of blocks
+//   of one chain in order, its parent_block_hash the parent of the first. kvtierd does not see
+//   token ids; token_ids is empty and block_size 0.
+// - A ZMQ ROUTER socket (replay_endpoint) answers a request of one 8-byte big-endian start
+//   sequence number (from a REQ socket, or a DEALER sending an empty frame first) with every
+//   kept batch from that number on, each as (empty, topic, seq, payload), then the end marker
+//   (empty, empty, 0xff x 8, empty). The last buffer_steps batches are kept.
+//
+// Events are queued by the Store's threads (a bounded queue; beyond max_queue they are
+// dropped and counted) and sent by one thread, batch_ms apart at most.
+
+#ifndef KVTIER_SERVER_KV_EVENTS_H_
+#define KVTIER_SERVER_KV_EVENTS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvtier/events.h"
+#include "kvtier/status.h"
+#include "src/common/mutex.h"
+#include "src/server/config.h"
+
+namespace kvtier::server {
+
+class KvEventPublisher final : public BlockEventListener {
+ public:
+  // Binds both sockets and starts the sending thread. `tenant_names[i]` names tenant i.
+  // InvalidArgument for an endpoint ZMQ does not accept, Unavailable when it cannot be bound.
+  static Result<std::unique_ptr<KvEventPublisher>> Start(const EventsConfig& config,
+                                                         std::vector<std::string> tenant_names);
+  // Sends what is queued, then closes the sockets.
+  ~KvEventPublisher() override;
+  KvEventPublisher(const KvEventPublisher&) = delete;
+  KvEventPublisher& operator=(const KvEventPublisher&) = delete;
+
+  void OnStored(uint32_t tenant, const BlockKey& key, const BlockKey* parent,
+                BlockMedium medium) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRemoved(uint32_t tenant, const BlockKey& key, BlockMedium medium) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCleared(uint32_t tenant) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The endpoints as bound (a "tcp://host:*" endpoint shows its port).
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& replay_endpoint() const { return replay_endpoint_; }
+
+  uint64_t events() const { return events_.load(std::memory_order_relaxed); }
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t messages() const { return messages_.load(std::memory_order_relaxed); }
+  uint64_t replays() const { return replays_.load(std::memory_order_relaxed); }
+
+  enum class Kind : uint8_t { kStored, kRemoved, kCleared };
+  struct Event {
+    Kind kind;
+    BlockMedium medium;
+    bool has_parent;
+    uint32_t tenant;
+    BlockKey key;
+    BlockKey parent;
+  };
+  // One KVEventBatch of one tenant's events, in order, with runs merged as described above.
+  static std::string EncodeBatch(double ts, const std::vector<const Event*>& events);
+
+ private:
+  KvEventPublisher(const EventsConfig& config, std::vector<std::string> tenant_names);
+  void Enqueue(const Event& e) ABSL_LOCKS_EXCLUDED(mu_);
+  void Run();
+  // Sends the queued events, one message per tenant present.
+  void Publish(std::vector<Event> events);
+  void ServeReplay();
+
+  const EventsConfig config_;
+  const std::vector<std::string> tenant_names_;
+  std::string endpoint_;
+  std::string replay_endpoint_;
+  void* context_ = nullptr;
+  void* pub_ = nullptr;     // Used by the sending thread only, once started.
+  void* replay_ = nullptr;  // Likewise; null without replay.
+
+  Mutex mu_;
+  std::vector<Event> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  struct Sent {
+    uint64_t seq;
+    std::string topic;
+    std::string payload;
+  };
+  std::vector<Sent> kept_;  // Ring of the last buffer_steps messages (sending thread only).
+  size_t kept_next_ = 0;
+  uint64_t next_seq_ = 0;
+
+  std::atomic<uint64_t> events_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> messages_{0};
+  std::atomic<uint64_t> replays_{0};
+  std::thread thread_;
+};
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_KV_EVENTS_H_
