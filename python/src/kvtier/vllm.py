@@ -1,0 +1,256 @@
+"""vLLM on kvtier: a secondary tier of vLLM's native OffloadingConnector (tested with vllm
+0.33.0).
+
+vLLM's ``TieringOffloadingSpec`` keeps a primary tier in CPU memory and cascades blocks to
+secondary tiers; this one keeps them in kvtierd, so that they outlive the engine, are shared by
+every engine on the node (and, through G4, the cluster), and come back at the speed of the link.
+No patch to vLLM::
+
+    vllm serve MODEL --kv-transfer-config '{"kv_connector": "OffloadingConnector",
+      "kv_role": "kv_both", "kv_connector_extra_config": {
+        "spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": 8000000000,
+        "secondary_tiers": [{"type": "KvtierTier", "module_path": "kvtier.vllm",
+          "url": "unix:///var/lib/kvtier/kvtierd.sock", "token": "TOKEN"}]}}'
+
+Entry keys besides ``type`` and ``module_path``: ``url`` (required), ``token``, ``tenant``,
+``connections`` (4), ``timeout`` (seconds a call waits for a kvtierd that is down, stopped or
+hung, default 2: its blocks then count as misses or failed keys, and vLLM recomputes them),
+``enable_kv_events`` (report stored blocks to vLLM's KV events, medium ``STORAGE``).
+
+Each primary-tier chunk is one kvtier block, moved straight between the primary tier's shared
+memory and kvtierd (no intermediate copy), keyed by vLLM's offload key (block hash and KV-cache
+group) in a namespace of the model, its dtype, the block geometry and the parallel layout, and
+the tenant. Lookups are batched per step (vLLM's ``AsyncLookupManager``): one prefix lookup per
+request, whose first miss ends the hits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, ClassVar
+
+from vllm.v1.kv_offload.base import (
+    Locality,
+    LookupResult,
+    Medium,
+    OffloadingEvent,
+    OffloadKey,
+    ReqContext,
+    RequestOffloadingContext,
+    ScheduleEndContext,
+)
+from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
+from vllm.v1.kv_offload.tiering.base import JobResult, SecondaryTierManager, TransferJob
+
+from . import _kvtier
+from ._client import Client
+from ._errors import Error
+
+
+def namespace_model(spec: Any, block_bytes: int) -> str:
+    """What must be equal for two engines' chunks to be interchangeable, as one string: the
+    model, KV dtype and layout, token geometry, layer groups, parallel layout and chunk size."""
+    c = spec.config
+    p = c.parallel
+    groups = ";".join(f"{g.tokens_per_block}:{','.join(g.layer_names)}" for g in c.groups)
+    layout = f"{c.kv_cache_layout}|{c.canonical_layout}|{c.replicated_layout}"
+    shard = f"tp{p.tp_size}pp{p.pp_size}pcp{p.pcp_size}dcp{p.dcp_size}r{p.rank}"
+    digest = hashlib.sha256(f"{groups}|{layout}".encode()).hexdigest()[:16]
+    return "|".join(
+        [c.model.name, "vllm", str(c.model.dtype), f"tph{c.cache.tokens_per_hash}", shard,
+         digest, f"{block_bytes}B"]
+    )  # fmt: skip
+
+
+class _Lookups(AsyncLookupManager):
+    """One prefix lookup in kvtierd per request and step, off the scheduler thread."""
+
+    def __init__(self, tier: KvtierTier) -> None:
+        super().__init__(tier_type=tier.tier_type)
+        self._tier = tier
+
+    def batch_lookup(self, keys: list[OffloadKey], req_context: ReqContext) -> Iterable[bool]:
+        try:
+            found = self._tier._client.lookup_prefix(self._tier._keys(keys)).num_blocks
+        except Error:
+            found = 0
+        return [i < found for i in range(len(keys))]
+
+
+class KvtierTier(SecondaryTierManager):
+    """A ``TieringOffloadingSpec`` secondary tier in kvtierd (see the module's documentation)."""
+
+    medium: ClassVar[Medium] = Medium.STORAGE
+
+    def __init__(
+        self,
+        offloading_spec: Any,
+        primary_kv_view: memoryview,
+        tier_type: str,
+        backpressure_detector: Any = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+        connections: int = 4,
+        timeout: float = 2.0,
+        enable_kv_events: bool = False,
+        locality: str | None = "REMOTE",
+    ) -> None:
+        super().__init__(offloading_spec, primary_kv_view, tier_type, backpressure_detector)
+        if not url:
+            raise ValueError("kvtier secondary tier: its entry needs a 'url' of kvtierd")
+        self._client = Client(
+            url, token, tenant=tenant, connections=connections, retry_timeout=timeout,
+            io_timeout=timeout,
+        )  # fmt: skip
+        bs = self.block_size_bytes
+        self._namespace = _kvtier.Namespace(
+            self._client.server_info.tenant, namespace_model(offloading_spec, bs),
+            num_layers=1, num_kv_heads=1, head_dim=1, tokens_per_block=1,
+        )  # fmt: skip
+        self._flat = primary_kv_view.cast("B")
+        self.locality = Locality(locality) if locality else None
+        kv_events = getattr(offloading_spec, "kv_events_config", None)
+        self._events: list[OffloadingEvent] | None = (
+            [] if enable_kv_events and getattr(kv_events, "enable_kv_cache_events", False) else None
+        )
+        # Finished jobs, with the keys stored ("store") or the keys that failed to load ("load").
+        self._finished: queue.SimpleQueue[tuple[JobResult, str, list[OffloadKey]]] = (
+            queue.SimpleQueue()
+        )
+        self._pool = ThreadPoolExecutor(max(1, connections), thread_name_prefix="kvtier_vllm")
+        self._jobs: set[Future[None]] = set()
+        self._jobs_mu = threading.Lock()
+        self._lookups = _Lookups(self)
+
+    def _keys(self, keys: Iterable[OffloadKey]) -> list[bytes]:
+        return [_kvtier.opaque_key(self._namespace, bytes(k)) for k in keys]
+
+    def _chunks(self, chunk_ids: Any) -> list[memoryview]:
+        bs = self.block_size_bytes
+        return [self._flat[int(c) * bs : (int(c) + 1) * bs] for c in chunk_ids]
+
+    def _submit(self, work: Any) -> None:
+        f = self._pool.submit(work)
+        with self._jobs_mu:
+            self._jobs.add(f)
+        f.add_done_callback(self._done)
+
+    def _done(self, f: Future[None]) -> None:
+        with self._jobs_mu:
+            self._jobs.discard(f)
+
+    # -- SecondaryTierManager ------------------------------------------------------------------
+
+    def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        found = self._lookups.lookup(key, req_context)
+        if found is None:
+            return LookupResult.RETRY
+        return LookupResult.HIT if found else LookupResult.MISS
+
+    def submit_store(self, job_metadata: TransferJob) -> None:
+        """Copies the job's chunks from the primary tier into kvtierd, chained in order."""
+        job = job_metadata
+        keys = list(job.keys)
+        chunks = self._chunks(job.chunk_ids)
+
+        def store() -> None:
+            start = time.perf_counter()
+            kv_keys = self._keys(keys)
+            try:
+                results: list[Any] = self._client._impl.put_many(
+                    kv_keys, chunks, [None, *kv_keys[:-1]], 0, 0
+                )
+                ok = [not isinstance(r, Error) for r in results]
+            except Error:
+                ok = [False] * len(keys)
+            stored = [k for k, good in zip(keys, ok, strict=True) if good]
+            result = JobResult(
+                job.job_id, all(ok), transfer_time=time.perf_counter() - start,
+                transfer_bytes=len(stored) * self.block_size_bytes,
+            )  # fmt: skip
+            self._finished.put((result, "store", stored))
+
+        self._submit(store)
+
+    def submit_load(self, job_metadata: TransferJob) -> None:
+        """Reads the job's blocks from kvtierd into the primary tier's chunks; a key counts as
+        loaded only when its block came back whole."""
+        job = job_metadata
+        keys = list(job.keys)
+        chunks = self._chunks(job.chunk_ids)
+
+        def load() -> None:
+            start = time.perf_counter()
+            try:
+                sizes: list[Any] = self._client._impl.get_into(self._keys(keys), chunks)
+                ok = [
+                    isinstance(s, int) and s == len(c) for s, c in zip(sizes, chunks, strict=True)
+                ]
+            except Error:
+                ok = [False] * len(keys)
+            loaded = [k for k, good in zip(keys, ok, strict=True) if good]
+            result = JobResult(
+                job.job_id, all(ok), successful_keys=None if all(ok) else tuple(loaded),
+                transfer_time=time.perf_counter() - start,
+                transfer_bytes=len(loaded) * self.block_size_bytes,
+            )  # fmt: skip
+            failed = [k for k, good in zip(keys, ok, strict=True) if not good]
+            self._finished.put((result, "load", failed))
+
+        self._submit(load)
+
+    def get_finished_jobs(self) -> Iterable[JobResult]:
+        out: list[JobResult] = []
+        while True:
+            try:
+                result, kind, keys = self._finished.get_nowait()
+            except queue.Empty:
+                return out
+            if kind == "load" and keys:
+                self._lookups.mark_miss(keys)  # Failed loads: misses from now on, recomputed.
+            if kind == "store" and keys and self._events is not None:
+                self._events.append(
+                    OffloadingEvent(keys=keys, medium=self.medium, removed=False,
+                                    locality=self.locality)
+                )  # fmt: skip
+            out.append(result)
+
+    def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
+        return RequestOffloadingContext()
+
+    def drain_jobs(self) -> None:
+        with self._jobs_mu:
+            jobs = list(self._jobs)
+        wait(jobs)
+
+    def take_events(self) -> Iterable[OffloadingEvent]:
+        if self._events is None:
+            return []
+        events, self._events = self._events, []
+        return events
+
+    def has_pending_work(self) -> bool:
+        with self._jobs_mu:
+            return bool(self._jobs)
+
+    def on_request_finished(self, req_context: ReqContext) -> None:
+        self._lookups.cleanup(req_context.req_id)
+
+    def on_schedule_end(self, context: ScheduleEndContext) -> None:
+        self._lookups.flush()
+
+    def shutdown(self) -> None:
+        self._lookups.shutdown()
+        self._pool.shutdown(wait=True)
+        self._client.close()
+        self._flat.release()
+
+
+__all__ = ["KvtierTier", "namespace_model"]

@@ -1,0 +1,271 @@
+"""kvtier.vllm.KvtierTier, the real vllm package's classes (0.33.0 from PyPI), a real kvtierd.
+
+vLLM's own OffloadingSpecFactory builds the TieringOffloadingSpec from the configuration a user
+passes in kv_connector_extra_config, and its TieringOffloadingManager drives the tier, with the
+primary CPU tier in vLLM's shared-memory region. vLLM's engine and GPU workers need a GPU: the
+GPU-to-CPU copies a worker makes are done here by writing and reading the primary tier's view.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import DEADLINE, Daemon
+from vllm.v1.kv_offload.base import (
+    LookupResult,
+    Medium,
+    ReqContext,
+    ScheduleEndContext,
+    make_offload_key,
+)
+from vllm.v1.kv_offload.config import (
+    OffloadingCacheConfig,
+    OffloadingConfig,
+    OffloadingGroupConfig,
+    OffloadingModelConfig,
+    OffloadingParallelConfig,
+)
+from vllm.v1.kv_offload.factory import OffloadingSpecFactory
+from vllm.v1.kv_offload.tiering.base import TransferJob
+
+import kvtier
+from kvtier.vllm import KvtierTier
+
+CHUNK = 4096  # Bytes of one block in the primary tier.
+PRIMARY = 4  # Chunks the primary tier holds.
+
+
+class Engine:
+    """The scheduler side of one vLLM engine's OffloadingConnector with kvtier as its tier."""
+
+    def __init__(self, url: str, token: str | None = None, model: str = "llama-3-8b") -> None:
+        tier: dict[str, Any] = {
+            "type": "KvtierTier", "module_path": "kvtier.vllm", "url": url, "timeout": 0.5,
+            "enable_kv_events": True,
+        }  # fmt: skip
+        if token:
+            tier["token"] = token
+        config = OffloadingConfig(
+            groups=(OffloadingGroupConfig(tokens_per_block=16, layer_names=("l0",), group_id=0),),
+            worker_kv_bytes_per_block=CHUNK,
+            enable_kv_cache_events=True,
+            extra_config={
+                "spec_name": "TieringOffloadingSpec",
+                "cpu_bytes_to_use": PRIMARY * CHUNK,
+                "eviction_policy": "lru",
+                "secondary_tiers": [tier],
+            },
+            engine_id=f"kvtier-test-{uuid.uuid4().hex[:12]}",
+            model=OffloadingModelConfig(name=model, dtype="bfloat16", max_model_len=4096),
+            cache=OffloadingCacheConfig(tokens_per_hash=16, blocks_per_chunk=1),
+            parallel=OffloadingParallelConfig(
+                rank=0,
+                world_size=1,
+                tp_size=1,
+                pp_size=1,
+                pcp_size=1,
+                dcp_size=1,
+                data_parallel_index=0,
+                data_parallel_size=1,
+                data_parallel_rank_local=None,
+                is_parallelism_agnostic=True,
+            ),
+        )
+        self.spec = OffloadingSpecFactory.create_spec(config)
+        self.mgr = self.spec.get_manager()
+        self.tier: KvtierTier = self.mgr.secondary_tiers[0]
+        assert isinstance(self.tier, KvtierTier)
+        self.view: memoryview | None = self.mgr.primary_tier.get_kv_memoryview().cast("B")
+        self.bs = CHUNK
+
+    def step(self, new: tuple[str, ...] = ()) -> None:
+        with self.mgr.lock:
+            self.mgr.on_schedule_end(
+                ScheduleEndContext(new_req_ids=list(new), preempted_req_ids=())
+            )
+
+    def settle(self) -> None:
+        """Lets the tier's jobs finish and the manager collect them (once per step)."""
+        self.tier.drain_jobs()
+        self.step()
+        self.step()
+
+    def store(self, req: str, blocks: list[int]) -> list[bytes]:
+        """Prefills `blocks` (the worker's copy into the primary tier done here) and lets the
+        tier take them."""
+        ctx = ReqContext(req_id=req)
+        keys = [key(b) for b in blocks]
+        with self.mgr.lock:
+            self.mgr.on_new_request(ctx)
+            out = self.mgr.prepare_store(keys, ctx)
+            assert out is not None, "the primary tier is full"
+            for k, c in zip(out.keys_to_store, out.store_spec.chunk_ids, strict=True):
+                self.chunk(int(c))[:] = content(blocks[keys.index(k)])
+            self.mgr.complete_store(out.keys_to_store, ctx, success=True)
+            self.mgr.on_request_finished(ctx)
+        self.settle()
+        return keys
+
+    def lookup(self, keys: list[bytes], ctx: ReqContext) -> list[LookupResult]:
+        """Looks the keys up until no answer is RETRY (vLLM retries at the next step)."""
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            with self.mgr.lock:
+                results = [self.mgr.lookup(k, ctx) for k in keys]
+            if LookupResult.RETRY not in results:
+                return results
+            assert time.monotonic() < deadline, "lookups stayed RETRY"
+            self.step()
+            self.tier.drain_jobs()
+
+    def promote(self, keys: list[bytes], ctx: ReqContext) -> None:
+        """Runs steps until the promotion from kvtierd has landed every key in the primary tier."""
+        deadline = time.monotonic() + DEADLINE
+        self.step((ctx.req_id,))  # Submits the load jobs.
+        while self.lookup(keys, ctx) != [LookupResult.HIT] * len(keys):
+            assert time.monotonic() < deadline, "the promotion never completed"
+            self.settle()
+
+    def chunk(self, c: int) -> memoryview:
+        assert self.view is not None
+        return self.view[c * self.bs : (c + 1) * self.bs]
+
+    def close(self) -> None:
+        if self.view is not None:
+            self.view.release()
+            self.view = None
+            self.mgr.shutdown()
+
+
+def key(block: int) -> bytes:
+    return make_offload_key(f"block-{block}".encode().ljust(32, b"\0"), 0)
+
+
+def content(block: int) -> bytes:
+    return np.random.default_rng(block).integers(0, 256, CHUNK, dtype=np.uint8).tobytes()
+
+
+def finished(tier: KvtierTier, n: int) -> list[Any]:
+    deadline = time.monotonic() + DEADLINE
+    out: list[Any] = []
+    while len(out) < n:
+        assert time.monotonic() < deadline, "tier jobs never finished"
+        tier.drain_jobs()
+        out += list(tier.get_finished_jobs())
+    return out
+
+
+@pytest.fixture
+def engines() -> Iterator[Callable[..., Engine]]:
+    made: list[Engine] = []
+
+    def make(*args: Any, **kwargs: Any) -> Engine:
+        made.append(Engine(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for e in made:
+        e.close()
+
+
+def test_blocks_cascade_to_kvtierd_and_come_back_byte_exact(
+    daemon: Daemon, engines: Callable[..., Engine]
+) -> None:
+    e = engines(daemon.unix_url, "acme-token")
+    a = e.store("A", [1, 2, 3])
+    stored = [ev for ev in e.mgr.take_events() if ev.medium is Medium.STORAGE and not ev.removed]
+    assert [k for ev in stored for k in ev.keys] == a
+    assert kvtier.Client(daemon.unix_url, "acme-token").stats()["blocks"] == 3
+    e.store("B", [10, 11, 12, 13])  # Fills the primary tier: A leaves it.
+    ctx = ReqContext(req_id="C")
+    with e.mgr.lock:
+        e.mgr.on_new_request(ctx)
+        assert [e.mgr.primary_tier.lookup(k, ctx) for k in a] == [LookupResult.MISS] * 3
+    assert e.lookup(a[:2], ctx) == [LookupResult.HIT_PENDING] * 2  # Promotion from kvtierd.
+    e.promote(a[:2], ctx)
+    with e.mgr.lock:
+        load = e.mgr.prepare_load(a[:2], ctx)
+        got = [bytes(e.chunk(int(c))) for c in load.chunk_ids]
+        e.mgr.complete_load(a[:2], ctx)
+        e.mgr.on_request_finished(ctx)
+    assert got == [content(1), content(2)]
+
+
+def test_another_engine_reads_them_after_this_one_is_gone_and_nobody_else_does(
+    daemon: Daemon, engines: Callable[..., Engine]
+) -> None:
+    first = engines(daemon.unix_url, "acme-token")
+    a = first.store("A", [1, 2])
+    first.close()
+    second = engines(daemon.unix_url, "acme-token")  # The engine restarted: same model.
+    ctx = ReqContext(req_id="R")
+    with second.mgr.lock:
+        second.mgr.on_new_request(ctx)
+    assert second.lookup(a, ctx) == [LookupResult.HIT_PENDING] * 2
+    second.promote(a, ctx)
+    with second.mgr.lock:
+        load = second.mgr.prepare_load(a, ctx)
+        assert [bytes(second.chunk(int(c))) for c in load.chunk_ids] == [content(1), content(2)]
+        second.mgr.complete_load(a, ctx)
+    for other in (
+        engines(daemon.unix_url, "other-token"),  # Another tenant.
+        engines(daemon.unix_url, "acme-token", model="llama-3-70b"),  # Another model.
+    ):
+        with other.mgr.lock:
+            other.mgr.on_new_request(ctx)
+        assert other.lookup(a, ctx) == [LookupResult.MISS] * 2
+
+
+def test_a_lookup_while_the_store_is_in_flight_waits_and_never_hits_early(
+    daemon: Daemon, engines: Callable[..., Engine]
+) -> None:
+    e = engines(daemon.unix_url)
+    keys = [key(7)]
+    e.chunk(0)[:] = content(7)
+    daemon.pause()  # The store cannot complete while kvtierd is stopped.
+    e.tier.submit_store(TransferJob(1, keys, np.array([0]), False, ReqContext(req_id="S")))
+    ctx = ReqContext(req_id="L")
+    assert e.tier.lookup(keys[0], ctx) == LookupResult.RETRY
+    e.tier.on_schedule_end(ScheduleEndContext(new_req_ids=[], preempted_req_ids=()))
+    assert e.tier.lookup(keys[0], ctx) in (LookupResult.RETRY, LookupResult.MISS)
+    daemon.resume()
+    [job] = finished(e.tier, 1)
+    assert job.job_id == 1 and job.success
+    later = ReqContext(req_id="L2")
+    deadline = time.monotonic() + DEADLINE
+    while (r := e.tier.lookup(keys[0], later)) is LookupResult.RETRY:
+        assert time.monotonic() < deadline
+        e.tier.on_schedule_end(ScheduleEndContext(new_req_ids=[], preempted_req_ids=()))
+    assert r is LookupResult.HIT
+
+
+def test_a_stopped_kvtierd_fails_every_key_of_a_job_not_a_hang(
+    make_daemon: Callable[..., Daemon], engines: Callable[..., Engine]
+) -> None:
+    d = make_daemon()
+    e = engines(d.unix_url)
+    keys = [key(1), key(2)]
+    for c, b in enumerate((1, 2)):
+        e.chunk(c)[:] = content(b)
+    e.tier.submit_store(TransferJob(1, keys, np.array([0, 1]), False, ReqContext(req_id="S")))
+    assert finished(e.tier, 1)[0].success
+    d.stop()
+    start = time.monotonic()
+    e.chunk(2)[:] = bytes(CHUNK)
+    e.tier.submit_load(TransferJob(2, keys, np.array([2, 3]), True, ReqContext(req_id="L")))
+    e.tier.submit_store(TransferJob(3, [key(3)], np.array([1]), False, ReqContext(req_id="S")))
+    results = {j.job_id: j for j in finished(e.tier, 2)}
+    assert not results[2].success and tuple(results[2].successful_keys) == ()
+    assert not results[3].success
+    assert time.monotonic() - start < 30  # Each call gave up after its 0.5 s timeout.
+    d.start()  # Back: the same tier serves again (the blocks went with kvtierd's memory).
+    e.tier.submit_store(TransferJob(4, keys, np.array([0, 1]), False, ReqContext(req_id="S")))
+    assert finished(e.tier, 1)[0].success
+    e.tier.submit_load(TransferJob(5, keys, np.array([2, 3]), True, ReqContext(req_id="L")))
+    assert finished(e.tier, 1)[0].success
+    assert [bytes(e.chunk(2)), bytes(e.chunk(3))] == [content(1), content(2)]
