@@ -7,6 +7,9 @@
   the C++ library, byte for byte (``docs/block_keys.md``).
 - :mod:`kvtier.lmcache`: LMCache on kvtier (MP-mode ``native_plugin`` and in-process
   ``kvtier://`` remote connector).
+- :mod:`kvtier.sglang`: SGLang HiCache's L3 storage backend.
+- :mod:`kvtier.vllm`: a secondary tier of vLLM's OffloadingConnector.
+- :mod:`kvtier.hf`: Hugging Face transformers caches as kvtier blocks, and back.
 
 Errors are :class:`Error` subclasses named after the status codes (:class:`NotFound`,
 :class:`Unavailable`, ...); see ``docs/python.md``.
