@@ -8,6 +8,7 @@ GPU-to-CPU copies a worker makes are done here by writing and reading the primar
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -244,7 +245,7 @@ def test_a_lookup_while_the_store_is_in_flight_waits_and_never_hits_early(
     assert r is LookupResult.HIT
 
 
-def test_a_stopped_kvtierd_fails_every_key_of_a_job_not_a_hang(
+def test_kvtierd_killed_mid_job_fails_every_key_of_it_not_a_hang(
     make_daemon: Callable[..., Daemon], engines: Callable[..., Engine]
 ) -> None:
     d = make_daemon()
@@ -254,11 +255,12 @@ def test_a_stopped_kvtierd_fails_every_key_of_a_job_not_a_hang(
         e.chunk(c)[:] = content(b)
     e.tier.submit_store(TransferJob(1, keys, np.array([0, 1]), False, ReqContext(req_id="S")))
     assert finished(e.tier, 1)[0].success
-    d.stop()
+    d.pause()  # The jobs are sent and wait for kvtierd...
     start = time.monotonic()
     e.chunk(2)[:] = bytes(CHUNK)
     e.tier.submit_load(TransferJob(2, keys, np.array([2, 3]), True, ReqContext(req_id="L")))
     e.tier.submit_store(TransferJob(3, [key(3)], np.array([1]), False, ReqContext(req_id="S")))
+    d.stop(signal.SIGKILL)  # ...which dies in the middle of them.
     results = {j.job_id: j for j in finished(e.tier, 2)}
     assert not results[2].success and tuple(results[2].successful_keys) == ()
     assert not results[3].success
