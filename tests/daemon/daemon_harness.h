@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -164,6 +165,33 @@ token = "acme-token"
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+
+  // SIGSTOP, and waits until every thread of kvtierd has stopped (delivery is asynchronous):
+  // connections stay open and nothing answers. Resume sends SIGCONT.
+  void Pause() {
+    kill(pid_, SIGSTOP);
+    const std::filesystem::path tasks = "/proc/" + std::to_string(pid_) + "/task";
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    for (;;) {
+      bool all = true;
+      for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+        std::ifstream in(task.path() / "stat");
+        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const size_t paren = stat.rfind(')');
+        if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 't' &&
+            stat[paren + 2] != 'T') {
+          all = false;
+        }
+      }
+      if (all) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "kvtierd did not stop";
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // Polling thread states, bounded.
+    }
+  }
+  void Resume() { kill(pid_, SIGCONT); }
 
   uint16_t native_port() const { return static_cast<uint16_t>(std::stoi(values_.at("native_port"))); }
   uint16_t resp_port() const { return static_cast<uint16_t>(std::stoi(values_.at("resp_port"))); }

@@ -158,6 +158,24 @@ TEST(DaemonTlsTest, RoundTripOverTlsWhileTheUnixSocketStaysPlaintext) {
   EXPECT_TRUE((*plain)->Ping().ok());
 }
 
+TEST(DaemonTlsTest, AStoppedServerFailsCallsAfterTheIoTimeoutNotNever) {
+  REQUIRE_CERTIFICATE();
+  Daemon d(Certificate::Get().Toml());
+  ASSERT_TRUE(d.running());
+  ClientOptions o = TlsOptions(d);
+  o.io_timeout_ms = 200;
+  o.retry_timeout_ms = 0;
+  Result<std::unique_ptr<Client>> c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->Ping().ok());
+  d.Pause();
+  Status stalled = (*c)->Ping();
+  EXPECT_EQ(stalled.code(), StatusCode::kUnavailable);
+  EXPECT_NE(stalled.message().find("no reply from kvtierd"), std::string::npos) << stalled.ToString();
+  d.Resume();
+  EXPECT_TRUE((*c)->Ping().ok());  // A new connection replaces the one given up.
+}
+
 TEST(DaemonTlsTest, TheServerIsVerified) {
   REQUIRE_CERTIFICATE();
   Daemon d(Certificate::Get().Toml());
