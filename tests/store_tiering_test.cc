@@ -165,7 +165,8 @@ TEST_F(StoreTieringTest, ShortPrefixesAreNotWrittenToG3) {
 // Records events as (medium, key) sets and parents; thread-safe, as the Store requires.
 class Recorder final : public BlockEventListener {
  public:
-  void OnStored(uint32_t, const BlockKey& key, const BlockKey* parent, BlockMedium m) override {
+  void OnStored(uint32_t, const BlockKey& key, const BlockKey* parent, BlockMedium m,
+                const EngineHash*) override {
     std::lock_guard l(mu_);
     stored[m].insert(key);
     if (m == BlockMedium::kCpu) parents[key] = parent ? std::optional(*parent) : std::nullopt;

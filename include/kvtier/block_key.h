@@ -46,6 +46,17 @@ class BlockKey {
   std::array<uint8_t, kBlockKeySize> bytes_{};
 };
 
+// An engine's own name for a block, carried with a put so that KV events (kvtier/events.h)
+// name the block as the engine does: vLLM's block hashes are unsigned integers of at most 64
+// bits (`integer`, `bytes` big-endian) or byte strings. 1 to 32 bytes.
+struct EngineHash {
+  std::array<uint8_t, kBlockKeySize> bytes{};
+  uint8_t size = 0;
+  bool integer = false;
+  std::span<const uint8_t> view() const { return {bytes.data(), size}; }
+  friend bool operator==(const EngineHash&, const EngineHash&) = default;
+};
+
 struct BlockKeyHasher {
   size_t operator()(const BlockKey& key) const { return static_cast<size_t>(key.Hash64()); }
 };

@@ -28,9 +28,10 @@ class BlockEventListener {
  public:
   virtual ~BlockEventListener() = default;
   // `tenant` is the tenant's index in Options::tenants (TenantId::value). `parent`, when the put
-  // named one, is the previous block of the chain; nullptr otherwise.
+  // named one, is the previous block of the chain; `engine_hash` the engine's own hash when the
+  // put carried one (G2 only; later events of the block name it by key); nullptr otherwise.
   virtual void OnStored(uint32_t tenant, const BlockKey& key, const BlockKey* parent,
-                        BlockMedium medium) = 0;
+                        BlockMedium medium, const EngineHash* engine_hash) = 0;
   virtual void OnRemoved(uint32_t tenant, const BlockKey& key, BlockMedium medium) = 0;
   // Every block of the tenant was deleted, on every tier of this node.
   virtual void OnCleared(uint32_t tenant) = 0;

@@ -51,6 +51,8 @@ struct PutOptions {
   // Element type of the KV values in the block, which compression uses to split byte planes.
   // nullopt: unknown, compressed as plain bytes.
   std::optional<KvDtype> dtype = std::nullopt;
+  // The engine's own hash of the block, for the KV events of this store; not kept otherwise.
+  std::optional<EngineHash> engine_hash = std::nullopt;
 };
 
 // One block of a batch put. The value is read during the call only.
@@ -60,6 +62,7 @@ struct BlockWrite {
   std::optional<BlockKey> parent;
   SessionId session = 0;
   std::optional<KvDtype> dtype = std::nullopt;
+  std::optional<EngineHash> engine_hash = std::nullopt;
 };
 
 // What a deletion by session or tenant removed. When the call returns OK, no tier serves any

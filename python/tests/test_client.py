@@ -106,6 +106,12 @@ def test_bad_buffers_and_keys_are_clear_errors(daemon: Daemon) -> None:
             c.put_many(k, [b"a", b"b"])
         with pytest.raises(kvtier.InvalidArgument):
             c.put(keys(1, 999)[0], b"")  # kvtier does not store empty values.
+        for bad, why in ((-1, "outside 0 to 2"), (2**64, "outside 0 to 2"), (b"", "1 to 32"),
+                         (b"x" * 33, "1 to 32"), ("text", "use an int or bytes")):  # fmt: skip
+            with pytest.raises(kvtier.InvalidArgument, match=why):
+                c.put_many(k[:1], [b"x"], engine_hashes=[bad])
+        with pytest.raises(kvtier.InvalidArgument, match="one engine hash"):
+            c.put_many(k, [b"x"] * 3, engine_hashes=[1])
         # A buffer too small fails that item only; the others are read, nothing is half written.
         small, big = np.full(50, 9, np.uint8), np.zeros(100, np.uint8)
         with pytest.raises(kvtier.OutOfRange) as e:

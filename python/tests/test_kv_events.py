@@ -92,9 +92,9 @@ def events_of(messages: dict[int, tuple[str, bytes]], topic: str) -> list[Any]:
     return out
 
 
-def stored(events: list[Any], medium: str) -> dict[bytes, bytes | None]:
+def stored(events: list[Any], medium: str) -> dict[Any, Any]:
     """Each block a BlockStored of `medium` names, with its parent."""
-    out: dict[bytes, bytes | None] = {}
+    out: dict[Any, Any] = {}
     for e in events:
         if isinstance(e, BlockStored) and e.medium == medium:
             assert e.token_ids == [] and e.lora_id is None and e.lora_name is None
@@ -105,7 +105,7 @@ def stored(events: list[Any], medium: str) -> dict[bytes, bytes | None]:
     return out
 
 
-def removed(events: list[Any], medium: str) -> set[bytes]:
+def removed(events: list[Any], medium: str) -> set[Any]:
     return {
         h
         for e in events
@@ -135,8 +135,10 @@ def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
     other = kvtier.Client(d.unix_url, "other-token")
     value = bytes(BLOCK)
     chain = [key(i) for i in range(3)]
+    # The engine's own block hashes (vLLM's: 64-bit ints, or bytes) name the chain in events.
+    names: list[int | bytes] = [101, 2**64 - 1, b"engine-hash-3"]
     # Before any router subscribes: a prompt's chain of three blocks, and another tenant's.
-    acme.put_many(chain, [value] * 3, chain=True)
+    acme.put_many(chain, [value] * 3, chain=True, engine_hashes=names)
     other.put(key(0, b"o"), value)
 
     # Both went out (two topics, two messages) before the router connects: it misses them.
@@ -174,13 +176,16 @@ def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
         def acme_events() -> list[Any]:
             return events_of(seen(), "kvtier.acme")
 
-        router.receive(lambda: set(chain) <= set(stored(acme_events(), "DISK")))
+        router.receive(lambda: set(names) <= set(stored(acme_events(), "DISK")))
         events = acme_events()
-        assert stored(events, "CPU")[chain[0]] is None
-        assert stored(events, "CPU")[chain[1]] == chain[0]
-        assert stored(events, "CPU")[chain[2]] == chain[1]
-        assert set(chain) <= set(stored(events, "EXTERNAL"))
-        assert set(chain) <= removed(events, "CPU")
+        assert stored(events, "CPU")[names[0]] is None
+        assert stored(events, "CPU")[names[1]] == names[0]
+        assert stored(events, "CPU")[names[2]] == names[1]
+        assert set(names) <= set(stored(events, "EXTERNAL"))
+        assert set(names) <= removed(events, "CPU")
+        assert not set(chain) & set(stored(events, "CPU")), "named by key, not engine hash"
+        # Blocks put without one are named by their kvtier keys.
+        assert set(fillers[:4]) <= set(stored(events, "CPU"))
         # The other tenant's block went out on its own topic, and only there.
         assert key(0, b"o") in stored(events_of(seen(), "kvtier.other"), "CPU")
         assert key(0, b"o") not in stored(events, "CPU")
@@ -188,8 +193,8 @@ def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
         # Deleting a block removes it from every tier that held it; deleting the tenant
         # clears it.
         assert acme.delete(chain[2])
-        router.receive(lambda: chain[2] in removed(acme_events(), "DISK"))
-        assert chain[2] in removed(acme_events(), "EXTERNAL")
+        router.receive(lambda: names[2] in removed(acme_events(), "DISK"))
+        assert names[2] in removed(acme_events(), "EXTERNAL")
         acme.delete_all()
         router.receive(lambda: any(isinstance(e, AllBlocksCleared) for e in acme_events()))
 

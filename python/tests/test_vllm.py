@@ -8,6 +8,7 @@ GPU-to-CPU copies a worker makes are done here by writing and reading the primar
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import time
 import uuid
@@ -144,11 +145,21 @@ class Engine:
 
 
 def key(block: int) -> bytes:
-    return make_offload_key(f"block-{block}".encode().ljust(32, b"\0"), 0)
+    """The offload key of a block whose hash is, as vLLM's are, a SHA-256."""
+    return make_offload_key(hashlib.sha256(f"block-{block}".encode()).digest(), 0)
 
 
 def content(block: int) -> bytes:
     return np.random.default_rng(block).integers(0, 256, CHUNK, dtype=np.uint8).tobytes()
+
+
+def settled_lookup(tier: KvtierTier, k: bytes, ctx: ReqContext) -> LookupResult:
+    """The tier's answer once it is no longer RETRY, flushing its lookups as vLLM does per step."""
+    deadline = time.monotonic() + DEADLINE
+    while (r := tier.lookup(k, ctx)) is LookupResult.RETRY:
+        assert time.monotonic() < deadline, "the lookup never settled"
+        tier.on_schedule_end(ScheduleEndContext(new_req_ids=[], preempted_req_ids=()))
+    return r
 
 
 def finished(tier: KvtierTier, n: int) -> list[Any]:
@@ -237,12 +248,11 @@ def test_a_lookup_while_the_store_is_in_flight_waits_and_never_hits_early(
     daemon.resume()
     [job] = finished(e.tier, 1)
     assert job.job_id == 1 and job.success
-    later = ReqContext(req_id="L2")
-    deadline = time.monotonic() + DEADLINE
-    while (r := e.tier.lookup(keys[0], later)) is LookupResult.RETRY:
-        assert time.monotonic() < deadline
-        e.tier.on_schedule_end(ScheduleEndContext(new_req_ids=[], preempted_req_ids=()))
-    assert r is LookupResult.HIT
+    # That lookup may have been answered before the store landed (a miss: recomputed, never
+    # wrong KV); vLLM keeps a request's answer until the request ends. A new request hits.
+    assert settled_lookup(e.tier, keys[0], ctx) in (LookupResult.HIT, LookupResult.MISS)
+    e.tier.on_request_finished(ctx)
+    assert settled_lookup(e.tier, keys[0], ReqContext(req_id="L2")) is LookupResult.HIT
 
 
 def test_kvtierd_killed_mid_job_fails_every_key_of_it_not_a_hang(
@@ -271,3 +281,30 @@ def test_kvtierd_killed_mid_job_fails_every_key_of_it_not_a_hang(
     e.tier.submit_load(TransferJob(5, keys, np.array([2, 3]), True, ReqContext(req_id="L")))
     assert finished(e.tier, 1)[0].success
     assert [bytes(e.chunk(2)), bytes(e.chunk(3))] == [content(1), content(2)]
+
+
+def test_kvtierds_events_name_the_blocks_as_vllm_does(
+    make_daemon: Callable[..., Daemon], engines: Callable[..., Engine]
+) -> None:
+    from test_kv_events import Router, events_of, metric, stored
+    from vllm.v1.core.kv_cache_utils import BlockHash, maybe_convert_block_hash
+    from vllm.v1.kv_offload.base import get_offload_block_hash
+
+    d = make_daemon(
+        extra='[events]\nenabled = true\nendpoint = "tcp://127.0.0.1:*"\n'
+        'replay_endpoint = "tcp://127.0.0.1:*"\nbatch_ms = 5\n'
+    )
+    e = engines(d.unix_url, "acme-token")
+    a = e.store("A", [1, 2, 3])
+    deadline = time.monotonic() + DEADLINE
+    while metric(d, "kvtier_events_messages_total") < 1:
+        assert time.monotonic() < deadline, "kvtierd sent no events"
+        time.sleep(0.01)  # Polling kvtierd's counter, bounded.
+    router = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
+    try:
+        names = stored(events_of(router.replay(0), "kvtier.acme"), "CPU")
+    finally:
+        router.close()
+    vllms = [maybe_convert_block_hash(BlockHash(get_offload_block_hash(k))) for k in a]
+    assert list(names) == vllms  # The same names vLLM's own KV events give these blocks.
+    assert names[vllms[1]] == vllms[0] and names[vllms[2]] == vllms[1]

@@ -162,7 +162,7 @@ class ClientImpl final : public Client {
     std::vector<protocol::PutEntry> entries;
     entries.reserve(writes.size());
     for (const BlockWrite& w : writes) {
-      entries.push_back({w.key, w.parent, w.value.size(), w.session, w.dtype});
+      entries.push_back({w.key, w.parent, w.value.size(), w.session, w.dtype, w.engine_hash});
     }
     std::string dir;
     protocol::EncodePutDirectory(entries, &dir);

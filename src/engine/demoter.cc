@@ -58,7 +58,7 @@ void Demoter::Run() {
         if (in_shared) shared_skipped_.fetch_add(1, std::memory_order_relaxed);
         const bool uploaded = s != SIZE_MAX && on_shared[s].ok();
         if (uploaded && events_ != nullptr) {
-          events_->OnStored(tenant, batch[i].key, nullptr, BlockMedium::kExternal);
+          events_->OnStored(tenant, batch[i].key, nullptr, BlockMedium::kExternal, nullptr);
         }
         const bool stored = (disk_ != nullptr && on_disk[i - begin].ok()) || in_shared || uploaded;
         (stored ? demoted_ : failures_).fetch_add(1, std::memory_order_relaxed);

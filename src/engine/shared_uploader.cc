@@ -97,7 +97,7 @@ void SharedUploader::Upload(uint32_t tenant, const std::vector<BlockKey>& keys) 
   for (size_t i = 0; i < done.size(); ++i) {
     (done[i].ok() ? uploaded_ : failures_).fetch_add(1, std::memory_order_relaxed);
     if (done[i].ok() && events_ != nullptr) {
-      events_->OnStored(tenant, puts[i].key, nullptr, BlockMedium::kExternal);
+      events_->OnStored(tenant, puts[i].key, nullptr, BlockMedium::kExternal, nullptr);
     }
   }
 }

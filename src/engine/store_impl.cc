@@ -348,7 +348,7 @@ Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std:
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   KVTIER_RETURN_IF_ERROR(CheckValue(value));
   Status s = memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr,
-                         {options.session, 0, options.dtype});
+                         {options.session, 0, options.dtype, false, options.engine_hash});
   if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
   return s;
 }
@@ -379,7 +379,7 @@ Status StoreImpl::Commit(BlockAllocation allocation, const PutOptions& options) 
   const TenantId tenant = allocation.tenant();
   const BlockKey key = allocation.key();
   Status s = memory_->CommitReserved(id, options.parent ? &*options.parent : nullptr,
-                                     {options.session, 0, options.dtype});
+                                     {options.session, 0, options.dtype, false, options.engine_hash});
   if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
   return s;
 }
@@ -388,7 +388,7 @@ std::vector<Status> StoreImpl::PutMany(TenantId tenant, std::span<const BlockWri
   std::vector<Status> out;
   out.reserve(writes.size());
   for (const BlockWrite& w : writes) {
-    out.push_back(Put(tenant, w.key, w.value, {w.parent, w.session, w.dtype}));
+    out.push_back(Put(tenant, w.key, w.value, {w.parent, w.session, w.dtype, w.engine_hash}));
   }
   return out;
 }

@@ -168,11 +168,15 @@ void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
   for (const PutEntry& e : entries) {
     w.Key(e.key);
     uint8_t flags = (e.parent ? kEntryHasParent : 0) | (e.session != 0 ? kEntryHasSession : 0) |
-                    (e.dtype ? kEntryHasDtype : 0);
+                    (e.dtype ? kEntryHasDtype : 0) | (e.engine_hash ? kEntryHasEngineHash : 0);
     w.U8(flags);
     if (e.parent) w.Key(*e.parent);
     if (e.session != 0) w.U64(e.session);
     if (e.dtype) w.U8(static_cast<uint8_t>(*e.dtype));
+    if (e.engine_hash) {
+      w.U8(static_cast<uint8_t>(e.engine_hash->size | (e.engine_hash->integer ? 0x80 : 0)));
+      for (uint8_t b : e.engine_hash->view()) w.U8(b);
+    }
     w.U64(e.size);
   }
 }
@@ -194,7 +198,8 @@ Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, u
   for (uint32_t i = 0; i < count; ++i) {
     writes[i].key = r.Key();
     uint8_t flags = r.U8();
-    constexpr uint8_t kKnown = kEntryHasParent | kEntryHasSession | kEntryHasDtype;
+    constexpr uint8_t kKnown =
+        kEntryHasParent | kEntryHasSession | kEntryHasDtype | kEntryHasEngineHash;
     if (flags & ~kKnown) return Status::InvalidArgument("unknown PUT_MANY entry flags");
     if (flags & kEntryHasParent) writes[i].parent = r.Key();
     if (flags & kEntryHasSession) writes[i].session = r.U64();
@@ -205,6 +210,18 @@ Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, u
                                        " in a PUT_MANY entry");
       }
       writes[i].dtype = static_cast<KvDtype>(dtype);
+    }
+    if (flags & kEntryHasEngineHash) {
+      const uint8_t n = r.U8();
+      EngineHash h;
+      h.integer = (n & 0x80) != 0;
+      h.size = n & 0x7f;
+      if (r.ok() && (h.size == 0 || h.size > kBlockKeySize || (h.integer && h.size > 8))) {
+        return Status::InvalidArgument("PUT_MANY engine hash of " + std::to_string(h.size) +
+                                       (h.integer ? " bytes (an integer takes 1 to 8)" : " bytes (1 to 32)"));
+      }
+      for (uint8_t j = 0; j < h.size && r.ok(); ++j) h.bytes[j] = r.U8();
+      writes[i].engine_hash = h;
     }
     sizes[i] = r.U64();
     if (!r.ok()) return Malformed("PUT_MANY");

@@ -62,12 +62,16 @@ struct PutEntry {
   uint64_t size = 0;
   SessionId session = 0;         // 0: none (not encoded).
   std::optional<KvDtype> dtype;  // nullopt: unknown (not encoded).
+  std::optional<EngineHash> engine_hash = std::nullopt;  // nullopt: none (not encoded).
 };
 
 // PUT_MANY entry flag bits.
 inline constexpr uint8_t kEntryHasParent = 1u << 0;
 inline constexpr uint8_t kEntryHasSession = 1u << 1;  // Needs kFeatureSessions.
 inline constexpr uint8_t kEntryHasDtype = 1u << 2;    // Needs kFeatureSessions.
+// u8 n (bit 7: an unsigned integer, big-endian; bits 0-6: 1 to 32 bytes, at most 8 for an
+// integer), then the n bytes. Needs kFeatureEngineHashes.
+inline constexpr uint8_t kEntryHasEngineHash = 1u << 3;
 
 struct NamedCounter {
   std::string name;

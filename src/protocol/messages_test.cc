@@ -60,6 +60,36 @@ TEST(MessagesTest, PutManyRoundTripWithParents) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>((*w)[1].value.data()), (*w)[1].value.size()), v2);
 }
 
+TEST(MessagesTest, PutManyCarriesEngineHashesAndRejectsBadOnes) {
+  EngineHash integer;
+  integer.integer = true;
+  integer.size = 8;
+  integer.bytes[7] = 42;
+  EngineHash bytes;
+  bytes.size = 3;
+  bytes.bytes[0] = 'a';
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, 1, 0, std::nullopt, integer},
+                                   {Key(2), Key(1), 1, 0, std::nullopt, bytes},
+                                   {Key(3), Key(2), 1, 0, std::nullopt}};
+  std::string body;
+  EncodePutDirectory(entries, &body);
+  body += "xyz";
+  Result<std::vector<BlockWrite>> w = DecodePutMany(Bytes(body), 16, 1 << 20);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)[0].engine_hash, integer);
+  EXPECT_EQ((*w)[1].engine_hash, bytes);
+  EXPECT_FALSE((*w)[2].engine_hash.has_value());
+  for (uint8_t n : {uint8_t{0}, uint8_t{33}, uint8_t{0x80 | 9}}) {
+    std::string bad;
+    EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 1, 0, std::nullopt, integer}},
+                       &bad);
+    bad[4 + kBlockKeySize + 1] = static_cast<char>(n);  // The engine hash's length byte.
+    bad += "x";
+    EXPECT_EQ(DecodePutMany(Bytes(bad), 16, 1 << 20).status().code(), StatusCode::kInvalidArgument)
+        << int{n};
+  }
+}
+
 TEST(MessagesTest, PutManyRejectsSizesThatDoNotAddUp) {
   std::vector<PutEntry> entries = {{Key(1), std::nullopt, 100, 0, std::nullopt}};
   std::string body;

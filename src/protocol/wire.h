@@ -69,7 +69,10 @@ inline constexpr uint64_t kFeatureSharedMemory = 1u << 1;
 // DELETE_SESSION / DELETE_TENANT requests exist. A server without it rejects those flags as
 // unknown and answers the opcodes UNIMPLEMENTED.
 inline constexpr uint64_t kFeatureSessions = 1u << 2;
-inline constexpr uint64_t kServerFeatures = kFeaturePrefetch | kFeatureSessions;
+// PUT_MANY entries may carry the engine's own hash of the block (entry flags bit 3), which the
+// server's KV events use to name it. A server without it rejects the flag as unknown.
+inline constexpr uint64_t kFeatureEngineHashes = 1u << 3;
+inline constexpr uint64_t kServerFeatures = kFeaturePrefetch | kFeatureSessions | kFeatureEngineHashes;
 
 struct FrameHeader {
   uint8_t version = kVersion;

@@ -55,6 +55,7 @@ topic_prefix = "kvtier."           # topic = prefix + tenant name
 buffer_steps = 10000               # messages kept for replay
 max_queue = 100000                 # events waiting to be sent; more are dropped and counted
 batch_ms = 10                      # how long events wait to share one message
+max_engine_hashes = 262144         # engine block hashes remembered for a block's later events
 
 [memory]                           # G2: host DRAM
 capacity = "1GiB"
@@ -302,6 +303,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   events.Uint("buffer_steps", &c->events.buffer_steps);
   events.Uint("max_queue", &c->events.max_queue);
   events.Uint("batch_ms", &c->events.batch_ms);
+  events.Uint("max_engine_hashes", &c->events.max_engine_hashes);
   events.RejectUnknown();
 
   TableReader memory(root["memory"].as_table(), "memory", error);

@@ -45,6 +45,9 @@ struct EventsConfig {
   uint32_t max_queue = 100000;
   // How long events wait to be batched into one message.
   uint32_t batch_ms = 10;
+  // Engine hashes remembered, so that a block's later events (G3, G4, removal) name it as the
+  // engine did; about 100 bytes each. 0 = only its G2 BlockStored does.
+  uint32_t max_engine_hashes = 262144;
 };
 
 struct TlsConfig {

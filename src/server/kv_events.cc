@@ -117,17 +117,19 @@ void KvEventPublisher::Enqueue(const Event& e) {
 }
 
 void KvEventPublisher::OnStored(uint32_t tenant, const BlockKey& key, const BlockKey* parent,
-                                BlockMedium medium) {
-  Event e{Kind::kStored, medium, parent != nullptr, tenant, key, parent ? *parent : BlockKey{}};
+                                BlockMedium medium, const EngineHash* engine_hash) {
+  Event e{Kind::kStored, medium, parent != nullptr, tenant, key, parent ? *parent : BlockKey{},
+          engine_hash ? std::optional(*engine_hash) : std::nullopt};
   Enqueue(e);
 }
 
 void KvEventPublisher::OnRemoved(uint32_t tenant, const BlockKey& key, BlockMedium medium) {
-  Enqueue(Event{Kind::kRemoved, medium, false, tenant, key, BlockKey{}});
+  Enqueue(Event{Kind::kRemoved, medium, false, tenant, key, BlockKey{}, std::nullopt});
 }
 
 void KvEventPublisher::OnCleared(uint32_t tenant) {
-  Enqueue(Event{Kind::kCleared, BlockMedium::kCpu, false, tenant, BlockKey{}, BlockKey{}});
+  Enqueue(Event{Kind::kCleared, BlockMedium::kCpu, false, tenant, BlockKey{}, BlockKey{},
+                std::nullopt});
 }
 
 void KvEventPublisher::Run() {
@@ -152,13 +154,27 @@ void KvEventPublisher::Run() {
 void KvEventPublisher::Publish(std::vector<Event> events) {
   events_.fetch_add(events.size(), std::memory_order_relaxed);
   std::map<uint32_t, std::vector<const Event*>> by_tenant;  // Each tenant's, in order.
-  for (const Event& e : events) by_tenant[e.tenant].push_back(&e);
+  for (const Event& e : events) {
+    by_tenant[e.tenant].push_back(&e);
+    if (e.engine_hash && config_.max_engine_hashes > 0) {
+      const TenantKey k{e.tenant, e.key};
+      if (named_.insert_or_assign(k, *e.engine_hash).second) named_order_.push_back(k);
+      while (named_order_.size() > config_.max_engine_hashes) {
+        named_.erase(named_order_.front());
+        named_order_.pop_front();
+      }
+    }
+  }
+  const Namer name = [this](uint32_t tenant, const BlockKey& key) -> const EngineHash* {
+    auto it = named_.find(TenantKey{tenant, key});
+    return it == named_.end() ? nullptr : &it->second;
+  };
   const double ts = NowSeconds();
   for (const auto& [tenant, list] : by_tenant) {
     Sent sent;
     sent.seq = next_seq_++;
     sent.topic = config_.topic_prefix + (tenant < tenant_names_.size() ? tenant_names_[tenant] : "");
-    sent.payload = EncodeBatch(ts, list);
+    sent.payload = EncodeBatch(ts, list, name);
     const std::string seq = BigEndian(sent.seq);
     // A PUB socket drops what a slow subscriber cannot take; replay serves it again.
     SendMultipart(pub_, {sent.topic, seq, sent.payload});
@@ -201,7 +217,8 @@ void KvEventPublisher::ServeReplay() {
   }
 }
 
-std::string KvEventPublisher::EncodeBatch(double ts, const std::vector<const Event*>& events) {
+std::string KvEventPublisher::EncodeBatch(double ts, const std::vector<const Event*>& events,
+                                          const Namer& name) {
   // Runs: consecutive stores of one medium where each block's parent is the previous block
   // become one BlockStored; consecutive removals of one medium one BlockRemoved.
   std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) into `events`.
@@ -221,6 +238,19 @@ std::string KvEventPublisher::EncodeBatch(double ts, const std::vector<const Eve
   }
   msgpack::sbuffer buf;
   Packer pk(&buf);
+  const auto block = [&](uint32_t tenant, const BlockKey& key) {
+    const EngineHash* h = name(tenant, key);
+    if (h == nullptr) {
+      PackKey(pk, key);
+    } else if (h->integer) {
+      uint64_t v = 0;
+      for (uint8_t b : h->view()) v = (v << 8) | b;
+      pk.pack_uint64(v);
+    } else {
+      pk.pack_bin(h->size);
+      pk.pack_bin_body(reinterpret_cast<const char*>(h->bytes.data()), h->size);
+    }
+  };
   pk.pack_array(3);
   pk.pack_double(ts);
   pk.pack_array(static_cast<uint32_t>(runs.size()));
@@ -228,7 +258,7 @@ std::string KvEventPublisher::EncodeBatch(double ts, const std::vector<const Eve
     const Event& first = *events[begin];
     const auto hashes = [&] {
       pk.pack_array(static_cast<uint32_t>(end - begin));
-      for (size_t i = begin; i < end; ++i) PackKey(pk, events[i]->key);
+      for (size_t i = begin; i < end; ++i) block(events[i]->tenant, events[i]->key);
     };
     switch (first.kind) {
       case Kind::kStored:
@@ -239,7 +269,7 @@ std::string KvEventPublisher::EncodeBatch(double ts, const std::vector<const Eve
         hashes();
         PackStr(pk, "parent_block_hash");
         if (first.has_parent) {
-          PackKey(pk, first.parent);
+          block(first.tenant, first.parent);
         } else {
           pk.pack_nil();
         }

@@ -12,10 +12,12 @@
 //      "EXTERNAL", "lora_name": nil}
 //     {"type": "BlockRemoved", "block_hashes": [bin32, ...], "medium": ...}
 //     {"type": "AllBlocksCleared"}
-//   Block hashes are kvtier's 32-byte block keys: the keys an engine derives with
-//   kvtier.block_keys / opaque_key (docs/block_keys.md). A BlockStored lists a run of blocks
-//   of one chain in order, its parent_block_hash the parent of the first. kvtierd does not see
-//   token ids; token_ids is empty and block_size 0.
+//   A block is named by the engine's own hash when its put carried one (an integer as a msgpack
+//   integer, bytes as bin: vLLM's ExternalBlockHash), in every later event of it too while it is
+//   among the last max_engine_hashes such blocks; otherwise by its 32-byte kvtier key, the key
+//   an engine derives with kvtier.block_keys / opaque_key (docs/block_keys.md). A BlockStored
+//   lists a run of blocks of one chain in order, its parent_block_hash the parent of the first.
+//   kvtierd does not see token ids; token_ids is empty and block_size 0.
 // - A ZMQ ROUTER socket (replay_endpoint) answers a request of one 8-byte big-endian start
 //   sequence number (from a REQ socket, or a DEALER sending an empty frame first) with every
 //   kept batch from that number on, each as (empty, topic, seq, payload), then the end marker
@@ -29,6 +31,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -53,7 +59,7 @@ class KvEventPublisher final : public BlockEventListener {
   KvEventPublisher& operator=(const KvEventPublisher&) = delete;
 
   void OnStored(uint32_t tenant, const BlockKey& key, const BlockKey* parent,
-                BlockMedium medium) override ABSL_LOCKS_EXCLUDED(mu_);
+                BlockMedium medium, const EngineHash* engine_hash) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnRemoved(uint32_t tenant, const BlockKey& key, BlockMedium medium) override
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnCleared(uint32_t tenant) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -75,9 +81,13 @@ class KvEventPublisher final : public BlockEventListener {
     uint32_t tenant;
     BlockKey key;
     BlockKey parent;
+    std::optional<EngineHash> engine_hash;  // The put's, on a G2 store that carried one.
   };
+  // How a block is named in the events: the engine's hash, when known, else nullptr (its key).
+  using Namer = std::function<const EngineHash*(uint32_t tenant, const BlockKey& key)>;
   // One KVEventBatch of one tenant's events, in order, with runs merged as described above.
-  static std::string EncodeBatch(double ts, const std::vector<const Event*>& events);
+  static std::string EncodeBatch(double ts, const std::vector<const Event*>& events,
+                                 const Namer& name);
 
  private:
   KvEventPublisher(const EventsConfig& config, std::vector<std::string> tenant_names);
@@ -105,6 +115,18 @@ class KvEventPublisher final : public BlockEventListener {
     std::string payload;
   };
   std::vector<Sent> kept_;  // Ring of the last buffer_steps messages (sending thread only).
+  // The engine hashes of the last max_engine_hashes blocks stored with one (sending thread
+  // only), oldest first in `named_order_`.
+  struct TenantKey {
+    uint32_t tenant;
+    BlockKey key;
+    friend bool operator==(const TenantKey&, const TenantKey&) = default;
+  };
+  struct TenantKeyHasher {
+    size_t operator()(const TenantKey& k) const { return k.key.Hash64() ^ k.tenant; }
+  };
+  std::unordered_map<TenantKey, EngineHash, TenantKeyHasher> named_;
+  std::deque<TenantKey> named_order_;
   size_t kept_next_ = 0;
   uint64_t next_seq_ = 0;
 

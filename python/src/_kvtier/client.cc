@@ -5,6 +5,7 @@
 
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -63,9 +64,39 @@ PutOptions PutOptionsFrom(py::handle parent, uint64_t session, uint32_t dtype, s
   return o;
 }
 
+// An engine's block hash: an int of 0 to 2**64 - 1, or 1 to 32 bytes.
+EngineHash EngineHashFrom(py::handle h, size_t index) {
+  EngineHash out;
+  const std::string where = "engine hash " + std::to_string(index);
+  if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
+    py::int_ v = py::reinterpret_borrow<py::int_>(h);
+    if (v < py::int_(0) || v >= (py::int_(1) << py::int_(64))) {
+      throw StatusError(Status::InvalidArgument(where + " is an int outside 0 to 2**64 - 1"));
+    }
+    const uint64_t x = v.cast<uint64_t>();
+    out.integer = true;
+    out.size = 8;
+    for (int i = 0; i < 8; ++i) out.bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(x >> (56 - 8 * i));
+    return out;
+  }
+  if (!py::isinstance<py::bytes>(h)) {
+    throw StatusError(Status::InvalidArgument(where + " is a " +
+                                              std::string(py::str(h.get_type().attr("__name__"))) +
+                                              "; use an int or bytes"));
+  }
+  const std::string b = h.cast<std::string>();
+  if (b.empty() || b.size() > kBlockKeySize) {
+    throw StatusError(Status::InvalidArgument(where + " has " + std::to_string(b.size()) +
+                                              " bytes; 1 to 32 are allowed"));
+  }
+  out.size = static_cast<uint8_t>(b.size());
+  std::memcpy(out.bytes.data(), b.data(), b.size());
+  return out;
+}
+
 std::vector<BlockWrite> WritesFrom(const std::vector<BlockKey>& keys,
                                    const std::vector<BorrowedBytes>& values, py::handle parents,
-                                   uint64_t session, uint32_t dtype) {
+                                   uint64_t session, uint32_t dtype, py::handle engine_hashes) {
   if (values.size() != keys.size()) {
     throw StatusError(Status::InvalidArgument(std::to_string(keys.size()) + " keys but " +
                                               std::to_string(values.size()) + " values"));
@@ -77,11 +108,19 @@ std::vector<BlockWrite> WritesFrom(const std::vector<BlockKey>& keys,
       throw StatusError(Status::InvalidArgument("one parent (or None) per key is needed"));
     }
   }
+  std::optional<py::sequence> hs;
+  if (!engine_hashes.is_none()) {
+    hs = py::reinterpret_borrow<py::sequence>(engine_hashes);
+    if (hs->size() != keys.size()) {
+      throw StatusError(Status::InvalidArgument("one engine hash (or None) per key is needed"));
+    }
+  }
   std::vector<BlockWrite> writes(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     py::object parent = ps ? py::object((*ps)[i]) : py::none();
     PutOptions o = PutOptionsFrom(parent, session, dtype, i);
     writes[i] = {keys[i], values[i].span(), o.parent, o.session, o.dtype};
+    if (hs && !py::object((*hs)[i]).is_none()) writes[i].engine_hash = EngineHashFrom((*hs)[i], i);
   }
   return writes;
 }
@@ -145,14 +184,17 @@ void BindClient(py::module_& m) {
            })
       .def("put_many",
            [](Closable<Client>& box, py::handle keys, py::handle values, py::handle parents,
-              uint64_t session, uint32_t dtype) {
+              uint64_t session, uint32_t dtype, py::handle engine_hashes) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              std::vector<BorrowedBytes> v = BorrowAll(values, false, "value");
-             std::vector<BlockWrite> writes = WritesFrom(k, v, parents, session, dtype);
+             std::vector<BlockWrite> writes =
+                 WritesFrom(k, v, parents, session, dtype, engine_hashes);
              std::vector<Status> statuses = WithoutGil([&] { return c->PutMany(writes); });
              return StatusList(statuses);
-           })
+           },
+           py::arg("keys"), py::arg("values"), py::arg("parents"), py::arg("session"),
+           py::arg("dtype"), py::arg("engine_hashes") = py::none())
       .def("get_many",
            [](Closable<Client>& box, py::handle keys) {
              auto c = box.get();

@@ -73,6 +73,8 @@ _Self = TypeVar("_Self", bound="_BlockClient")
 class _BlockClient:
     """What Client and ShmClient share: puts, get_into, closing, context management."""
 
+    _takes_engine_hashes = False
+
     _impl: Any
 
     def __enter__(self: _Self) -> _Self:
@@ -111,18 +113,22 @@ class _BlockClient:
         chain: bool = False,
         session: int = 0,
         dtype: Dtype | None = None,
+        engine_hashes: Sequence[int | bytes | None] | None = None,
     ) -> None:
         """Stores blocks, read straight from ``values`` (no intermediate copy).
 
         ``chain=True`` makes each key the parent of the next (the blocks of one prompt, in
-        order); or give one parent (or None) per key. Raises the first failed item's error,
-        with every failure in its ``failures``; the other blocks are stored.
+        order); or give one parent (or None) per key. ``engine_hashes`` (one per key, or None:
+        an int below 2**64 or 1 to 32 bytes, such as vLLM's block hashes) name the blocks in
+        kvtierd's KV events as the engine does (:class:`Client` only). Raises the first failed
+        item's error, with every failure in its ``failures``; the other blocks are stored.
         """
-        raise_failures(
-            self._impl.put_many(
-                keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)
-            )
-        )
+        args = [keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)]
+        if engine_hashes is not None:
+            if not self._takes_engine_hashes:
+                raise InvalidArgument("engine hashes travel only with kvtier.Client")
+            args.append(engine_hashes)
+        raise_failures(self._impl.put_many(*args))
 
     def get_into(self, keys: Sequence[Key], buffers: Sequence[Buffer]) -> list[int | None]:
         """Reads each block straight into its buffer (writable, contiguous, at least as large as
@@ -152,6 +158,8 @@ class Client(_BlockClient):
     :meth:`get_into` receives straight into them. Errors are :class:`kvtier.Error` subclasses
     named after the status codes; a missing key is ``None``, never an exception.
     """
+
+    _takes_engine_hashes = True
 
     def __init__(
         self,

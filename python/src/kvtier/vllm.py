@@ -20,8 +20,9 @@ hung, default 2: its blocks then count as misses or failed keys, and vLLM recomp
 Each primary-tier chunk is one kvtier block, moved straight between the primary tier's shared
 memory and kvtierd (no intermediate copy), keyed by vLLM's offload key (block hash and KV-cache
 group) in a namespace of the model, its dtype, the block geometry and the parallel layout, and
-the tenant. Lookups are batched per step (vLLM's ``AsyncLookupManager``): one prefix lookup per
-request, whose first miss ends the hits.
+the tenant; each put carries vLLM's own block hash, which names the block in kvtierd's KV events
+(``[events]``) as vLLM's events do. Lookups are batched per step (vLLM's
+``AsyncLookupManager``): one prefix lookup per request, whose first miss ends the hits.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, ClassVar
 
+from vllm.v1.core.kv_cache_utils import BlockHash, maybe_convert_block_hash
 from vllm.v1.kv_offload.base import (
     Locality,
     LookupResult,
@@ -43,6 +45,7 @@ from vllm.v1.kv_offload.base import (
     ReqContext,
     RequestOffloadingContext,
     ScheduleEndContext,
+    get_offload_block_hash,
 )
 from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
 from vllm.v1.kv_offload.tiering.base import JobResult, SecondaryTierManager, TransferJob
@@ -164,8 +167,13 @@ class KvtierTier(SecondaryTierManager):
             start = time.perf_counter()
             kv_keys = self._keys(keys)
             try:
+                # vLLM's own names of the blocks, as its KV events give them: kvtierd's events
+                # then match the engine's.
+                names = [
+                    maybe_convert_block_hash(BlockHash(get_offload_block_hash(k))) for k in keys
+                ]
                 results: list[Any] = self._client._impl.put_many(
-                    kv_keys, chunks, [None, *kv_keys[:-1]], 0, 0
+                    kv_keys, chunks, [None, *kv_keys[:-1]], 0, 0, names
                 )
                 ok = [not isinstance(r, Error) for r in results]
             except Error:

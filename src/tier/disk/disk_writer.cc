@@ -339,7 +339,7 @@ void DiskTierImpl::IndexRound(std::vector<PendingRecord>& records, size_t begin,
     e.dtype = r.header.dtype;
     e.tenant = r.tenant;
     AddEntry(e);
-    if (news && events_ != nullptr) events_->OnStored(e.tenant, e.key, nullptr, BlockMedium::kDisk);
+    if (news && events_ != nullptr) events_->OnStored(e.tenant, e.key, nullptr, BlockMedium::kDisk, nullptr);
     ++stats_.puts;
     stats_.put_bytes += r.header.value_bytes;
   }

@@ -202,7 +202,10 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   if (sketch_) sketch_->Increment(SketchHash(tenant, key));
   ++t.stats.puts;
   t.stats.put_bytes += size;
-  if (events_ != nullptr) events_->OnStored(tenant, key, parent, BlockMedium::kCpu);
+  if (events_ != nullptr) {
+    events_->OnStored(tenant, key, parent, BlockMedium::kCpu,
+                      meta.engine_hash ? &*meta.engine_hash : nullptr);
+  }
 }
 
 Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,

@@ -57,6 +57,8 @@ struct BlockMeta {
   std::optional<KvDtype> dtype = std::nullopt;
   // Read from G4, so G4 holds it: evicted, it need not be written back there.
   bool in_shared = false;
+  // Told to the event listener when the block is published; not kept.
+  std::optional<EngineHash> engine_hash = std::nullopt;
 };
 
 class MemoryTier final : public BlockHandle::Releaser {
