@@ -76,8 +76,9 @@ struct ClientOptions {
   uint32_t retry_timeout_ms = 10000;
   uint32_t retry_backoff_ms = 10;
   // How long a request may wait without progress before its connection is given up (see
-  // above). 0: no limit.
-  uint32_t io_timeout_ms = 30000;
+  // above). 0: no limit. Generous by default, as a server may legitimately take long (a full
+  // tier waiting for uploads); engine adapters set seconds.
+  uint32_t io_timeout_ms = 120000;
 };
 
 // What the server said in its HELLO reply.

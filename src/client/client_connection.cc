@@ -176,6 +176,11 @@ Status ClientConnection::WriteFrame(const FrameHeader& header,
     if (!p.empty()) iov.push_back({const_cast<std::byte*>(p.data()), p.size()});
   }
   MutexLock lock(&write_mu_);
+  struct Writing {
+    std::atomic<int>* n;
+    explicit Writing(std::atomic<int>* c) : n(c) { ++*n; }
+    ~Writing() { --*n; }
+  } writing(&writing_);
   if (tls_ != nullptr) return tls_->WriteAll(iov);
   size_t next = 0;
   while (next < iov.size()) {
@@ -185,7 +190,7 @@ Status ClientConnection::WriteFrame(const FrameHeader& header,
     ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if ((errno == EAGAIN || errno == EWOULDBLOCK) && !Stalled()) continue;  // SO_SNDTIMEO.
+      // SO_SNDTIMEO expired: kvtierd took no byte for io_timeout_ms.
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         return Status::Unavailable(NoProgressMessage(static_cast<int>(io_timeout_ms_)));
       }
@@ -236,6 +241,7 @@ void ClientConnection::Progress() { last_progress_ns_.store(NowNs(), std::memory
 
 bool ClientConnection::Stalled() {
   if (io_timeout_ms_ == 0) return false;
+  if (writing_.load() > 0 && !in_hello_.load()) return false;
   const int64_t idle_ns = NowNs() - last_progress_ns_.load(std::memory_order_relaxed);
   if (idle_ns < int64_t{io_timeout_ms_} * 1'000'000) return false;
   MutexLock lock(&mu_);

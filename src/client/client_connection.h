@@ -85,6 +85,9 @@ class ClientConnection {
   std::atomic<int64_t> last_progress_ns_{0};
   std::atomic<bool> in_hello_{false};
   std::atomic<bool> in_body_{false};
+  // Writes under way: a blocked send detects its own stall (SO_SNDTIMEO, poll timeouts), and
+  // while it moves bytes the reader must not call the connection stalled.
+  std::atomic<int> writing_{0};
   std::unique_ptr<TlsStream> tls_;  // Set before the reader starts; null for plaintext.
   ServerInfo info_;
   std::atomic<uint64_t> next_id_{1};

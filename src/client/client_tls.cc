@@ -117,7 +117,10 @@ TlsStream::~TlsStream() {
 Status TlsStream::Wait(bool want_write) {
   while (!WaitFd(fd_, want_write ? POLLOUT : POLLIN, stall_timeout_ms_)) {
     if (errno != 0) return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
-    if (stalled_ && stalled_()) return Status::Unavailable(NoProgressMessage(stall_timeout_ms_));
+    // Unwritable that long: kvtierd took no byte. Unreadable: stalled if a request waits.
+    if (want_write || (stalled_ && stalled_())) {
+      return Status::Unavailable(NoProgressMessage(stall_timeout_ms_));
+    }
   }
   return Status::OK();
 }

@@ -44,8 +44,9 @@ class TlsStream {
   TlsStream(const TlsStream&) = delete;
   TlsStream& operator=(const TlsStream&) = delete;
 
-  // Waits for the socket at most timeout_ms at a time, then asks `stalled` whether to give up
-  // (Unavailable); calls `progress` whenever bytes move. Call before the reader starts.
+  // Waits for the socket at most timeout_ms at a time: a write gives up then (Unavailable), a
+  // read asks `stalled` whether to; calls `progress` whenever bytes move. Call before the
+  // reader starts.
   void SetStallCheck(int timeout_ms, std::function<bool()> stalled, std::function<void()> progress) {
     stall_timeout_ms_ = timeout_ms;
     stalled_ = std::move(stalled);

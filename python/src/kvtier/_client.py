@@ -169,7 +169,7 @@ class Client(_BlockClient):
         tenant: str | None = None,
         connections: int = 1,
         retry_timeout: float = 10.0,
-        io_timeout: float = 30.0,
+        io_timeout: float = 120.0,
         client_name: str = "kvtier-python",
         tls_ca_file: str | None = None,
         tls_verify: bool = True,
