@@ -16,8 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include "src/server/kv_events.h"
-
 #include "kvtier/status.h"
 #include "kvtier/store.h"
 #include "src/server/buffers.h"
@@ -27,6 +25,7 @@
 namespace kvtier::server {
 
 class TlsContext;
+class KvEventPublisher;
 
 // Tenant authentication: tenant tokens from the config, and the anonymous tenant for local
 // clients. Immutable after construction; thread-safe.

@@ -6,12 +6,14 @@
 
 #include <cctype>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "src/server/handler.h"
+#include "src/server/kv_events.h"
 
 namespace kvtier::server {
 namespace {
@@ -202,8 +204,12 @@ class HttpHandler final : public ProtocolHandler {
     }
     if (req.path == "/metrics") {
       if (req.method != "GET") return {405, "text/plain", "use GET\n"};
+      std::optional<EventCounters> events;
+      if (const KvEventPublisher* e = ctx_->events; e != nullptr) {
+        events = EventCounters{e->events(), e->dropped(), e->messages(), e->replays()};
+      }
       return {200, "text/plain; version=0.0.4; charset=utf-8",
-              ctx_->metrics->RenderPrometheus(ctx_->store->Stats(), ctx_->events)};
+              ctx_->metrics->RenderPrometheus(ctx_->store->Stats(), events ? &*events : nullptr)};
     }
     if (req.path == "/") {
       return {200, "text/plain; charset=utf-8",

@@ -254,7 +254,8 @@ std::string KvEventPublisher::EncodeBatch(double ts, const std::vector<const Eve
   pk.pack_array(3);
   pk.pack_double(ts);
   pk.pack_array(static_cast<uint32_t>(runs.size()));
-  for (auto [begin, end] : runs) {
+  for (const auto& run : runs) {
+    const size_t begin = run.first, end = run.second;  // Plain names: lambdas capture them.
     const Event& first = *events[begin];
     const auto hashes = [&] {
       pk.pack_array(static_cast<uint32_t>(end - begin));

@@ -134,7 +134,7 @@ class Page {
 
 }  // namespace
 
-std::string Metrics::RenderPrometheus(const StoreStats& s, const KvEventPublisher* events) const {
+std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* events) const {
   Page p;
   auto proto_label = [](size_t i) {
     return "protocol=\"" + std::string(ProtoName(static_cast<Proto>(i))) + "\"";
@@ -287,13 +287,13 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const KvEventPublishe
   p.Sample("kvtier_admissions_skipped_total", "reason=\"infrequent\"", s.skipped_infrequent);
   if (events != nullptr) {
     p.Single("kvtier_events_total", "counter", "Block events published ([events]).",
-             events->events());
+             events->events);
     p.Single("kvtier_events_dropped_total", "counter",
-             "Block events dropped: the queue was full.", events->dropped());
+             "Block events dropped: the queue was full.", events->dropped);
     p.Single("kvtier_events_messages_total", "counter",
-             "KV-event messages sent (the next sequence number).", events->messages());
+             "KV-event messages sent (the next sequence number).", events->messages);
     p.Single("kvtier_events_replays_total", "counter", "Replay requests answered.",
-             events->replays());
+             events->replays);
   }
   return p.Take();
 }

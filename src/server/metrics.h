@@ -14,7 +14,6 @@
 #include <string_view>
 
 #include "kvtier/store.h"
-#include "src/server/kv_events.h"
 
 namespace kvtier::server {
 
@@ -27,6 +26,14 @@ enum class Op : uint8_t {
   kPrefetch, kStats, kAdmin, kOther, kCount
 };
 std::string_view OpName(Op op);
+
+// The KV-event publisher's counters (src/server/kv_events.h), for /metrics.
+struct EventCounters {
+  uint64_t events = 0;
+  uint64_t dropped = 0;
+  uint64_t messages = 0;
+  uint64_t replays = 0;
+};
 
 class Metrics {
  public:
@@ -48,7 +55,7 @@ class Metrics {
   uint64_t ActiveConnections() const;
 
   // The whole /metrics page: server metrics plus `stats` and, when not null, `events`.
-  std::string RenderPrometheus(const StoreStats& stats, const KvEventPublisher* events = nullptr) const;
+  std::string RenderPrometheus(const StoreStats& stats, const EventCounters* events = nullptr) const;
 
  private:
   static size_t Index(Proto p) { return static_cast<size_t>(p); }
