@@ -122,6 +122,14 @@ def metric(d: Any, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
+def wait_for_messages(d: Any, n: int) -> None:
+    """Returns once kvtierd has sent `n` KV-event messages (bounded)."""
+    deadline = time.monotonic() + DEADLINE
+    while metric(d, "kvtier_events_messages_total") < n:
+        assert time.monotonic() < deadline, "kvtierd sent no events"
+        time.sleep(0.01)  # Polling kvtierd's counter, bounded.
+
+
 def key(i: int, salt: bytes = b"") -> bytes:
     return (salt + i.to_bytes(4, "big")).rjust(32, b"k")
 
@@ -142,10 +150,7 @@ def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
     other.put(key(0, b"o"), value)
 
     # Both went out (two topics, two messages) before the router connects: it misses them.
-    deadline = time.monotonic() + DEADLINE
-    while metric(d, "kvtier_events_messages_total") < 2:
-        assert time.monotonic() < deadline, "kvtierd sent no events"
-        time.sleep(0.01)  # Polling kvtierd's counter, bounded.
+    wait_for_messages(d, 2)
     router = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
     try:
         # A live message proves the subscription is in place: keep putting probes until one
