@@ -71,10 +71,12 @@ kvtier_install_python_deps() {
   echo "$want" >"$stamp"
 }
 
-# kvtier_build DIR [cmake args...]: configures (once) and builds DIR with Ninja.
+# kvtier_build DIR [cmake args...]: configures (once) and builds DIR with Ninja; every target,
+# or only those named in KVTIER_BUILD_TARGETS (a space-separated list).
 kvtier_build() {
   local dir=$1
   shift
   cmake -S "$KVTIER_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
-  cmake --build "$dir"
+  # shellcheck disable=SC2086  # the list is split on purpose
+  cmake --build "$dir" ${KVTIER_BUILD_TARGETS:+--target $KVTIER_BUILD_TARGETS}
 }
