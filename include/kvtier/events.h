@@ -37,6 +37,19 @@ class BlockEventListener {
   virtual void OnCleared(uint32_t tenant) = 0;
 };
 
+// What G2 evicts, for simulations (trace replay): a payload-free Store with an observer
+// (Options::eviction_observer) decides G3 admission (Options::disk_admission) for every block
+// G2 evicts, exactly as a Store with G3 would, and reports the decision at once instead of
+// demoting. Expired blocks are not reported.
+//
+// Thread safety: called with G2's lock held; an implementation must not call the Store.
+class EvictionObserver {
+ public:
+  virtual ~EvictionObserver() = default;
+  // `tenant` as in BlockEventListener; `admitted`: whether G3 admission took the block.
+  virtual void OnEvicted(uint32_t tenant, const BlockKey& key, bool admitted) = 0;
+};
+
 }  // namespace kvtier
 
 #endif  // KVTIER_EVENTS_H_

@@ -12,6 +12,7 @@ namespace kvtier {
 
 class Env;
 class BlockEventListener;
+class EvictionObserver;
 
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
@@ -55,9 +56,12 @@ struct MemoryTierOptions {
   // start-up time and commits the memory at once.
   bool prefault = false;
 
-  // Share of a tenant's bytes held in the S3-FIFO probationary (small) queue, which absorbs
-  // one-time scans before they can push out blocks that were read again. (0, 1).
-  double small_queue_fraction = 0.1;
+  // Eviction keeps blocks read again in a reused queue, the rest on probation (docs/store.md).
+  // The reused queue's share of a tenant's G2 bytes starts at initial_reused_share and adapts
+  // to the workload, up to max_reused_share: what is left on probation is what absorbs
+  // one-time scans. 0 <= initial_reused_share <= max_reused_share < 1.
+  double initial_reused_share = 0.0;
+  double max_reused_share = 0.9;
 };
 
 // The G3 tier: the node's local NVMe, as log-structured segment files in one directory.
@@ -237,6 +241,11 @@ struct Options {
   // Told what each tier gains and loses (kvtier/events.h). nullptr = nobody. Not owned; must
   // outlive the Store.
   BlockEventListener* event_listener = nullptr;
+
+  // Payload-free stores only: told of every G2 eviction with its G3 admission decision
+  // (kvtier/events.h), for replaying a trace against simulated G3 and G4. nullptr = nobody.
+  // Not owned; must outlive the Store.
+  EvictionObserver* eviction_observer = nullptr;
 };
 
 }  // namespace kvtier

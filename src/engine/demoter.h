@@ -39,6 +39,7 @@ class Demoter {
   uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
   // Demotions not written to G4 because the block was read from there.
   uint64_t shared_skipped() const { return shared_skipped_.load(std::memory_order_relaxed); }
+  uint64_t disk_skipped() const { return disk_skipped_.load(std::memory_order_relaxed); }
 
  private:
   void Run();
@@ -51,6 +52,7 @@ class Demoter {
   std::atomic<uint64_t> demoted_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<uint64_t> shared_skipped_{0};
+  std::atomic<uint64_t> disk_skipped_{0};
   std::thread thread_;  // Last: started once the members it uses exist.
 };
 

@@ -59,8 +59,10 @@ Result<Options> SanitizeOptions(const Options& in) {
                                    ") is smaller than max_block_bytes (" +
                                    std::to_string(o.max_block_bytes) + ")");
   }
-  if (!(m.small_queue_fraction > 0.0 && m.small_queue_fraction < 1.0)) {
-    return Status::InvalidArgument("memory.small_queue_fraction must be in (0, 1)");
+  if (!(m.initial_reused_share >= 0.0 && m.initial_reused_share <= m.max_reused_share &&
+        m.max_reused_share < 1.0)) {
+    return Status::InvalidArgument(
+        "memory reused shares must satisfy 0 <= initial_reused_share <= max_reused_share < 1");
   }
   if (o.payload_free && !o.disk.dir.empty()) {
     return Status::InvalidArgument("payload_free stores cannot have a disk tier");
@@ -88,6 +90,9 @@ Result<Options> SanitizeOptions(const Options& in) {
   }
   if (o.payload_free && !o.shared.location.empty()) {
     return Status::InvalidArgument("payload_free stores cannot have a shared tier");
+  }
+  if (o.eviction_observer != nullptr && !o.payload_free) {
+    return Status::InvalidArgument("an eviction_observer needs a payload_free store");
   }
   if (o.security.keystore_dir.empty()) o.security.keystore_dir = o.disk.dir;
   if (!o.security.master_key.empty() && o.security.keystore_dir.empty()) {
@@ -264,6 +269,9 @@ StoreImpl::StoreImpl(const Options& options, StoreServices services,
   const bool shared_on_put =
       shared_ && options_.shared.write_policy == SharedTierOptions::WritePolicy::kOnPut;
   SharedTier* demote_to_shared = shared_ && !shared_on_put ? shared_.get() : nullptr;
+  if (options_.eviction_observer != nullptr) {
+    memory_->ObserveEvictions(options_.disk_admission, options_.eviction_observer);
+  }
   if (disk_ || demote_to_shared != nullptr) {
     memory_->EnableDemotion(options_.disk_admission);
     demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get(), demote_to_shared,
@@ -689,6 +697,7 @@ StoreStats StoreImpl::Stats() const {
     stats.demoted_blocks = demoter_->demoted_blocks();
     stats.demotion_failures = demoter_->failures();
     stats.demotion_shared_skips = demoter_->shared_skipped();
+    stats.demotion_disk_skips = demoter_->disk_skipped();
   }
   stats.promoted_blocks = promoted_.load(std::memory_order_relaxed);
   stats.deletion_notices_published = notices_published_.load(std::memory_order_relaxed);

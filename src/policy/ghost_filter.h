@@ -1,11 +1,11 @@
-// GhostFilter: the ghost queue of S3-FIFO. It remembers the fingerprints of roughly the last N
-// keys evicted from the probationary queue, so that a key coming back soon after eviction is
-// admitted straight to the main queue.
+// GhostFilter: a ghost list for G2 eviction. It remembers the fingerprints of roughly the last
+// N keys evicted, so that a key coming back soon after eviction is recognised (and the
+// eviction policy learns from it).
 //
 // Two generations of open-addressed fingerprint sets: inserts go to the current one; when it
 // holds N/2 entries it becomes the previous one and the old previous is dropped. Membership is
 // "in either", so between N/2 and N recent keys are remembered, at 16 bytes per remembered key
-// plus no per-entry allocation. A fingerprint collision only admits a key to main early.
+// plus no per-entry allocation. A fingerprint collision only mistakes a new key for a return.
 //
 // Not thread-safe: the owner serialises calls.
 
@@ -23,6 +23,8 @@ class GhostFilter {
   // Remember about `target_entries` keys; the target may change on every insert.
   void Insert(uint64_t fingerprint, size_t target_entries);
   bool Contains(uint64_t fingerprint) const;
+  // Keys remembered now.
+  size_t size() const { return current_.count + previous_.count; }
   size_t MemoryUsage() const;
 
  private:

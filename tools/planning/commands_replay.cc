@@ -86,6 +86,12 @@ struct ReplayFlags {
   std::string trace_path;
   PrefillFlags prefill;
   std::string capacity = "64GiB";
+  std::string g3_capacity;
+  std::string g4;
+  uint32_t g3_min_accesses = AdmissionOptions{}.min_accesses;
+  double initial_reused_share = MemoryTierOptions{}.initial_reused_share;
+  double max_reused_share = MemoryTierOptions{}.max_reused_share;
+  bool compare = false;
   std::string g3_link = "nvme-gen5";
   std::string g4_link = "400gbe";
   uint64_t ttl_seconds = 0;
@@ -112,27 +118,43 @@ std::string ReplayText(const Trace& trace, const ReplayReport& r, const PrefillM
     out += Format("skipped %llu malformed line(s), first: %s\n",
                   static_cast<unsigned long long>(trace.skipped_lines), trace.problems[0].c_str());
   }
-  out += Format("store: G2 %s, payload-free simulation of the kvtier Store, KV %s of %s\n\n",
+  out += Format("store: G2 %s, G3 %s, G4 %s; payload-free simulation of the kvtier Store, KV %s of %s\n\n",
                 FormatBytes(static_cast<double>(r.capacity_bytes)).c_str(),
+                r.g3_capacity_bytes > 0 ? FormatBytes(static_cast<double>(r.g3_capacity_bytes)).c_str() : "off",
+                r.g4 ? "unbounded" : "off",
                 std::string(KvPrecisionName(model.options().kv_precision)).c_str(), model.model().name.c_str());
-  out += Format("%-5s %12s %9s %14s %9s %12s %12s\n", "tier", "hit blocks", "blocks", "hit tokens",
-                "tokens", "read", "written");
+  out += Format("%-5s %12s %9s %14s %9s %12s %12s %12s\n", "tier", "hit blocks", "blocks", "hit tokens",
+                "tokens", "read", "written", "never read");
   for (int i = 0; i < kNumTiers; ++i) {
     const TierReplayStats& t = r.tiers[i];
-    out += Format("%-5s %12llu %8.1f%% %14llu %8.1f%% %12s %12s\n", kTierLabels[i],
+    const bool simulated = i == 0 || (i == 1 && r.g3_capacity_bytes > 0) || (i == 2 && r.g4);
+    if (!simulated) {
+      out += Format("%-5s %12s\n", kTierLabels[i], "off");
+      continue;
+    }
+    out += Format("%-5s %12llu %8.1f%% %14llu %8.1f%% %12s %12s %11.1f%%\n", kTierLabels[i],
                   static_cast<unsigned long long>(t.hit_blocks),
                   100.0 * static_cast<double>(t.hit_blocks) / std::max<uint64_t>(r.block_references, 1),
                   static_cast<unsigned long long>(t.hit_tokens),
                   100.0 * static_cast<double>(t.hit_tokens) / std::max<uint64_t>(r.prompt_tokens, 1),
                   FormatBytes(static_cast<double>(t.bytes_read)).c_str(),
-                  FormatBytes(static_cast<double>(t.bytes_written)).c_str());
+                  FormatBytes(static_cast<double>(t.bytes_written)).c_str(),
+                  100.0 * static_cast<double>(t.blocks_never_read) / std::max<uint64_t>(t.blocks_written, 1));
   }
   out += Format("%-5s %12llu %8.1f%% %14llu %8.1f%%\n\n", "all",
                 static_cast<unsigned long long>(r.hit_blocks()), 100 * r.block_hit_rate(),
                 static_cast<unsigned long long>(r.hit_tokens()), 100 * r.token_hit_rate());
-  out += Format("blocks never read again: %.1f%% (%llu of %llu written)\n", 100 * r.never_read_share(),
-                static_cast<unsigned long long>(r.blocks_never_read),
-                static_cast<unsigned long long>(r.blocks_written));
+  const uint64_t evicted = r.evictions_admitted + r.evictions_declined;
+  out += Format("G3 admission: %llu of %llu G2 evictions admitted; %s not written to SSD (%.1f%%)\n",
+                static_cast<unsigned long long>(r.evictions_admitted), static_cast<unsigned long long>(evicted),
+                FormatBytes(static_cast<double>(r.admission_saved_bytes())).c_str(),
+                100.0 * static_cast<double>(r.evictions_declined) / std::max<uint64_t>(evicted, 1));
+  if (r.g3_capacity_bytes > 0 && r.duration_seconds > 0) {
+    const double per_day = static_cast<double>(r.tiers[1].bytes_written) / r.duration_seconds * 86400;
+    out += Format("G3 writes: %s/day, %.2f drive writes per day of its %s\n", FormatBytes(per_day).c_str(),
+                  per_day / static_cast<double>(r.g3_capacity_bytes),
+                  FormatBytes(static_cast<double>(r.g3_capacity_bytes)).c_str());
+  }
   out += Format("writes saved by admission: %llu of %llu puts declined%s\n",
                 static_cast<unsigned long long>(r.writes_declined()),
                 static_cast<unsigned long long>(r.puts_accepted),
@@ -149,6 +171,37 @@ std::string ReplayText(const Trace& trace, const ReplayReport& r, const PrefillM
                   FormatSeconds(r.prefill_seconds_saved()).c_str(), r.gpu_hours_saved());
   }
   out += Format("replay wall time: %.2f s\n", wall_seconds);
+  return out;
+}
+
+// One table per measure, a row per capacity, a column per policy.
+std::string CompareText(const std::vector<ComparePoint>& points) {
+  if (points.empty()) return "";
+  struct Measure {
+    const char* title;
+    double PolicyResult::*value;
+    bool percent;
+  };
+  const Measure measures[] = {{"block hit ratio", &PolicyResult::block_hit_rate, true},
+                              {"token hit ratio", &PolicyResult::token_hit_rate, true},
+                              {"FLOP-weighted hit ratio", &PolicyResult::flop_hit_rate, true},
+                              {"GPU-hours saved", &PolicyResult::gpu_hours_saved, false}};
+  std::string out;
+  for (const Measure& m : measures) {
+    out += Format("\n%s, by G2 capacity:\n%-22s", m.title, "capacity");
+    for (const PolicyResult& p : points[0].policies) out += Format(" %10s", p.policy.c_str());
+    out += "\n";
+    for (const ComparePoint& point : points) {
+      out += Format("%-22s", Format("%s (%llu blocks)", FormatBytes(static_cast<double>(point.capacity_bytes)).c_str(),
+                                    static_cast<unsigned long long>(point.capacity_blocks))
+                                 .c_str());
+      for (const PolicyResult& p : point.policies) {
+        const double v = p.*m.value;
+        out += m.percent ? Format(" %9.2f%%", 100 * v) : Format(" %10.1f", v);
+      }
+      out += "\n";
+    }
+  }
   return out;
 }
 
@@ -198,6 +251,27 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
   o.kv_precision = g2.options().kv_precision;
   o.g2_capacity_bytes = *capacity;
   o.ttl_seconds = f.ttl_seconds;
+  if (!f.g3_capacity.empty()) {
+    Result<uint64_t> g3 = ParseBytes(f.g3_capacity);
+    if (!g3.ok()) {
+      *exit_code = Fail("replay", g3.status());
+      return;
+    }
+    o.g3_capacity_bytes = *g3;
+  }
+  o.initial_reused_share = f.initial_reused_share;
+  o.max_reused_share = f.max_reused_share;
+  o.g3_admission.min_accesses = f.g3_min_accesses;
+  o.g3_admission.frequency_gate = f.g3_min_accesses > 1;
+  if (!f.g4.empty()) {
+    if (f.g4 != "on_put" && f.g4 != "on_demotion") {
+      *exit_code = Fail("replay", Status::InvalidArgument("--g4 must be on_put or on_demotion"));
+      return;
+    }
+    o.g4 = true;
+    o.g4_write_policy = f.g4 == "on_put" ? SharedTierOptions::WritePolicy::kOnPut
+                                         : SharedTierOptions::WritePolicy::kOnDemotion;
+  }
   const auto start = std::chrono::steady_clock::now();
   Result<ReplayReport> report = Replay(*trace, o);
   const double wall =
@@ -206,18 +280,28 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
     *exit_code = Fail("replay", report.status());
     return;
   }
-  std::vector<CapacityPoint> curve;
-  const bool want_curve = f.curve || !f.capacities.empty() || !f.svg.empty() || !f.html.empty();
-  if (want_curve) {
-    std::vector<uint64_t> caps;
-    for (const std::string& c : f.capacities) {
-      Result<uint64_t> bytes = ParseBytes(c);
-      if (!bytes.ok()) {
-        *exit_code = Fail("replay", bytes.status());
-        return;
-      }
-      caps.push_back(*bytes);
+  std::vector<uint64_t> caps;
+  for (const std::string& c : f.capacities) {
+    Result<uint64_t> bytes = ParseBytes(c);
+    if (!bytes.ok()) {
+      *exit_code = Fail("replay", bytes.status());
+      return;
     }
+    caps.push_back(*bytes);
+  }
+  std::vector<ComparePoint> compared;
+  if (f.compare) {
+    Result<std::vector<ComparePoint>> points = ComparePolicies(*trace, o, caps);
+    if (!points.ok()) {
+      *exit_code = Fail("replay", points.status());
+      return;
+    }
+    compared = std::move(*points);
+  }
+  std::vector<CapacityPoint> curve;
+  const bool want_curve =
+      !f.compare && (f.curve || !f.capacities.empty() || !f.svg.empty() || !f.html.empty());
+  if (want_curve) {
     Result<std::vector<CapacityPoint>> points = CapacityCurve(*trace, o, caps);
     if (!points.ok()) {
       *exit_code = Fail("replay", points.status());
@@ -237,10 +321,15 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
     for (int i = 0; i < kNumTiers; ++i) {
       const TierReplayStats& t = report->tiers[i];
       j["tiers"][kTierLabels[i]] = {{"hit_blocks", t.hit_blocks}, {"hit_tokens", t.hit_tokens},
-                                    {"bytes_read", t.bytes_read}, {"bytes_written", t.bytes_written}};
+                                    {"bytes_read", t.bytes_read}, {"bytes_written", t.bytes_written},
+                                    {"blocks_written", t.blocks_written},
+                                    {"blocks_never_read", t.blocks_never_read}};
     }
     j["never_read_share"] = report->never_read_share();
     j["writes_declined"] = report->writes_declined();
+    j["g3_admission"] = {{"admitted", report->evictions_admitted},
+                         {"declined", report->evictions_declined},
+                         {"bytes_not_written", report->admission_saved_bytes()}};
     j["evictions"] = report->evictions;
     j["prefill_seconds_saved"] = report->prefill_seconds_saved();
     j["gpu_hours_saved"] = report->gpu_hours_saved();
@@ -250,9 +339,20 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
                             {"block_hit_rate", p.block_hit_rate},
                             {"token_hit_rate", p.token_hit_rate}});
     }
+    for (const ComparePoint& p : compared) {
+      nlohmann::ordered_json point = {{"capacity_bytes", p.capacity_bytes}, {"capacity_blocks", p.capacity_blocks}};
+      for (const PolicyResult& pr : p.policies) {
+        point["policies"][pr.policy] = {{"hit_blocks", pr.hit_blocks},
+                                        {"block_hit_rate", pr.block_hit_rate},
+                                        {"token_hit_rate", pr.token_hit_rate},
+                                        {"flop_hit_rate", pr.flop_hit_rate},
+                                        {"gpu_hours_saved", pr.gpu_hours_saved}};
+      }
+      j["compare"].push_back(point);
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::string text = ReplayText(*trace, *report, g2, wall);
+    std::string text = ReplayText(*trace, *report, g2, wall) + CompareText(compared);
     if (!curve.empty()) {
       text += "\nhit rate vs G2 capacity:\n";
       for (const CapacityPoint& p : curve) {
@@ -289,6 +389,20 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--g3-link", f->g3_link, "Link that serves G3 hits")->capture_default_str();
   cmd->add_option("--g4-link", f->g4_link, "Link that serves G4 hits")->capture_default_str();
   cmd->add_option("--capacity", f->capacity, "G2 capacity, e.g. 64GiB")->capture_default_str();
+  cmd->add_option("--g3-capacity", f->g3_capacity, "Simulate G3 (local SSD) of this size, e.g. 4TiB");
+  cmd->add_option("--g3-min-accesses", f->g3_min_accesses,
+                  "G3 admission: accesses a block needs before G2 evicts it (1 = admit all)")
+      ->capture_default_str();
+  cmd->add_option("--initial-reused-share", f->initial_reused_share,
+                  "G2 eviction: starting share of the reused queue (MemoryTierOptions)")
+      ->capture_default_str();
+  cmd->add_option("--max-reused-share", f->max_reused_share,
+                  "G2 eviction: largest share of the reused queue")
+      ->capture_default_str();
+  cmd->add_option("--g4", f->g4, "Simulate G4, written on_put or on_demotion");
+  cmd->add_flag("--compare", f->compare,
+                "At each --capacities (default 1/64 .. 1x of the footprint): kvtier beside LRU, ARC, "
+                "OPT, OPT+bypass and an infinite cache");
   cmd->add_option("--ttl", f->ttl_seconds, "Per-tenant TTL since last access, seconds (0 = none)");
   cmd->add_option("--block-tokens", f->block_tokens, "Block size of a trace without a kvtier header")
       ->capture_default_str();

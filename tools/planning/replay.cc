@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <optional>
 #include <unordered_map>
 
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
+#include "kvtier/events.h"
 
 namespace kvtier::planning {
 namespace {
@@ -54,16 +56,15 @@ class UntouchedBuffer {
   std::byte* data_ = nullptr;
 };
 
-// The trace turned into store keys once, shared by every replay of a capacity curve.
+// The trace turned into store keys once, shared by every replay of a capacity curve. Only a
+// request's whole blocks are references: kvtier never keys a trailing partial block, so it is
+// neither looked up nor stored.
 struct PreparedTrace {
-  std::vector<BlockKey> keys;          // One per block reference, request after request.
-  std::vector<uint32_t> block_index;   // Distinct (tenant, hash id) of each reference.
-  std::vector<uint32_t> tokens;        // Tokens of each reference.
-  std::vector<uint64_t> bytes;         // Value size of each reference.
-  std::vector<size_t> request_begin;   // First reference of each request; one extra at the end.
-  uint64_t unique_blocks = 0;
+  std::vector<BlockKey> keys;  // One per block reference, request after request.
+  std::vector<BlockKey> unique_keys;  // Per distinct block id.
+  BlockStream stream;          // Distinct (tenant, hash id) of each reference, per request.
   uint64_t unique_bytes = 0;
-  uint64_t max_block_bytes = 0;
+  uint64_t block_bytes = 0;    // KV bytes of one block.
 };
 
 Namespace ReplayNamespace(const std::string& tenant, const ReplayOptions& options,
@@ -87,24 +88,24 @@ Namespace ReplayNamespace(const std::string& tenant, const ReplayOptions& option
 Result<PreparedTrace> Prepare(const Trace& trace, const ReplayOptions& options) {
   KVTIER_RETURN_IF_ERROR(options.model.Validate());
   PreparedTrace p;
-  const uint64_t references = trace.TotalBlockReferences();
-  p.keys.reserve(references);
-  p.block_index.reserve(references);
-  p.tokens.reserve(references);
-  p.bytes.reserve(references);
-  p.request_begin.reserve(trace.requests.size() + 1);
+  p.block_bytes = KvBytesForTokens(options.model, options.kv_precision, trace.block_tokens);
+  if (p.block_bytes > kMaxStoreBlockBytes) {
+    return Status::InvalidArgument("a block of " + std::to_string(trace.block_tokens) +
+                                   " tokens holds " + std::to_string(p.block_bytes) +
+                                   " bytes of KV, over the store's 1 GiB block limit");
+  }
+  p.stream.request_begin.reserve(trace.requests.size() + 1);
   std::vector<Namespace> namespaces;
   for (const std::string& tenant : trace.tenants) {
     namespaces.push_back(ReplayNamespace(tenant, options, trace.block_tokens));
   }
   std::vector<std::unordered_map<uint64_t, uint32_t>> ids(trace.tenants.size());
-  std::vector<BlockKey> unique_keys;
+  std::vector<BlockKey>& unique_keys = p.unique_keys;
   for (const TraceRequest& r : trace.requests) {
-    p.request_begin.push_back(p.keys.size());
-    for (size_t i = 0; i < r.hash_ids.size(); ++i) {
+    p.stream.request_begin.push_back(p.keys.size());
+    const size_t whole = std::min<uint64_t>(r.hash_ids.size(), r.input_length / trace.block_tokens);
+    for (size_t i = 0; i < whole; ++i) {
       const uint64_t id = r.hash_ids[i];
-      const uint64_t tokens = trace.BlockTokens(r, i);
-      const uint64_t bytes = KvBytesForTokens(options.model, options.kv_precision, tokens);
       auto [it, inserted] = ids[r.tenant].try_emplace(id, static_cast<uint32_t>(unique_keys.size()));
       if (inserted) {
         uint8_t le[8];
@@ -112,22 +113,14 @@ Result<PreparedTrace> Prepare(const Trace& trace, const ReplayOptions& options) 
         Result<BlockKey> key = OpaqueBlockKey(namespaces[r.tenant], le);
         if (!key.ok()) return key.status();
         unique_keys.push_back(*key);
-        p.unique_bytes += bytes;
+        p.unique_bytes += p.block_bytes;
       }
       p.keys.push_back(unique_keys[it->second]);
-      p.block_index.push_back(it->second);
-      p.tokens.push_back(static_cast<uint32_t>(tokens));
-      p.bytes.push_back(bytes);
-      p.max_block_bytes = std::max(p.max_block_bytes, bytes);
+      p.stream.blocks.push_back(it->second);
     }
   }
-  p.request_begin.push_back(p.keys.size());
-  p.unique_blocks = unique_keys.size();
-  if (p.max_block_bytes > kMaxStoreBlockBytes) {
-    return Status::InvalidArgument("a block of " + std::to_string(trace.block_tokens) +
-                                   " tokens holds " + std::to_string(p.max_block_bytes) +
-                                   " bytes of KV, over the store's 1 GiB block limit");
-  }
+  p.stream.request_begin.push_back(p.keys.size());
+  p.stream.distinct_blocks = static_cast<uint32_t>(unique_keys.size());
   return p;
 }
 
@@ -137,39 +130,178 @@ uint32_t PickPageBytes(uint64_t capacity, uint32_t requested) {
   return page;
 }
 
-// Hits served by one tier within one request, for the reload-time model.
-struct RequestTierTokens {
-  std::array<uint64_t, kNumTiers> tokens{};
+// Simulated G3: a fixed number of block slots, evicted in CLOCK order.
+class ClockTier {
+ public:
+  ClockTier(uint64_t slots, uint32_t ids) : slot_of_(ids, kNoSlot), capacity_(slots) {}
+  bool Contains(uint32_t id) const { return slot_of_[id] != kNoSlot; }
+  void Read(uint32_t id) { referenced_[slot_of_[id]] = 1; }
+  // Writes an absent block; returns the block evicted for it, or kNoBlock.
+  uint32_t Write(uint32_t id) {
+    if (block_.size() < capacity_) {
+      slot_of_[id] = static_cast<uint32_t>(block_.size());
+      block_.push_back(id);
+      referenced_.push_back(0);
+      return kNoBlock;
+    }
+    while (referenced_[hand_]) {
+      referenced_[hand_] = 0;
+      hand_ = (hand_ + 1) % block_.size();
+    }
+    const uint32_t victim = block_[hand_];
+    slot_of_[victim] = kNoSlot;
+    block_[hand_] = id;
+    slot_of_[id] = static_cast<uint32_t>(hand_);
+    hand_ = (hand_ + 1) % block_.size();
+    return victim;
+  }
+  static constexpr uint32_t kNoBlock = UINT32_MAX;
+
+ private:
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  std::vector<uint32_t> slot_of_;  // Per block id.
+  std::vector<uint32_t> block_;    // Per slot.
+  std::vector<uint8_t> referenced_;
+  uint64_t capacity_ = 0;
+  size_t hand_ = 0;
 };
 
-Result<ReplayReport> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
-                                    const ReplayOptions& options, uint64_t capacity,
-                                    bool model_time) {
+// What one replay tracks beside the Store: the simulated G3 and G4, and whether each tier's
+// copy of a block was read since it was written.
+class LowerTiers final : public EvictionObserver {
+ public:
+  LowerTiers(const PreparedTrace& p, const ReplayOptions& options, ReplayReport* report)
+      : p_(p),
+        options_(options),
+        report_(report),
+        index_(p.stream.distinct_blocks),
+        g4_(options.g4 ? p.stream.distinct_blocks : 0, 0) {
+    if (options.g3_capacity_bytes >= p.block_bytes && p.block_bytes > 0) {
+      g3_.emplace(options.g3_capacity_bytes / p.block_bytes, p.stream.distinct_blocks);
+    }
+    for (int t = 0; t < kNumTiers; ++t) unread_[t].assign(p.stream.distinct_blocks, 0);
+    for (uint32_t id = 0; id < p.stream.distinct_blocks; ++id) index_.emplace(p.unique_keys[id], id);
+  }
+
+  void OnEvicted(uint32_t, const BlockKey& key, bool admitted) override {
+    if (!admitted) {
+      ++report_->evictions_declined;
+      return;
+    }
+    ++report_->evictions_admitted;
+    const uint32_t id = index_.at(key);
+    if (g3_ && !g3_->Contains(id)) {  // The Store does not write what G3 holds already.
+      const uint32_t victim = g3_->Write(id);
+      if (victim != ClockTier::kNoBlock) Forget(TierLevel::kG3, victim);
+      Wrote(TierLevel::kG3, id);
+    }
+    if (!g4_.empty() && options_.g4_write_policy == SharedTierOptions::WritePolicy::kOnDemotion) {
+      Upload(id);
+    }
+  }
+  void Stored(uint32_t id) {
+    Wrote(TierLevel::kG2, id);
+    if (!g4_.empty() && options_.g4_write_policy == SharedTierOptions::WritePolicy::kOnPut) {
+      Upload(id);
+    }
+  }
+  // The tier below G2 that holds the block, or nullopt.
+  std::optional<TierLevel> Find(uint32_t id) const {
+    if (g3_ && g3_->Contains(id)) return TierLevel::kG3;
+    if (!g4_.empty() && g4_[id]) return TierLevel::kG4;
+    return std::nullopt;
+  }
+  void Read(TierLevel tier, uint32_t id) {
+    if (tier == TierLevel::kG3) g3_->Read(id);
+    unread_[TierSlot(tier)][id] = 0;
+  }
+  // Copies still unread at the end count as never read.
+  void Finish() {
+    for (int t = 0; t < kNumTiers; ++t) {
+      for (uint8_t u : unread_[t]) report_->tiers[t].blocks_never_read += u;
+    }
+  }
+
+ private:
+  void Upload(uint32_t id) {
+    if (g4_[id]) return;  // The object exists: a conditional create writes nothing.
+    g4_[id] = 1;
+    Wrote(TierLevel::kG4, id);
+  }
+  void Wrote(TierLevel tier, uint32_t id) {
+    TierReplayStats& t = report_->tiers[TierSlot(tier)];
+    uint8_t& unread = unread_[TierSlot(tier)][id];
+    t.blocks_never_read += unread;  // The copy it replaces was never read.
+    unread = 1;
+    ++t.blocks_written;
+    t.bytes_written += p_.block_bytes;
+  }
+  void Forget(TierLevel tier, uint32_t id) {
+    uint8_t& unread = unread_[TierSlot(tier)][id];
+    report_->tiers[TierSlot(tier)].blocks_never_read += unread;
+    unread = 0;
+  }
+
+  const PreparedTrace& p_;
+  const ReplayOptions& options_;
+  ReplayReport* report_;
+  std::unordered_map<BlockKey, uint32_t, BlockKeyHasher> index_;
+  std::optional<ClockTier> g3_;
+  std::vector<uint8_t> g4_;  // Per block: uploaded. Empty without G4.
+  std::array<std::vector<uint8_t>, kNumTiers> unread_;  // Per tier and block.
+};
+
+struct ReplayRun {
   ReplayReport report;
+  std::vector<uint32_t> hits;  // Hit blocks of each request, from any tier.
+};
+
+Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
+                                 const ReplayOptions& options, uint64_t capacity,
+                                 bool model_time) {
+  ReplayRun run;
+  ReplayReport& report = run.report;
   report.capacity_bytes = capacity;
   report.requests = trace.requests.size();
   report.block_references = p.keys.size();
-  report.unique_blocks = p.unique_blocks;
+  report.unique_blocks = p.stream.distinct_blocks;
   report.unique_block_bytes = p.unique_bytes;
+  report.block_bytes = p.block_bytes;
+  report.referenced_tokens = p.keys.size() * trace.block_tokens;
+  report.g3_capacity_bytes = options.g3_capacity_bytes;
+  report.g4 = options.g4;
   for (const TraceRequest& r : trace.requests) report.prompt_tokens += r.input_length;
-  for (uint32_t t : p.tokens) report.referenced_tokens += t;
-  if (p.keys.empty()) return report;
+  if (!trace.requests.empty()) {
+    report.duration_seconds =
+        static_cast<double>(trace.requests.back().timestamp_ms - trace.requests.front().timestamp_ms) /
+        1000;
+  }
+  run.hits.assign(trace.requests.size(), 0);
+  if (p.keys.empty()) return run;
 
   const uint32_t page = PickPageBytes(capacity, options.page_bytes);
-  const uint64_t max_block = std::max<uint64_t>(p.max_block_bytes, 1);
-  if (capacity < max_block || capacity < page) {
+  if (capacity < p.block_bytes || capacity < page) {
     return Status::InvalidArgument("G2 capacity " + std::to_string(capacity) +
-                                   " bytes is smaller than the largest block (" +
-                                   std::to_string(max_block) + " bytes)");
+                                   " bytes is smaller than one block (" +
+                                   std::to_string(p.block_bytes) + " bytes)");
   }
+  if (options.g3_capacity_bytes != 0 && options.g3_capacity_bytes < p.block_bytes) {
+    return Status::InvalidArgument("G3 capacity " + std::to_string(options.g3_capacity_bytes) +
+                                   " bytes is smaller than one block (" +
+                                   std::to_string(p.block_bytes) + " bytes)");
+  }
+  LowerTiers lower(p, options, &report);
   TraceClock clock;
   Options o;
   o.payload_free = true;
   o.env = &clock;
   o.memory.capacity_bytes = capacity;
   o.memory.page_bytes = page;
-  o.memory.small_queue_fraction = options.small_queue_fraction;
-  o.max_block_bytes = max_block;
+  o.memory.initial_reused_share = options.initial_reused_share;
+  o.memory.max_reused_share = options.max_reused_share;
+  o.max_block_bytes = p.block_bytes;
+  o.disk_admission = options.g3_admission;
+  o.eviction_observer = &lower;
   o.tenants.clear();
   for (const std::string& name : trace.tenants) {
     TenantOptions t;
@@ -186,86 +318,121 @@ Result<ReplayReport> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
     if (!id.ok()) return id.status();
     tenants.push_back(*id);
   }
-  UntouchedBuffer values(max_block);
+  UntouchedBuffer values(p.block_bytes);
   if (!values.ok()) return Status::ResourceExhausted("cannot reserve address space for values");
+  const std::span<const std::byte> value = values.Prefix(p.block_bytes);
 
   const PrefillModel* g2_model =
       options.reload_by_tier[0] ? &*options.reload_by_tier[0] : nullptr;
   report.has_prefill_model = model_time && g2_model != nullptr;
   if (report.has_prefill_model) report.tensor_parallel = g2_model->options().tensor_parallel;
-
-  // Per distinct block: whether its current stored copy has been read since it was written.
-  std::vector<uint8_t> written(p.unique_blocks, 0);
-  std::vector<uint8_t> read_since_write(p.unique_blocks, 0);
+  const uint64_t block_tokens = trace.block_tokens;
 
   for (size_t r = 0; r < trace.requests.size(); ++r) {
     const TraceRequest& request = trace.requests[r];
+    const TenantId tenant = tenants[request.tenant];
     clock.SetTraceMillis(request.timestamp_ms);
-    const size_t begin = p.request_begin[r];
-    const size_t n = p.request_begin[r + 1] - begin;
+    const size_t begin = p.stream.request_begin[r];
+    const size_t n = p.stream.request_begin[r + 1] - begin;
     std::span<const BlockKey> keys(p.keys.data() + begin, n);
-    RequestTierTokens served;
+    std::array<uint64_t, kNumTiers> served{};  // Hit tokens per tier.
+    auto hit = [&](TierLevel tier, size_t ref) {
+      TierReplayStats& t = report.tiers[TierSlot(tier)];
+      ++t.hit_blocks;
+      t.hit_tokens += block_tokens;
+      t.bytes_read += p.block_bytes;
+      served[TierSlot(tier)] += block_tokens;
+      lower.Read(tier, p.stream.blocks[ref]);
+    };
     size_t hits = 0;
     if (n > 0) {
-      Result<PrefixMatch> match = store.LookupPrefix(tenants[request.tenant], keys);
+      Result<PrefixMatch> match = store.LookupPrefix(tenant, keys);
       if (!match.ok()) return match.status();
-      hits = match->num_blocks;
-      for (size_t i = 0; i < hits; ++i) {
-        const size_t ref = begin + i;
-        const int slot = TierSlot(match->tiers[i]);
-        TierReplayStats& tier = report.tiers[slot];
-        ++tier.hit_blocks;
-        tier.hit_tokens += p.tokens[ref];
-        tier.bytes_read += p.bytes[ref];
-        served.tokens[slot] += p.tokens[ref];
-        read_since_write[p.block_index[ref]] = 1;
+      for (; hits < match->num_blocks; ++hits) hit(match->tiers[hits], begin + hits);
+    }
+    // The prefix goes on below G2; what is found there is promoted.
+    for (; hits < n; ++hits) {
+      const std::optional<TierLevel> tier = lower.Find(p.stream.blocks[begin + hits]);
+      if (!tier) break;
+      hit(*tier, begin + hits);
+      const bool promote = *tier == TierLevel::kG3 ? o.promote_on_hit : o.shared.promote_on_hit;
+      if (promote && store.Put(tenant, keys[hits], value, {}).ok()) {
+        lower.Stored(p.stream.blocks[begin + hits]);
       }
     }
+    run.hits[r] = static_cast<uint32_t>(hits);
     for (size_t i = hits; i < n; ++i) {
-      const size_t ref = begin + i;
       PutOptions put;
       if (i > 0) put.parent = keys[i - 1];
-      Status s = store.Put(tenants[request.tenant], keys[i], values.Prefix(p.bytes[ref]), put);
+      Status s = store.Put(tenant, keys[i], value, put);
       if (!s.ok()) {
         // The rest of the chain would hang off a block that is not there; engines stop too.
         if (report.puts_failed++ == 0) report.first_put_error = s.ToString();
         break;
       }
       ++report.puts_accepted;
-      const uint32_t block = p.block_index[ref];
-      if (written[block] && !read_since_write[block]) ++report.blocks_never_read;
-      written[block] = 1;
-      read_since_write[block] = 0;
-      ++report.blocks_written;
-      TierReplayStats& g2 = report.tiers[TierSlot(TierLevel::kG2)];
-      ++g2.blocks_written;
-      g2.bytes_written += p.bytes[ref];
+      lower.Stored(p.stream.blocks[begin + i]);
     }
     if (report.has_prefill_model) {
       const double tokens = static_cast<double>(request.input_length);
       double cached = 0;
       double reload = 0;
       for (int slot = 0; slot < kNumTiers; ++slot) {
-        if (served.tokens[slot] == 0) continue;
+        if (served[slot] == 0) continue;
         const PrefillModel* m =
             options.reload_by_tier[slot] ? &*options.reload_by_tier[slot] : g2_model;
-        cached += static_cast<double>(served.tokens[slot]);
-        reload += m->ReloadSeconds(static_cast<double>(served.tokens[slot]));
+        cached += static_cast<double>(served[slot]);
+        reload += m->ReloadSeconds(static_cast<double>(served[slot]));
       }
       report.prefill_seconds_without_cache += g2_model->RecomputeSeconds(tokens);
       report.prefill_seconds_with_cache += reload + g2_model->SuffixSeconds(cached, tokens);
     }
   }
-  for (uint64_t b = 0; b < p.unique_blocks; ++b) {
-    if (written[b] && !read_since_write[b]) ++report.blocks_never_read;
-  }
+  lower.Finish();
   const StoreStats stats = store.Stats();
   for (const TenantStats& t : stats.tenants) {
     report.puts_stored += t.puts;
     report.evictions += t.evictions;
     report.expirations += t.expirations;
   }
-  return report;
+  return run;
+}
+
+std::vector<uint64_t> DefaultCapacities(const PreparedTrace& p) {
+  std::vector<uint64_t> capacities;
+  for (int shift = 6; shift >= 0; --shift) {
+    const uint64_t c = p.unique_bytes >> shift;
+    if (c >= p.block_bytes && c >= kDefaultPageBytes) capacities.push_back(c);
+  }
+  return capacities;
+}
+
+PolicyResult Summarize(std::string name, const Trace& trace, const PreparedTrace& p,
+                       const std::vector<uint32_t>& hits, const PrefillModel* model) {
+  PolicyResult out;
+  out.policy = std::move(name);
+  uint64_t prompt_tokens = 0;
+  double flops_all = 0;
+  double flops_saved = 0;
+  double seconds_saved = 0;
+  for (size_t r = 0; r < trace.requests.size(); ++r) {
+    const double tokens = static_cast<double>(trace.requests[r].input_length);
+    const double cached = static_cast<double>(hits[r]) * trace.block_tokens;
+    out.hit_blocks += hits[r];
+    prompt_tokens += trace.requests[r].input_length;
+    if (model == nullptr) continue;
+    flops_all += model->DenseFlops(0, tokens) + model->AttentionFlops(0, tokens);
+    flops_saved += model->DenseFlops(0, cached) + model->AttentionFlops(0, cached);
+    seconds_saved += model->RecomputeSeconds(tokens) - model->PrefillWithCacheSeconds(cached, tokens);
+  }
+  out.hit_tokens = out.hit_blocks * trace.block_tokens;
+  out.block_hit_rate = p.keys.empty() ? 0 : static_cast<double>(out.hit_blocks) / p.keys.size();
+  out.token_hit_rate = prompt_tokens == 0 ? 0 : static_cast<double>(out.hit_tokens) / prompt_tokens;
+  if (model != nullptr) {
+    out.flop_hit_rate = flops_all == 0 ? 0 : flops_saved / flops_all;
+    out.gpu_hours_saved = seconds_saved * model->options().tensor_parallel / 3600;
+  }
+  return out;
 }
 
 }  // namespace
@@ -291,33 +458,66 @@ double ReplayReport::token_hit_rate() const {
 }
 
 double ReplayReport::never_read_share() const {
-  return blocks_written == 0 ? 0 : static_cast<double>(blocks_never_read) / blocks_written;
+  const TierReplayStats& g2 = tiers[TierSlot(TierLevel::kG2)];
+  return g2.blocks_written == 0 ? 0 : static_cast<double>(g2.blocks_never_read) / g2.blocks_written;
 }
 
 Result<ReplayReport> Replay(const Trace& trace, const ReplayOptions& options) {
   Result<PreparedTrace> prepared = Prepare(trace, options);
   if (!prepared.ok()) return prepared.status();
-  return ReplayPrepared(trace, *prepared, options, options.g2_capacity_bytes, true);
+  Result<ReplayRun> run = ReplayPrepared(trace, *prepared, options, options.g2_capacity_bytes, true);
+  if (!run.ok()) return run.status();
+  return std::move(run->report);
+}
+
+// The options of a G2-only replay.
+ReplayOptions G2Only(ReplayOptions options) {
+  options.g3_capacity_bytes = 0;
+  options.g4 = false;
+  return options;
 }
 
 Result<std::vector<CapacityPoint>> CapacityCurve(const Trace& trace, const ReplayOptions& options,
                                                  std::vector<uint64_t> capacities) {
   Result<PreparedTrace> prepared = Prepare(trace, options);
   if (!prepared.ok()) return prepared.status();
-  if (capacities.empty()) {
-    for (int shift = 6; shift >= 0; --shift) {
-      const uint64_t c = prepared->unique_bytes >> shift;
-      if (c >= prepared->max_block_bytes && c >= kDefaultPageBytes) capacities.push_back(c);
-    }
-  }
+  if (capacities.empty()) capacities = DefaultCapacities(*prepared);
   std::sort(capacities.begin(), capacities.end());
+  const ReplayOptions g2_only = G2Only(options);
   std::vector<CapacityPoint> curve;
   for (uint64_t capacity : capacities) {
-    Result<ReplayReport> r = ReplayPrepared(trace, *prepared, options, capacity, false);
+    Result<ReplayRun> r = ReplayPrepared(trace, *prepared, g2_only, capacity, false);
     if (!r.ok()) return r.status();
-    curve.push_back({capacity, r->block_hit_rate(), r->token_hit_rate()});
+    curve.push_back({capacity, r->report.block_hit_rate(), r->report.token_hit_rate()});
   }
   return curve;
+}
+
+Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const ReplayOptions& options,
+                                                  std::vector<uint64_t> capacities) {
+  Result<PreparedTrace> prepared = Prepare(trace, options);
+  if (!prepared.ok()) return prepared.status();
+  if (capacities.empty()) capacities = DefaultCapacities(*prepared);
+  std::sort(capacities.begin(), capacities.end());
+  const ReplayOptions g2_only = G2Only(options);
+  const PrefillModel* model = options.reload_by_tier[0] ? &*options.reload_by_tier[0] : nullptr;
+  std::vector<ComparePoint> points;
+  for (uint64_t capacity : capacities) {
+    Result<ReplayRun> r = ReplayPrepared(trace, *prepared, g2_only, capacity, false);
+    if (!r.ok()) return r.status();
+    ComparePoint point;
+    point.capacity_bytes = capacity;
+    const uint64_t page = PickPageBytes(capacity, options.page_bytes);
+    point.capacity_blocks = capacity / ((prepared->block_bytes + page - 1) / page * page);
+    point.policies.push_back(Summarize("kvtier", trace, *prepared, r->hits, model));
+    for (ReferencePolicy policy : kReferencePolicies) {
+      point.policies.push_back(Summarize(
+          std::string(ReferencePolicyName(policy)), trace, *prepared,
+          SimulateReferencePolicy(prepared->stream, policy, point.capacity_blocks), model));
+    }
+    points.push_back(std::move(point));
+  }
+  return points;
 }
 
 }  // namespace kvtier::planning

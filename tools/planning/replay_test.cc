@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 
 namespace kvtier::planning {
@@ -27,9 +28,10 @@ ReplayOptions Options(uint64_t capacity) {
 // Four requests with 4-token blocks and room for everything:
 //   t=0s  [1 2 3]  12 tokens: 3 misses
 //   t=1s  [1 2 4]  12 tokens: 1, 2 hit (8 tokens), 4 missed
-//   t=2s  [1 2 5]  10 tokens: 1, 2 hit (8 tokens), 5 (2 tokens) missed
+//   t=2s  [1 2 5]  10 tokens: 1, 2 hit (8 tokens); 5 holds 2 tokens, a partial block kvtier
+//                  never keys: neither looked up nor stored
 //   t=3s  [9]       4 tokens: miss
-// Block hit rate 4/10, token hit rate 16/38; of the six blocks written only 1 and 2 are read.
+// Block hit rate 4/9, token hit rate 16/38; of the five blocks written only 1 and 2 are read.
 const char* kSharedPrefixTrace =
     "{\"kvtier_trace\": 1, \"block_tokens\": 4}\n"
     "{\"timestamp\": 0, \"input_length\": 12, \"hash_ids\": [1, 2, 3]}\n"
@@ -42,23 +44,24 @@ TEST(ReplayTest, HitRatesOfASharedPrefixWorkedByHand) {
   Result<ReplayReport> r = Replay(trace, Options(64 * kMiB));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->requests, 4u);
-  EXPECT_EQ(r->block_references, 10u);
+  EXPECT_EQ(r->block_references, 9u);
   EXPECT_EQ(r->hit_blocks(), 4u);
-  EXPECT_DOUBLE_EQ(r->block_hit_rate(), 0.4);
+  EXPECT_DOUBLE_EQ(r->block_hit_rate(), 4.0 / 9);
   EXPECT_EQ(r->prompt_tokens, 38u);
   EXPECT_EQ(r->hit_tokens(), 16u);
   EXPECT_DOUBLE_EQ(r->token_hit_rate(), 16.0 / 38);
   const TierReplayStats& g2 = r->tiers[TierSlot(TierLevel::kG2)];
   EXPECT_EQ(g2.hit_blocks, 4u);
   EXPECT_EQ(g2.bytes_read, 4 * kBlockBytes);
-  EXPECT_EQ(g2.bytes_written, 5 * kBlockBytes + kBlockBytes / 2);
-  EXPECT_EQ(r->blocks_written, 6u);
-  EXPECT_EQ(r->blocks_never_read, 4u);
-  EXPECT_EQ(r->puts_accepted, 6u);
-  EXPECT_EQ(r->puts_stored, 6u);
+  EXPECT_EQ(g2.bytes_written, 5 * kBlockBytes);
+  EXPECT_EQ(g2.blocks_written, 5u);
+  EXPECT_EQ(g2.blocks_never_read, 3u);
+  EXPECT_EQ(r->puts_accepted, 5u);
+  EXPECT_EQ(r->puts_stored, 5u);
   EXPECT_EQ(r->writes_declined(), 0u);
   EXPECT_EQ(r->evictions, 0u);
-  EXPECT_EQ(r->unique_blocks, 6u);
+  EXPECT_EQ(r->unique_blocks, 5u);
+  EXPECT_EQ(r->referenced_tokens, 36u);
   EXPECT_EQ(r->tiers[TierSlot(TierLevel::kG3)].hit_blocks, 0u);
 }
 
@@ -105,8 +108,8 @@ TEST(ReplayTest, OneBlockOfCapacityHoldsOnlyTheLastBlock) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->hit_blocks(), 1u);  // Only the last request, right after the same block.
   EXPECT_EQ(r->evictions, 2u);
-  EXPECT_EQ(r->blocks_written, 3u);
-  EXPECT_EQ(r->blocks_never_read, 2u);
+  EXPECT_EQ(r->tiers[TierSlot(TierLevel::kG2)].blocks_written, 3u);
+  EXPECT_EQ(r->tiers[TierSlot(TierLevel::kG2)].blocks_never_read, 2u);
 
   Result<ReplayReport> too_small = Replay(trace, Options(kBlockBytes / 2));
   ASSERT_FALSE(too_small.ok());
@@ -133,10 +136,111 @@ TEST(ReplayTest, CapacityCurveReachesTheAmpleCaseAtFullFootprint) {
   Result<std::vector<CapacityPoint>> curve = CapacityCurve(trace, Options(0), {});
   ASSERT_TRUE(curve.ok()) << curve.status().ToString();
   ASSERT_FALSE(curve->empty());
-  // Footprint: five full blocks and one half block = 5.5 blocks.
-  EXPECT_EQ(curve->back().capacity_bytes, 5 * kBlockBytes + kBlockBytes / 2);
-  EXPECT_DOUBLE_EQ(curve->back().block_hit_rate, 0.4);
-  for (const CapacityPoint& p : *curve) EXPECT_LE(p.block_hit_rate, 0.4);
+  // Footprint: five whole blocks.
+  EXPECT_EQ(curve->back().capacity_bytes, 5 * kBlockBytes);
+  EXPECT_DOUBLE_EQ(curve->back().block_hit_rate, 4.0 / 9);
+  for (const CapacityPoint& p : *curve) EXPECT_LE(p.block_hit_rate, 4.0 / 9);
+}
+
+TEST(ReplayTest, APartialBlockIsNeitherLookedUpNorStored) {
+  // Block 7 holds 3 of its 4 tokens the first time: kvtier never keys it, so the second
+  // request, where it is whole, misses it.
+  const Trace trace = ParseOrDie(
+      "{\"kvtier_trace\": 1, \"block_tokens\": 4}\n"
+      "{\"timestamp\": 0, \"input_length\": 7, \"hash_ids\": [6, 7]}\n"
+      "{\"timestamp\": 1, \"input_length\": 8, \"hash_ids\": [6, 7]}\n");
+  Result<ReplayReport> r = Replay(trace, Options(64 * kMiB));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->block_references, 3u);
+  EXPECT_EQ(r->hit_blocks(), 1u);
+  EXPECT_EQ(r->tiers[TierSlot(TierLevel::kG2)].blocks_written, 2u);
+  EXPECT_EQ(r->prompt_tokens, 15u);
+  EXPECT_EQ(r->referenced_tokens, 12u);
+}
+
+// Requests of single blocks, one per second.
+Trace SingleBlockTrace(std::initializer_list<int> blocks) {
+  std::string text = "{\"kvtier_trace\": 1, \"block_tokens\": 4}\n";
+  int t = 0;
+  for (int b : blocks) {
+    text += "{\"timestamp\": " + std::to_string(1000 * t++) + ", \"input_length\": 4, " +
+            "\"hash_ids\": [" + std::to_string(b) + "]}\n";
+  }
+  return ParseOrDie(text);
+}
+
+TEST(ReplayTest, ComparePoliciesRunsEveryPolicyOnTheSameReferences) {
+  // Room for two blocks when 3 arrives: OPT evicts 2 (needed after 1), OPT+bypass does not
+  // store 3 at all, LRU evicts 1 and then misses everything.
+  const Trace trace = SingleBlockTrace({1, 2, 3, 1, 2});
+  Result<std::vector<ComparePoint>> points =
+      ComparePolicies(trace, Options(0), {2 * kBlockBytes, 8 * kBlockBytes});
+  ASSERT_TRUE(points.ok()) << points.status().ToString();
+  ASSERT_EQ(points->size(), 2u);
+  const ComparePoint& small = (*points)[0];
+  EXPECT_EQ(small.capacity_blocks, 2u);
+  std::map<std::string, uint64_t> hits;
+  for (const PolicyResult& p : small.policies) hits[p.policy] = p.hit_blocks;
+  EXPECT_EQ(hits.size(), 6u);
+  EXPECT_EQ(hits["LRU"], 0u);
+  EXPECT_EQ(hits["OPT"], 1u);
+  EXPECT_EQ(hits["OPT+bypass"], 2u);
+  EXPECT_EQ(hits["infinite"], 2u);
+  EXPECT_LE(hits["kvtier"], hits["infinite"]);
+  // With room for everything every policy hits both returns.
+  for (const PolicyResult& p : (*points)[1].policies) {
+    EXPECT_EQ(p.hit_blocks, 2u) << p.policy;
+    EXPECT_DOUBLE_EQ(p.block_hit_rate, 0.4) << p.policy;
+  }
+}
+
+TEST(ReplayTest, G3AdmissionAndPromotionAreReplayedDeterministically) {
+  // G2 holds one block, G3 four; G3 admits blocks accessed twice.
+  //   1     put
+  //   1     G2 hit (second access)
+  //   2     put: evicts 1, admitted, written to G3
+  //   1     G3 hit, promoted: evicts 2 (one access), declined
+  //   2     miss, put: evicts 1 again, admitted, but G3 holds it: not written again
+  const Trace trace = SingleBlockTrace({1, 1, 2, 1, 2});
+  ReplayOptions o = Options(kBlockBytes);
+  o.g3_capacity_bytes = 4 * kBlockBytes;
+  Result<ReplayReport> r = Replay(trace, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TierReplayStats& g2 = r->tiers[TierSlot(TierLevel::kG2)];
+  const TierReplayStats& g3 = r->tiers[TierSlot(TierLevel::kG3)];
+  EXPECT_EQ(g2.hit_blocks, 1u);
+  EXPECT_EQ(g3.hit_blocks, 1u);
+  EXPECT_EQ(g3.bytes_read, kBlockBytes);
+  EXPECT_EQ(g3.blocks_written, 1u);
+  EXPECT_EQ(g3.blocks_never_read, 0u);
+  EXPECT_EQ(r->evictions_admitted, 2u);
+  EXPECT_EQ(r->evictions_declined, 1u);
+  EXPECT_EQ(r->admission_saved_bytes(), kBlockBytes);
+  EXPECT_EQ(g2.blocks_written, 4u);  // Three puts and one promotion.
+
+  Result<ReplayReport> again = Replay(trace, o);
+  ASSERT_TRUE(again.ok());
+  for (int t = 0; t < kNumTiers; ++t) {
+    EXPECT_EQ(again->tiers[t].hit_blocks, r->tiers[t].hit_blocks);
+    EXPECT_EQ(again->tiers[t].bytes_written, r->tiers[t].bytes_written);
+    EXPECT_EQ(again->tiers[t].blocks_never_read, r->tiers[t].blocks_never_read);
+  }
+  EXPECT_EQ(again->evictions, r->evictions);
+}
+
+TEST(ReplayTest, G4OnPutUploadsEveryBlockOnceAndServesWhatG2Lost) {
+  // G2 holds one block and no G3: every block is uploaded when put; 1 comes back from G4.
+  const Trace trace = SingleBlockTrace({1, 2, 1});
+  ReplayOptions o = Options(kBlockBytes);
+  o.g4 = true;
+  o.g4_write_policy = SharedTierOptions::WritePolicy::kOnPut;
+  Result<ReplayReport> r = Replay(trace, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TierReplayStats& g4 = r->tiers[TierSlot(TierLevel::kG4)];
+  EXPECT_EQ(g4.blocks_written, 2u);
+  EXPECT_EQ(g4.hit_blocks, 1u);
+  EXPECT_EQ(g4.blocks_never_read, 1u);  // Block 2.
+  EXPECT_EQ(r->tiers[TierSlot(TierLevel::kG3)].blocks_written, 0u);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ enum class EntryState : uint8_t {
   kDetached,  // Deleted or evicted; kept until its readers and children are gone.
 };
 
-enum class QueueId : uint8_t { kNone, kSmall, kMain };
+enum class QueueId : uint8_t { kNone, kProbation, kReused };
 
 struct Entry {
   BlockKey key;
@@ -43,7 +43,6 @@ struct Entry {
   uint16_t depth = 0;          // Position in its chain (0 = head), saturating.
   uint16_t readers = 0;        // Outstanding read leases, the demotion's included.
   uint16_t pins = 0;
-  uint8_t freq = 0;            // S3-FIFO access counter, saturating at 3.
   EntryState state = EntryState::kFree;
   QueueId queue = QueueId::kNone;
   uint8_t flags = 0;           // kEntry* bits below.
@@ -55,8 +54,9 @@ inline constexpr uint8_t kEntryDataFreed = 2;    // Extents already returned to 
 inline constexpr uint8_t kEntryLongChain = 4;    // A chain of min_prefix_blocks passes through.
 inline constexpr uint8_t kEntryDemoting = 8;     // Evicted, being written to G3; still readable.
 inline constexpr uint8_t kEntryInShared = 16;    // Read from G4 (BlockMeta::in_shared).
+inline constexpr uint8_t kEntryWasReused = 32;   // Has been in the reused queue.
 
-// An intrusive FIFO of entries.
+// An intrusive list of entries, oldest first.
 struct EntryList {
   uint32_t head = kNil;
   uint32_t tail = kNil;

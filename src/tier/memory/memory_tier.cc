@@ -6,9 +6,6 @@
 #include <utility>
 
 namespace kvtier {
-namespace {
-constexpr uint8_t kMaxFreq = 3;
-}  // namespace
 
 Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& options,
                                                      bool payload_free,
@@ -21,21 +18,18 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& op
     if (!created.ok()) return created.status();
     arena = std::move(created).value();
   }
-  return std::unique_ptr<MemoryTier>(new MemoryTier(std::move(arena), options.capacity_bytes,
-                                                    options.page_bytes,
-                                                    options.small_queue_fraction,
-                                                    std::move(tenants), env));
+  return std::unique_ptr<MemoryTier>(
+      new MemoryTier(std::move(arena), options, std::move(tenants), env));
 }
 
-MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, uint64_t capacity_bytes,
-                       uint32_t page_bytes, double small_fraction,
+MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, const MemoryTierOptions& options,
                        std::vector<TenantConfig> tenants, Env* env)
     : arena_(std::move(arena)),
-      capacity_bytes_(capacity_bytes),
-      page_bytes_(page_bytes),
-      small_fraction_(small_fraction),
+      capacity_bytes_(options.capacity_bytes),
+      page_bytes_(options.page_bytes),
+      max_reused_share_(options.max_reused_share),
       env_(env),
-      allocator_(static_cast<uint32_t>(capacity_bytes / page_bytes)) {
+      allocator_(static_cast<uint32_t>(options.capacity_bytes / options.page_bytes)) {
   MutexLock l(&mu_);
   session_slots_.resize(1);
   tenants_.resize(tenants.size());
@@ -45,6 +39,7 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, uint64_t capacity_bytes,
     t.budget_pages = t.config.budget_bytes / page_bytes_;
     t.stats.name = t.config.name;
     t.stats.memory_budget_bytes = t.config.budget_bytes;
+    t.reused_share = options.initial_reused_share;
   }
 }
 
@@ -53,8 +48,8 @@ MemoryTier::~MemoryTier() = default;
 EntryList* MemoryTier::QueueOf(const Entry& e) {
   TenantState& t = tenants_[e.tenant];
   switch (e.queue) {
-    case QueueId::kSmall: return &t.small;
-    case QueueId::kMain: return &t.main;
+    case QueueId::kProbation: return &t.probation;
+    case QueueId::kReused: return &t.reused;
     case QueueId::kNone: return nullptr;
   }
   return nullptr;
@@ -74,7 +69,7 @@ void MemoryTier::Enqueue(uint32_t index, QueueId queue) {
 
 void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
   Entry& e = table_.at(index);
-  // A chain's new block goes just ahead of its parent when they share a queue, so FIFO order
+  // A chain's new block goes just ahead of its parent when they share a queue, so eviction
   // reaches the tail of a chain before its head. Re-queued blocks go to the back as usual.
   if (e.parent != kNil && table_.at(e.parent).queue == queue) {
     e.queue = queue;
@@ -132,9 +127,45 @@ BlockMeta MemoryTier::MetaOf(const Entry& e) const {
 
 void MemoryTier::Touch(uint32_t index, uint32_t now) {
   Entry& e = table_.at(index);
-  if (e.freq < kMaxFreq) ++e.freq;
   e.last_access_s = std::max(e.last_access_s, now);
   if (sketch_) sketch_->Increment(SketchHash(e.tenant, e.key));
+  if (e.queue == QueueId::kNone) return;  // Pinned or demoting: outside the queues.
+  Dequeue(index);
+  e.flags |= kEntryWasReused;
+  Enqueue(index, QueueId::kReused);
+  RebalanceQueues(e.tenant);
+}
+
+void MemoryTier::RebalanceQueues(uint32_t tenant) {
+  TenantState& t = tenants_[tenant];
+  const double queued = static_cast<double>(t.probation.pages + t.reused.pages);
+  while (t.reused.count > 0 && static_cast<double>(t.reused.pages) > t.reused_share * queued) {
+    const uint32_t oldest = t.reused.head;
+    Dequeue(oldest);
+    Enqueue(oldest, QueueId::kProbation);
+  }
+}
+
+QueueId MemoryTier::QueueForNewBlock(uint32_t tenant, const BlockKey& key) {
+  // Each ghost hit moves the share by one step, weighted as ARC weights its target: by the
+  // size of the other ghost over this one's, so the rarer signal counts for more. A step is
+  // one block's share of the queues, and at least 1/8192, so that large caches adapt within
+  // one trace of a few hundred thousand blocks.
+  TenantState& t = tenants_[tenant];
+  const double step =
+      std::clamp(1.0 / static_cast<double>(std::max<uint32_t>(
+                                     t.probation.count + t.reused.count, 1)), 1.0 / 8192, 1.0 / 1024);
+  const uint64_t fp = key.Hash64();
+  const double once = static_cast<double>(std::max<size_t>(t.ghost_once.size(), 1));
+  const double reused = static_cast<double>(std::max<size_t>(t.ghost_reused.size(), 1));
+  if (t.ghost_reused.Contains(fp)) {
+    t.reused_share = std::min(max_reused_share_, t.reused_share + step * std::max(once / reused, 1.0));
+  } else if (t.ghost_once.Contains(fp)) {
+    t.reused_share = std::max(0.0, t.reused_share - step * std::max(reused / once, 1.0));
+  } else {
+    return QueueId::kProbation;
+  }
+  return QueueId::kReused;
 }
 
 uint32_t MemoryTier::FindLive(uint32_t tenant, const BlockKey& key, uint32_t now) {
@@ -147,7 +178,7 @@ uint32_t MemoryTier::FindLive(uint32_t tenant, const BlockKey& key, uint32_t now
 }
 
 Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pages,
-                               std::vector<Extent>* extents) {
+                               std::vector<Extent>* extents, const BlockKey* parent) {
   const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
   uint32_t existing = FindLive(tenant, key, now);
@@ -156,7 +187,16 @@ Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pa
     ++t.stats.duplicate_puts;
     return Status::AlreadyExists("block is resident");
   }
+  // The parent is the chain's tail, the first block eviction would take; evicting it to make
+  // room for its own child would leave the child unreachable. A lease keeps it meanwhile.
+  const uint32_t held = parent == nullptr ? kNil : FindLive(tenant, *parent, now);
+  const bool lease = held != kNil && table_.at(held).readers < UINT16_MAX;
+  if (lease) ++table_.at(held).readers;
   Status s = MakeRoom(tenant, pages, now);
+  if (lease) {
+    --table_.at(held).readers;
+    Reclaim(held);
+  }
   if (!s.ok()) {
     ++t.stats.rejected_puts;
     return s;
@@ -198,7 +238,10 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   LinkIntoChain(idx, parent);
   table_.Index(idx);
   ++t.stats.blocks;
-  EnqueueNew(idx, t.ghost.Contains(key.Hash64()) ? QueueId::kMain : QueueId::kSmall);
+  const QueueId queue = QueueForNewBlock(tenant, key);
+  if (queue == QueueId::kReused) e.flags |= kEntryWasReused;
+  EnqueueNew(idx, queue);
+  RebalanceQueues(tenant);
   if (sketch_) sketch_->Increment(SketchHash(tenant, key));
   ++t.stats.puts;
   t.stats.put_bytes += size;
@@ -213,7 +256,7 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
   std::vector<Extent> extents;
   {
     MutexLock l(&mu_);
-    Status s = AllocateFor(tenant, key, PagesFor(value.size()), &extents);
+    Status s = AllocateFor(tenant, key, PagesFor(value.size()), &extents, parent);
     if (s.code() == StatusCode::kAlreadyExists) return Status::OK();
     KVTIER_RETURN_IF_ERROR(s);
   }
@@ -356,13 +399,15 @@ size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys)
   MutexLock l(&mu_);
   const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
-  size_t found = 0;
+  std::vector<uint32_t> found_entries;
   for (const BlockKey& key : keys) {
     uint32_t idx = FindLive(tenant, key, now);
     if (idx == kNil) break;
-    Touch(idx, now);
-    ++found;
+    found_entries.push_back(idx);
   }
+  // Deepest first, so that the head of the prefix is the most recent and tails go first.
+  for (auto it = found_entries.rbegin(); it != found_entries.rend(); ++it) Touch(*it, now);
+  const size_t found = found_entries.size();
   t.stats.hits += found;
   if (found < keys.size()) ++t.stats.misses;
   return found;
@@ -448,7 +493,11 @@ Status MemoryTier::Unpin(uint32_t tenant, const BlockKey& key) {
     // TTL counts from the unpin, not from before the pin.
     e.last_access_s = std::max(e.last_access_s, now);
     // A demoting block rejoins a queue when its demotion finishes.
-    if ((e.flags & kEntryDemoting) == 0) Enqueue(idx, QueueId::kMain);
+    if ((e.flags & kEntryDemoting) == 0) {
+      e.flags |= kEntryWasReused;
+      Enqueue(idx, QueueId::kReused);
+      RebalanceQueues(tenant);
+    }
   }
   return Status::OK();
 }
@@ -490,7 +539,9 @@ void MemoryTier::FillStats(StoreStats* stats) const {
   stats->blocks = table_.indexed();
   stats->multi_extent_blocks = more_extents_.size();
   size_t bytes = table_.MemoryUsage() + allocator_.MemoryUsage();
-  for (const TenantState& t : tenants_) bytes += t.ghost.MemoryUsage();
+  for (const TenantState& t : tenants_) {
+    bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage();
+  }
   stats->index_bytes = bytes;
 }
 

@@ -1,14 +1,21 @@
 // MemoryTier: G2, host DRAM. Blocks live in one memfd-backed arena (so a later same-host
 // client can map it), allocated in whole pages by an ExtentAllocator, indexed by an EntryTable.
 //
-// Eviction is S3-FIFO per tenant (Yang et al., SOSP'23): new blocks enter a small
-// probationary FIFO; blocks read again while there move to the main FIFO, the rest leave and
-// are remembered in a ghost filter so a quick return goes straight to main; main re-queues a
-// block while its access counter is positive. One-time scans therefore churn only the small
-// queue and never push out the blocks that are re-read. Chains are evicted tail first: a block
-// put with a resident parent is queued just ahead of it, and a block with resident children is
-// never chosen while they live. Pinned blocks leave the queues until unpinned; blocks under a
-// read lease are skipped.
+// Eviction, per tenant, is a segmented LRU whose split adapts with ghost lists (measured
+// against LRU, ARC and Belady's OPT on real traces in docs/store.md). A new block enters the
+// probation queue; a block accessed again there moves to the reused queue; the reused queue
+// holds a share of the tenant's bytes, and its oldest blocks go back to probation, at its
+// most recent end, when it grows past the share. Victims come from the old end of probation
+// (of the reused queue only when probation has nothing evictable) and are remembered in one of
+// two ghost filters: blocks that had been reused, and blocks that never were. A put of a key
+// in either ghost goes straight to the reused queue and moves the share, ARC-style: a ghost
+// of a never-reused block says probation was too short (the share shrinks), a ghost of a
+// reused one says the reused queue was (it grows), each step weighted by the other ghost's
+// size over this one's. One-time scans churn probation and cannot push out reused blocks.
+// Chains are evicted tail first: a block put with a resident parent is queued just ahead of
+// it, a prefix lookup makes its blocks recent deepest first, and a block with resident
+// children is never chosen while they live. Pinned blocks leave the queues until unpinned;
+// blocks under a read lease are skipped.
 //
 // Budgets: a tenant at its budget evicts only its own blocks. When the arena itself is full,
 // the victim is the tenant using the largest share of its budget (capacity when unlimited).
@@ -134,6 +141,10 @@ class MemoryTier final : public BlockHandle::Releaser {
 
   // From now on, evictions that pass `admission` become demotions. Call once, before use.
   void EnableDemotion(const AdmissionOptions& admission) ABSL_LOCKS_EXCLUDED(mu_);
+  // Instead (payload-free simulation): every eviction is reported to `observer` (not owned)
+  // with the decision of `admission`, and the block leaves at once. Call once, before use.
+  void ObserveEvictions(const AdmissionOptions& admission, EvictionObserver* observer)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until demotions are queued, then takes up to `max` of them. Empty once
   // StopDemotion was called and the queue is drained.
   std::vector<Demotion> TakeDemotions(size_t max) ABSL_LOCKS_EXCLUDED(mu_);
@@ -158,9 +169,11 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint64_t budget_pages = 0;    // 0 = unlimited.
     uint64_t used_pages = 0;      // Resident, leased, demoting and reserved-for-put pages.
     uint64_t demoting_pages = 0;  // Of used_pages, those freed when demotions finish.
-    EntryList small;
-    EntryList main;
-    GhostFilter ghost;
+    EntryList probation;
+    EntryList reused;
+    GhostFilter ghost_once;    // Evicted without having been reused.
+    GhostFilter ghost_reused;  // Evicted after having been in the reused queue.
+    double reused_share = 0;   // Target share of the queued pages held by `reused`.
     TenantStats stats;
   };
   enum class DetachReason { kEvicted, kExpired, kDeleted };
@@ -171,8 +184,8 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint32_t refs = 0;  // Resident entries naming this slot; 0 = free.
   };
 
-  MemoryTier(std::unique_ptr<Arena> arena, uint64_t capacity_bytes, uint32_t page_bytes,
-             double small_fraction, std::vector<TenantConfig> tenants, Env* env);
+  MemoryTier(std::unique_ptr<Arena> arena, const MemoryTierOptions& options,
+             std::vector<TenantConfig> tenants, Env* env);
 
   uint32_t PagesFor(uint64_t bytes) const {
     return static_cast<uint32_t>((bytes + page_bytes_ - 1) / page_bytes_);
@@ -188,15 +201,23 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Queues a newly put block: just ahead of its parent when they share the queue.
   void EnqueueNew(uint32_t index, QueueId queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Expired(const Entry& e, uint32_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An access: recency, TTL, the admission sketch; promotes a block on probation.
   void Touch(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the reused queue's oldest blocks to probation while it is over its share.
+  void RebalanceQueues(uint32_t tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue for a new block of `tenant`: reused when a ghost remembers the key (which adapts
+  // the share), probation otherwise.
+  QueueId QueueForNewBlock(uint32_t tenant, const BlockKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Resident entry for (tenant, key), expiring it first if its TTL passed; kNil otherwise.
   uint32_t FindLive(uint32_t tenant, const BlockKey& key, uint32_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LinkIntoChain(uint32_t index, const BlockKey* parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Put's first step: room for `pages`, allocated into *extents. AlreadyExists (counted as a
-  // duplicate put) when the key is resident.
+  // Put's first step: room for `pages`, allocated into *extents, never by evicting `parent`
+  // (may be null). AlreadyExists (counted as a duplicate put) when the key is resident.
   Status AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pages,
-                     std::vector<Extent>* extents) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     std::vector<Extent>* extents, const BlockKey* parent = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Put's last step: indexes the filled extents as the block, or frees them when the key
   // became resident meanwhile.
   void Publish(uint32_t tenant, const BlockKey& key, size_t size, std::vector<Extent> extents,
@@ -221,11 +242,13 @@ class MemoryTier final : public BlockHandle::Releaser {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictFromFullestTenant(uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictOne(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EvictFromSmall(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EvictFromMain(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the oldest evictable block of the queue; false when it has none.
+  bool EvictFrom(EntryList* queue, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a chosen victim: expired, demoted to G3 if admitted, or dropped.
   void Evict(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Admit(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // G3 admission from now on: `admission` and a fresh access sketch.
+  void SetAdmission(const AdmissionOptions& admission) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartDemotion(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Detach(uint32_t index, DetachReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees what a detached entry no longer needs: its pages once unleased, the entry itself
@@ -240,7 +263,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   const std::unique_ptr<Arena> arena_;  // Null when payload-free.
   const uint64_t capacity_bytes_;
   const uint64_t page_bytes_;
-  const double small_fraction_;
+  const double max_reused_share_;
   Env* const env_;
 
   mutable Mutex mu_;
@@ -271,6 +294,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   std::deque<uint32_t> pending_demotions_ ABSL_GUARDED_BY(mu_);
   uint64_t demoting_pages_ ABSL_GUARDED_BY(mu_) = 0;
   BlockEventListener* events_ = nullptr;  // Set before use.
+  EvictionObserver* eviction_observer_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace kvtier

@@ -1,5 +1,5 @@
-// MemoryTier: making room. Eviction (S3-FIFO, tail-first chains, budgets), G3 admission and
-// demotion, and the reclamation of detached entries.
+// MemoryTier: making room. Eviction (adaptive segmented LRU, tail-first chains, budgets), G3
+// admission and demotion, and the reclamation of detached entries.
 
 #include <algorithm>
 #include <functional>
@@ -9,7 +9,9 @@
 
 namespace kvtier {
 namespace {
-constexpr uint8_t kMaxFreq = 3;
+// Each ghost remembers up to this many evicted keys per queued block: reuse in agent and chat
+// traffic comes back after several cache-fulls (docs/store.md has the measurements).
+constexpr size_t kGhostsPerQueuedBlock = 4;
 // The sketch tracks about one item per 64 KiB of G2, the smallest block engines use.
 constexpr uint64_t kSketchBytesPerItem = 64 * 1024;
 }  // namespace
@@ -57,66 +59,49 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
 }
 
 bool MemoryTier::EvictFromFullestTenant(uint32_t now) {
-  // The tenant using the largest share of its budget (of the tier when unlimited) gives up
-  // a block; if it cannot, the next one.
-  std::vector<std::pair<double, uint32_t>> order;
+  // With budgets, the tenant using the largest share of its budget (of the tier when
+  // unlimited) gives up a block. Without any, tenants share the tier as one cache: the one
+  // whose oldest queued block was accessed longest ago gives it up. If it cannot, the next.
+  const bool any_budget = std::any_of(tenants_.begin(), tenants_.end(),
+                                      [](const TenantState& t) { return t.budget_pages != 0; });
+  struct Candidate {
+    double age;    // Minus the oldest queued block's last access; 0 with budgets.
+    double share;  // Of the budget, or of the tier.
+    uint32_t tenant;
+    auto operator<=>(const Candidate&) const = default;
+  };
+  std::vector<Candidate> order;
   for (uint32_t i = 0; i < tenants_.size(); ++i) {
     const TenantState& v = tenants_[i];
-    if (v.small.count + v.main.count == 0) continue;
+    if (v.probation.count + v.reused.count == 0) continue;
     double limit = v.budget_pages ? double(v.budget_pages) : double(allocator_.total_pages());
-    order.emplace_back(double(v.used_pages - v.demoting_pages) / limit, i);
+    const uint32_t oldest = v.probation.count > 0 ? v.probation.head : v.reused.head;
+    order.push_back({any_budget ? 0 : -double(table_.at(oldest).last_access_s),
+                     double(v.used_pages - v.demoting_pages) / limit, i});
   }
   std::sort(order.begin(), order.end(), std::greater<>());
-  for (const auto& [share, victim] : order) {
-    if (EvictOne(victim, now)) return true;
+  for (const Candidate& c : order) {
+    if (EvictOne(c.tenant, now)) return true;
   }
   return false;
 }
 
 bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
   TenantState& t = tenants_[tenant];
-  uint64_t small_target = static_cast<uint64_t>(double(t.used_pages) * small_fraction_);
-  bool small_first = t.small.count > 0 && (t.small.pages > small_target || t.main.count == 0);
-  // S3-FIFO takes from the queue over its share; when that queue holds nothing evictable
-  // (say main holds only heads whose tails are on probation) the other queue gives. A small
-  // scan that finds nothing has promoted its re-read blocks to main, so main is tried again.
-  if (small_first) return EvictFromSmall(tenant, now) || EvictFromMain(tenant, now);
-  return EvictFromMain(tenant, now) || EvictFromSmall(tenant, now) ||
-         EvictFromMain(tenant, now);
+  return EvictFrom(&t.probation, now) || EvictFrom(&t.reused, now);
 }
 
-bool MemoryTier::EvictFromSmall(uint32_t tenant, uint32_t now) {
-  TenantState& t = tenants_[tenant];
-  for (uint32_t scanned = t.small.count; scanned > 0 && t.small.count > 0; --scanned) {
-    uint32_t idx = t.small.head;
+bool MemoryTier::EvictFrom(EntryList* queue, uint32_t now) {
+  for (uint32_t idx = queue->head; idx != kNil; idx = table_.at(idx).next) {
     Entry& e = table_.at(idx);
-    if (!Expired(e, now) && (e.freq > 0 || e.readers > 0 || e.children > 0)) {
-      // Read again while on probation (or still needed): promote to main.
-      Dequeue(idx);
-      e.freq = 0;
-      Enqueue(idx, QueueId::kMain);
-      continue;
-    }
-    if (!Expired(e, now)) t.ghost.Insert(e.key.Hash64(), t.main.count);
-    Evict(idx, now);
-    return true;
-  }
-  return false;
-}
-
-bool MemoryTier::EvictFromMain(uint32_t tenant, uint32_t now) {
-  TenantState& t = tenants_[tenant];
-  // Each entry is re-queued at most kMaxFreq + 1 times before it is evicted or known to be
-  // unevictable (leased, or the parent of a resident block).
-  for (uint64_t scanned = uint64_t{t.main.count} * (kMaxFreq + 1); scanned > 0 && t.main.count > 0;
-       --scanned) {
-    uint32_t idx = t.main.head;
-    Entry& e = table_.at(idx);
-    if (!Expired(e, now) && (e.freq > 0 || e.readers > 0 || e.children > 0)) {
-      if (e.freq > 0) --e.freq;
-      Dequeue(idx);
-      Enqueue(idx, QueueId::kMain);
-      continue;
+    const bool expired = Expired(e, now);
+    // A leased block is being read; a parent of resident blocks goes after its children.
+    if (!expired && (e.readers > 0 || e.children > 0)) continue;
+    if (!expired) {
+      TenantState& t = tenants_[e.tenant];
+      const size_t remember = kGhostsPerQueuedBlock * (t.probation.count + t.reused.count);
+      GhostFilter& ghost = (e.flags & kEntryWasReused) ? t.ghost_reused : t.ghost_once;
+      ghost.Insert(e.key.Hash64(), remember);
     }
     Evict(idx, now);
     return true;
@@ -131,6 +116,7 @@ void MemoryTier::Evict(uint32_t index, uint32_t now) {
   } else if (demotion_enabled_ && Admit(e)) {
     StartDemotion(index);
   } else {
+    if (eviction_observer_ != nullptr) eviction_observer_->OnEvicted(e.tenant, e.key, Admit(e));
     Detach(index, DetachReason::kEvicted);
   }
 }
@@ -161,11 +147,21 @@ void MemoryTier::StartDemotion(uint32_t index) {
   demotion_queued_.SignalAll();
 }
 
-void MemoryTier::EnableDemotion(const AdmissionOptions& admission) {
-  MutexLock l(&mu_);
+void MemoryTier::SetAdmission(const AdmissionOptions& admission) {
   admission_ = admission;
   sketch_.emplace(static_cast<size_t>(capacity_bytes_ / kSketchBytesPerItem));
+}
+
+void MemoryTier::EnableDemotion(const AdmissionOptions& admission) {
+  MutexLock l(&mu_);
+  SetAdmission(admission);
   demotion_enabled_ = true;
+}
+
+void MemoryTier::ObserveEvictions(const AdmissionOptions& admission, EvictionObserver* observer) {
+  MutexLock l(&mu_);
+  SetAdmission(admission);
+  eviction_observer_ = observer;
 }
 
 std::vector<MemoryTier::Demotion> MemoryTier::TakeDemotions(size_t max) {
