@@ -5,8 +5,9 @@
 // layer (fp8 with per-layer scales) and cut into blocks of --tokens-per-block tokens laid
 // out [layer][K|V][token][kv_head][head_dim], the shape of an engine's KV block. Every block
 // is compressed and decompressed with a KvCodec and with libzstd level 1 on the raw bytes;
-// the decoded bytes are checked. Rates are raw (uncompressed) bytes per second, 1 MB = 1e6 B,
-// the median of --trials trials of at least --min-seconds each.
+// the decoded bytes are checked. Beside each ratio, the codecs the KvCodec chose per block.
+// Rates are raw (uncompressed) bytes per second, 1 MB = 1e6 B, the median of --trials trials
+// of at least --min-seconds each.
 
 #include <zstd.h>
 
@@ -33,7 +34,8 @@ struct BenchCompressOptions {
   double min_seconds = 0.2;
   int zstd_level = compression::KvCodecOptions{}.zstd_level;
   size_t block_kib = compression::KvCodecOptions{}.block_bytes / 1024;
-  bool match_search = compression::KvCodecOptions{}.match_search;
+  bool literals_only = !compression::KvCodecOptions{}.match_search;
+  bool no_whole_block = !compression::KvCodecOptions{}.whole_block_zstd;
 };
 
 // Prompts whose greedy continuations give distinct KV sequences (no block repeats another).
@@ -68,6 +70,25 @@ struct Row {
   double ratio = 0, compress = 0, decompress = 0;
 };
 
+// How many blocks each codec stored, as "ranks 2 zstd 1" (codecs 2 and 3).
+std::string CodecMix(const std::vector<std::vector<std::byte>>& packed,
+                     const std::vector<size_t>& sizes) {
+  constexpr const char* kNames[] = {"stored", "planes", "ranks", "zstd"};
+  size_t count[std::size(kNames)] = {};
+  for (size_t b = 0; b < packed.size(); ++b) {
+    Result<compression::KvPayloadInfo> info =
+        compression::KvCodec::Inspect(std::span(packed[b]).first(sizes[b]));
+    if (info.ok()) count[static_cast<size_t>(info->codec)]++;
+  }
+  std::string mix;
+  for (size_t c = 0; c < std::size(kNames); ++c) {
+    if (count[c] == 0) continue;
+    if (!mix.empty()) mix += ' ';
+    mix += kNames[c] + std::string(" ") + std::to_string(count[c]);
+  }
+  return mix;
+}
+
 int RunBenchCompress(const BenchCompressOptions& opts) {
   const std::string dir = ResolveModelDir(opts.model_dir);
   if (dir.empty()) return 2;
@@ -93,22 +114,28 @@ int RunBenchCompress(const BenchCompressOptions& opts) {
               " K and V), blocks of %zu tokens, %zu blocks per dtype, one core\n",
               sequences.size(), seq_positions, "stories260K", cfg.n_layers, cfg.n_kv_heads,
               cfg.head_dim(), tokens, n_blocks);
-  std::printf("kvtier codec: byte planes + zstd level %d, %s, %zu KiB entropy blocks; "
-              "baseline: zstd -1 (libzstd %s) on the raw bytes\n\n",
-              opts.zstd_level, opts.match_search ? "with match search" : "literals only",
-              opts.block_kib, ZSTD_versionString());
-  std::printf("%-9s %9s | %7s %10s %10s | %7s %10s %10s | %10s\n", "dtype", "block KiB",
-              "ratio", "comp MB/s", "dec MB/s", "zstd-1", "comp MB/s", "dec MB/s", "memcpy MB/s");
+  std::printf("kvtier codec: planes (exponent ranks or byte planes) + zstd level %d, %s, "
+              "%zu KiB entropy blocks%s; baseline: zstd -1 (libzstd %s) on the raw bytes\n"
+              "codec mix: blocks stored as ranks (codec 2), planes (codec 1), zstd (codec 3, "
+              "whole block) or stored (codec 0)\n\n",
+              opts.zstd_level, opts.literals_only ? "literals only" : "literals or match search",
+              opts.block_kib, opts.no_whole_block ? "" : ", or whole-block zstd where smaller",
+              ZSTD_versionString());
+  std::printf("%-9s %9s | %7s %10s %10s %-16s | %7s %10s %10s | %10s\n", "dtype", "block KiB",
+              "ratio", "comp MB/s", "dec MB/s", "codec mix", "zstd-1", "comp MB/s", "dec MB/s",
+              "memcpy MB/s");
 
   compression::KvCodecOptions codec_options;
   codec_options.zstd_level = opts.zstd_level;
   codec_options.block_bytes = opts.block_kib * 1024;
-  codec_options.match_search = opts.match_search;
+  codec_options.match_search = !opts.literals_only;
+  codec_options.whole_block_zstd = !opts.no_whole_block;
   compression::KvCodec codec(codec_options);
   std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
   bool all_ok = true;
   Row bf16, fp8, worst;
+  bool never_below_zstd = true;
   worst.compress = worst.decompress = 1e30;
 
   for (KvDtype dtype : kKvDumpDtypes) {
@@ -196,10 +223,13 @@ int RunBenchCompress(const BenchCompressOptions& opts) {
     }
     codec_row.ratio = static_cast<double>(corpus) / static_cast<double>(packed_total);
     zstd_row.ratio = static_cast<double>(corpus) / static_cast<double>(zstd_total);
-    std::printf("%-9s %9zu | %6.3f:1 %10.0f %10.0f | %6.3f:1 %10.0f %10.0f | %10.0f\n",
+    std::printf("%-9s %9zu | %6.3f:1 %10.0f %10.0f %-16s | %6.3f:1 %10.0f %10.0f | %10.0f\n",
                 KvDtypeName(dtype), block_bytes / 1024, codec_row.ratio, codec_row.compress,
-                codec_row.decompress, zstd_row.ratio, zstd_row.compress, zstd_row.decompress,
-                memcpy_rate);
+                codec_row.decompress, CodecMix(packed, packed_size).c_str(), zstd_row.ratio,
+                zstd_row.compress, zstd_row.decompress, memcpy_rate);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      never_below_zstd = never_below_zstd && packed_size[b] <= zstd_size[b];
+    }
     if (dtype == KvDtype::kBf16) bf16 = codec_row;
     if (dtype == KvDtype::kFp8E4M3) fp8 = codec_row;
     worst.compress = std::min(worst.compress, codec_row.compress);
@@ -215,6 +245,8 @@ int RunBenchCompress(const BenchCompressOptions& opts) {
               verdict(bf16.ratio >= 1.45));
   std::printf("  fp8 ratio >= 1.15:1             %6.3f:1   %s\n", fp8.ratio,
               verdict(fp8.ratio >= 1.15));
+  std::printf("  every block <= zstd -1's size    every dtype         %s\n",
+              verdict(never_below_zstd));
   std::printf("  decompression >= 2000 MB/s/core  slowest dtype %6.0f   %s\n", worst.decompress,
               verdict(worst.decompress >= 2000));
   std::printf("  compression >= 500 MB/s/core     slowest dtype %6.0f   %s\n", worst.compress,
@@ -241,8 +273,10 @@ void AddKvBenchCompressCommand(CLI::App& kv, int* exit_code) {
       ->capture_default_str()->check(CLI::Range(-7, 22));
   cmd->add_option("--entropy-block-kib", opts->block_kib, "Entropy table block of the codec")
       ->capture_default_str()->check(CLI::Range(1, 128));
-  cmd->add_flag("--match-search", opts->match_search,
-               "Let zstd search the planes for repeats (default: literals only)");
+  cmd->add_flag("--literals-only", opts->literals_only,
+               "Code the planes as literals only, without zstd's match search");
+  cmd->add_flag("--no-whole-block", opts->no_whole_block,
+               "Never store a block as one whole-block zstd frame (codec 3)");
   cmd->callback([opts, exit_code] { *exit_code = RunBenchCompress(*opts); });
 }
 

@@ -31,6 +31,22 @@ constexpr int kMaxRanksFrameLog = kMaxFrameLog + 1;
 constexpr size_t kMinRanksElements = 1024;
 constexpr size_t kMaxEscapeShare = 64;
 constexpr size_t kRanksTableBytes = 16;  // K, then the exponents of ranks 0-14.
+// Samples of frames: planes (and blocks) of more than kSampleMinFrames frames are judged by
+// one frame in kSampleShare, spread evenly; smaller ones are coded whole.
+constexpr size_t kSampleMinFrames = 2;
+constexpr size_t kSampleShare = 4;
+// Plain zstd over isolated frames misses the matches it would find across them: the whole
+// block is coded with it when the sampled frames come within this fraction of the planes.
+constexpr double kWholeBlockMargin = 0.03;
+
+// Frame f of the `frames` frames of a sample of `count` frames spread evenly (their centres).
+size_t SampledFrame(size_t i, size_t count, size_t frames) {
+  return (2 * i + 1) * frames / (2 * count);
+}
+size_t SampleCount(size_t frames) { return std::max<size_t>(1, frames / kSampleShare); }
+size_t FrameCount(size_t bytes, size_t frame_bytes) {
+  return (bytes + frame_bytes - 1) / frame_bytes;
+}
 
 void PutU32(std::byte* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
@@ -375,56 +391,97 @@ Status DecodeFrames(ZSTD_DCtx* dctx, std::vector<std::byte>* scratch,
 }  // namespace
 
 KvCodec::KvCodec(const KvCodecOptions& options)
-    : options_(options), cctx_(ZSTD_createCCtx()), dctx_(ZSTD_createDCtx()) {
+    : options_(options),
+      literals_cctx_(ZSTD_createCCtx()),
+      lz_cctx_(ZSTD_createCCtx()),
+      dctx_(ZSTD_createDCtx()) {
   frame_log_ = kMinFrameLog;
   while (frame_log_ < kMaxFrameLog && (size_t{1} << frame_log_) < options_.block_bytes) ++frame_log_;
   options_.block_bytes = size_t{1} << frame_log_;
   options_.min_saving = std::clamp(options_.min_saving, 0.0, 1.0);
   options_.zstd_level = std::clamp(options_.zstd_level, ZSTD_minCLevel(), ZSTD_maxCLevel());
-  if (cctx_ != nullptr) {
-    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, options_.zstd_level);
+  for (ZSTD_CCtx* cctx : {literals_cctx_, lz_cctx_}) {
+    if (cctx == nullptr) continue;
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, options_.zstd_level);
     // Negative (fastest) levels skip entropy-coding literals by default, and the literals are
     // everything a KV plane has to offer; keep Huffman on for them.
-    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_literalCompressionMode, ZSTD_ps_enable);
-    if (!options_.match_search) ZSTD_registerSequenceProducer(cctx_, nullptr, &LiteralsOnly);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_literalCompressionMode, ZSTD_ps_enable);
+  }
+  if (literals_cctx_ != nullptr) {
+    ZSTD_registerSequenceProducer(literals_cctx_, nullptr, &LiteralsOnly);
   }
 }
 
 KvCodec::~KvCodec() {
-  ZSTD_freeCCtx(cctx_);
+  ZSTD_freeCCtx(literals_cctx_);
+  ZSTD_freeCCtx(lz_cctx_);
   ZSTD_freeDCtx(dctx_);
 }
 
 size_t KvCodec::MaxCompressedSize(size_t raw_size) {
   // Codecs 1 and 2 never write more than their header plus the raw bytes (codec 1 stores a
   // plane that does not shrink raw; codec 2 gives way to codec 1 when it would write more);
-  // codec 0 writes less than that.
+  // codecs 0 and 3 write less than that (codec 3 only where it beats the one chosen before).
   return kKvPayloadHeaderBytes + 4 * sizeof(uint32_t) + raw_size;
 }
 
+Result<size_t> KvCodec::CompressFrameLz(std::span<const std::byte> frame, size_t capacity) {
+  const size_t bound = ZSTD_compressBound(frame.size());
+  if (lz_frame_.size() < bound) lz_frame_.resize(bound);
+  const size_t rc = ZSTD_compress2(lz_cctx_, lz_frame_.data(), std::min(capacity, bound),
+                                   frame.data(), frame.size());
+  if (!ZSTD_isError(rc)) return rc;
+  if (ZSTD_getErrorCode(rc) == ZSTD_error_dstSize_tooSmall) return size_t{0};
+  return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(rc));
+}
+
 Status KvCodec::CompressPlane(std::span<const std::byte> plane, size_t frame_bytes,
-                              std::span<std::byte> out, size_t* written, bool* raw) {
+                              std::span<std::byte> out, size_t* written, bool* raw,
+                              std::span<size_t> frame_sizes) {
   // zstd gets only the room a worthwhile result needs: running out of it means "store raw".
-  const size_t budget = std::min(
-      out.size(), static_cast<size_t>(static_cast<double>(plane.size()) * (1.0 - options_.min_saving)));
+  const size_t budget =
+      std::min(out.size(), static_cast<size_t>(static_cast<double>(plane.size()) *
+                                               (1.0 - options_.min_saving)));
+  const size_t frames = FrameCount(plane.size(), frame_bytes);
   *raw = true;
   *written = plane.size();
-  if (budget > 0 && WorthCoding(plane, options_.min_saving)) {
+  // Skewed bytes pay as literals; near-random ones (a mantissa) only through repeats, which
+  // only the match search finds. A frame where it finds none costs little more than its size:
+  // zstd stores such blocks raw.
+  const bool skewed = budget > 0 && WorthCoding(plane, options_.min_saving);
+  const bool search = budget > 0 && options_.match_search;
+  if (skewed || search) {
+    plane_frames_.assign(frames, 0);
     size_t pos = 0;
     bool fits = true;
-    for (size_t at = 0; at < plane.size() && fits; at += frame_bytes) {
-      const size_t len = std::min(frame_bytes, plane.size() - at);
-      const size_t rc = ZSTD_compress2(cctx_, out.data() + pos, budget - pos, plane.data() + at, len);
-      if (ZSTD_isError(rc)) {
-        if (ZSTD_getErrorCode(rc) != ZSTD_error_dstSize_tooSmall) {
+    for (size_t f = 0; f < frames && fits; ++f) {
+      const std::span<const std::byte> frame =
+          plane.subspan(f * frame_bytes, std::min(frame_bytes, plane.size() - f * frame_bytes));
+      size_t size = 0;  // 0: no coding fits.
+      if (skewed) {
+        const size_t rc = ZSTD_compress2(literals_cctx_, out.data() + pos, budget - pos,
+                                         frame.data(), frame.size());
+        if (!ZSTD_isError(rc)) {
+          size = rc;
+        } else if (ZSTD_getErrorCode(rc) != ZSTD_error_dstSize_tooSmall) {
           return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(rc));
         }
-        fits = false;
-      } else {
-        pos += rc;
       }
+      if (search) {
+        // Kept only where it is smaller than the literals.
+        Result<size_t> lz = CompressFrameLz(frame, size != 0 ? size - 1 : budget - pos);
+        if (!lz.ok()) return lz.status();
+        if (*lz != 0) {
+          std::memcpy(out.data() + pos, lz_frame_.data(), *lz);
+          size = *lz;
+        }
+      }
+      fits = size != 0;
+      plane_frames_[f] = size;
+      pos += size;
     }
     if (fits) {
+      for (size_t f = 0; f < frames; ++f) frame_sizes[f] += plane_frames_[f];
       *raw = false;
       *written = pos;
       return Status::OK();
@@ -432,7 +489,46 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, size_t frame_byt
   }
   if (out.size() < plane.size()) return Status::Internal("kv codec: no room for a raw plane");
   std::memcpy(out.data(), plane.data(), plane.size());
+  for (size_t f = 0; f < frames; ++f) {
+    frame_sizes[f] += std::min(frame_bytes, plane.size() - f * frame_bytes);
+  }
   return Status::OK();
+}
+
+Result<size_t> KvCodec::PreferWholeBlock(KvDtype dtype, std::span<const std::byte> in,
+                                         size_t frame_input, std::span<std::byte> out,
+                                         size_t planes_size) {
+  if (!options_.whole_block_zstd || planes_size <= kKvPayloadHeaderBytes + 1) return planes_size;
+  const size_t frames = frame_sizes_.size();
+  if (frames > kSampleMinFrames) {
+    // The sampled frames' planes against plain zstd over the same bytes.
+    const size_t count = SampleCount(frames);
+    size_t planes_bytes = 0, zstd_bytes = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const size_t f = SampledFrame(i, count, frames);
+      const size_t at = f * frame_input;
+      Result<size_t> size =
+          CompressFrameLz(in.subspan(at, std::min(frame_input, in.size() - at)), SIZE_MAX);
+      if (!size.ok()) return size.status();
+      planes_bytes += frame_sizes_[f];
+      zstd_bytes += *size;
+    }
+    if (static_cast<double>(zstd_bytes) >=
+        static_cast<double>(planes_bytes) * (1.0 + kWholeBlockMargin)) {
+      return planes_size;
+    }
+  }
+  // Only a strictly smaller frame replaces the planes.
+  const size_t capacity = planes_size - kKvPayloadHeaderBytes - 1;
+  if (scratch_.size() < capacity) scratch_.resize(capacity);
+  const size_t rc = ZSTD_compress2(lz_cctx_, scratch_.data(), capacity, in.data(), in.size());
+  if (ZSTD_isError(rc)) {
+    if (ZSTD_getErrorCode(rc) == ZSTD_error_dstSize_tooSmall) return planes_size;
+    return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(rc));
+  }
+  WriteHeader(out.data(), KvCodecId::kWholeBlockZstd, dtype, in.size(), 0, 0);
+  std::memcpy(out.data() + kKvPayloadHeaderBytes, scratch_.data(), rc);
+  return kKvPayloadHeaderBytes + rc;
 }
 
 Result<size_t> KvCodec::CompressExponentRanks(KvDtype dtype, std::span<const std::byte> in,
@@ -470,11 +566,12 @@ Result<size_t> KvCodec::CompressExponentRanks(KvDtype dtype, std::span<const std
   size_t pos = static_cast<size_t>(p + 5 * x - out.data());
   // Each plane's frames cover 2^(frame_log_ + 1) elements: the rank plane's, block_bytes.
   const size_t frame = 2 * options_.block_bytes;
+  frame_sizes_.assign(FrameCount(n, frame), 0);
   for (size_t b = 0; b < shape.planes; ++b) {
     size_t written = 0;
     bool raw = false;
     KVTIER_RETURN_IF_ERROR(CompressPlane({planes[b], shape.Bytes(b, n)}, shape.Bytes(b, frame),
-                                         out.subspan(pos), &written, &raw));
+                                         out.subspan(pos), &written, &raw, frame_sizes_));
     PutU32(out.data() + kKvPayloadHeaderBytes + 4 * b,
            static_cast<uint32_t>(written) | (raw ? kRawPlaneFlag : 0));
     pos += written;
@@ -501,14 +598,19 @@ Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
   if (out.size() < MaxCompressedSize(in.size())) {
     return Status::InvalidArgument("output buffer smaller than MaxCompressedSize()");
   }
-  if (cctx_ == nullptr) return Status::ResourceExhausted("cannot allocate a zstd context");
+  if (literals_cctx_ == nullptr || lz_cctx_ == nullptr) {
+    return Status::ResourceExhausted("cannot allocate a zstd context");
+  }
   if (options_.split_exponents && HasExponentSplit(dtype)) {
     Result<size_t> size = CompressExponentRanks(dtype, in, out);
-    if (!size.ok() || *size != 0) return size;  // 0: codec 1 instead.
+    if (!size.ok()) return size;
+    // 0: codec 1 instead. Codec 2 frames hold 2 * block_bytes elements of 2 bytes.
+    if (*size != 0) return PreferWholeBlock(dtype, in, 4 * options_.block_bytes, out, *size);
   }
   const size_t n = in.size() / width;
   const size_t tail = in.size() - n * width;
   const size_t stored_size = kKvPayloadHeaderBytes + in.size();
+  frame_sizes_.assign(FrameCount(n, options_.block_bytes), 0);
   if (n > 0) {
     // A single plane is the input itself.
     std::span<const std::byte> planes = in.first(n * width);
@@ -522,7 +624,7 @@ Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
       size_t written = 0;
       bool raw = false;
       KVTIER_RETURN_IF_ERROR(CompressPlane(planes.subspan(b * n, n), options_.block_bytes,
-                                           out.subspan(pos), &written, &raw));
+                                           out.subspan(pos), &written, &raw, frame_sizes_));
       PutU32(out.data() + kKvPayloadHeaderBytes + 4 * b,
              static_cast<uint32_t>(written) | (raw ? kRawPlaneFlag : 0));
       pos += written;
@@ -531,12 +633,12 @@ Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
       std::memcpy(out.data() + pos, in.data() + n * width, tail);
       WriteHeader(out.data(), KvCodecId::kBytePlanesZstd, dtype, in.size(),
                   static_cast<uint8_t>(width), static_cast<uint8_t>(frame_log_));
-      return pos + tail;
+      return PreferWholeBlock(dtype, in, options_.block_bytes * width, out, pos + tail);
     }
   }
   WriteHeader(out.data(), KvCodecId::kStored, dtype, in.size(), 0, 0);
   if (!in.empty()) std::memcpy(out.data() + kKvPayloadHeaderBytes, in.data(), in.size());
-  return stored_size;
+  return PreferWholeBlock(dtype, in, options_.block_bytes * width, out, stored_size);
 }
 
 Result<size_t> KvCodec::Compress(KvDtype dtype, std::span<const std::byte> in,
@@ -553,7 +655,7 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
   if (p[0] != kMagic0 || p[1] != kMagic1) return DataLoss("bad magic");
   KvPayloadInfo info;
   const auto codec = static_cast<uint8_t>(p[2]);
-  if (codec > static_cast<uint8_t>(KvCodecId::kExponentRanksZstd)) {
+  if (codec > static_cast<uint8_t>(KvCodecId::kWholeBlockZstd)) {
     return Status::InvalidArgument("kv payload: unknown codec id " + std::to_string(codec));
   }
   info.codec = static_cast<KvCodecId>(codec);
@@ -576,6 +678,18 @@ Result<KvPayloadInfo> KvCodec::Inspect(std::span<const std::byte> payload) {
                       " bytes, its header implies " +
                       std::to_string(kKvPayloadHeaderBytes + info.raw_size));
     }
+    return info;
+  }
+  if (info.codec == KvCodecId::kWholeBlockZstd) {
+    if (planes != 0 || frame_log != 0) return DataLoss("whole-block payload with planes");
+    const std::byte* frame = p + kKvPayloadHeaderBytes;
+    const size_t frame_bytes = payload.size() - kKvPayloadHeaderBytes;
+    if (ZSTD_getFrameContentSize(frame, frame_bytes) != info.raw_size) {
+      return DataLoss("whole block is not a zstd frame of the raw size");
+    }
+    const size_t coded = ZSTD_findFrameCompressedSize(frame, frame_bytes);
+    if (ZSTD_isError(coded)) return DataLoss(std::string("zstd: ") + ZSTD_getErrorName(coded));
+    if (coded != frame_bytes) return DataLoss("bytes past the whole block's zstd frame");
     return info;
   }
   // n: the elements (codec 2) or groups of bytes (codec 1) the planes hold.
@@ -666,6 +780,15 @@ Status KvCodec::Decompress(std::span<const std::byte> payload, std::span<std::by
     return Status::OK();
   }
   if (dctx_ == nullptr) return Status::ResourceExhausted("cannot allocate a zstd context");
+  if (info->codec == KvCodecId::kWholeBlockZstd) {
+    // Inspect checked that the payload is one frame of raw_size bytes.
+    const size_t rc = ZSTD_decompressDCtx(dctx_, out.data(), out.size(),
+                                          payload.data() + kKvPayloadHeaderBytes,
+                                          payload.size() - kKvPayloadHeaderBytes);
+    if (ZSTD_isError(rc)) return DataLoss(std::string("zstd: ") + ZSTD_getErrorName(rc));
+    if (rc != out.size()) return DataLoss("whole block decodes to the wrong size");
+    return Status::OK();
+  }
   const size_t planes = info->plane_bytes.size();
   size_t planes_at = PlaneTableEnd(planes);
   size_t planes_bytes = 0;

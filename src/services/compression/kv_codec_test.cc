@@ -1,6 +1,7 @@
 #include "src/services/compression/kv_codec.h"
 
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <bit>
@@ -393,6 +394,153 @@ TEST(KvCodecTest, CorruptPlaneBytesNeverCrash) {
         EXPECT_EQ(status.code(), StatusCode::kDataLoss) << i << ": " << status.ToString();
       }
     }
+  }
+}
+
+// Plain zstd -1's frame of `block`: what the codec must never store larger.
+size_t PlainZstdSize(std::span<const std::byte> block) {
+  std::vector<std::byte> frame(ZSTD_compressBound(block.size()));
+  return ZSTD_compress(frame.data(), frame.size(), block.data(), block.size(), 1);
+}
+
+// Random bytes repeated farther apart than a frame of planes reaches: only a match search
+// over the whole block finds the repeats.
+std::vector<std::byte> FarRepeats(size_t chunk, size_t copies) {
+  std::mt19937 rng(12);
+  std::vector<std::byte> once(chunk);
+  for (std::byte& b : once) b = static_cast<std::byte>(rng());
+  std::vector<std::byte> block;
+  for (size_t i = 0; i < copies; ++i) block.insert(block.end(), once.begin(), once.end());
+  return block;
+}
+
+TEST(KvCodecTest, BlocksPlainZstdStoresSmallerAreStoredAsOneZstdFrame) {
+  KvCodec codec;
+  for (KvDtype dtype : {KvDtype::kFp32, KvDtype::kBf16, kOpaqueBytes}) {
+    const std::vector<std::byte> block = FarRepeats(200 * 1024, 3);
+    KvPayloadInfo info;
+    EXPECT_EQ(RoundTrip(codec, dtype, block, &info), block);
+    EXPECT_EQ(info.codec, KvCodecId::kWholeBlockZstd) << static_cast<int>(dtype);
+    EXPECT_TRUE(info.plane_bytes.empty());
+    std::vector<std::byte> payload;
+    ASSERT_TRUE(codec.Compress(dtype, block, &payload).ok());
+    EXPECT_LT(payload.size(), block.size() / 2);
+    EXPECT_LE(payload.size(), kKvPayloadHeaderBytes + PlainZstdSize(block));
+  }
+  // Off, the same block is left to the planes, which find nothing: stored.
+  KvCodecOptions no_whole_block;
+  no_whole_block.whole_block_zstd = false;
+  KvCodec planes_only(no_whole_block);
+  const std::vector<std::byte> block = FarRepeats(200 * 1024, 3);
+  KvPayloadInfo info;
+  EXPECT_EQ(RoundTrip(planes_only, KvDtype::kFp32, block, &info), block);
+  EXPECT_EQ(info.codec, KvCodecId::kStored);
+}
+
+TEST(KvCodecTest, NoBlockIsStoredLargerThanPlainZstdStoresIt) {
+  KvCodec codec;
+  std::vector<std::vector<std::byte>> blocks;
+  std::vector<KvDtype> dtypes;
+  for (KvDtype dtype : kAllDtypes) {
+    for (size_t elements : {size_t{70001}, size_t{1} << 18}) {
+      blocks.push_back(KvLikeBlock(dtype, elements, 31));
+      dtypes.push_back(dtype);
+    }
+  }
+  // Repeats within a frame, as a greedy loop gives: the match search finds them in the planes.
+  for (KvDtype dtype : {KvDtype::kFp8E4M3, KvDtype::kBf16}) {
+    const std::vector<std::byte> row = KvLikeBlock(dtype, 4096, 32);
+    std::vector<std::byte> looped;
+    for (int i = 0; i < 24; ++i) looped.insert(looped.end(), row.begin(), row.end());
+    blocks.push_back(looped);
+    dtypes.push_back(dtype);
+  }
+  blocks.push_back(FarRepeats(200 * 1024, 3));
+  dtypes.push_back(KvDtype::kFp32);
+  const std::string dir = model::testing::TestModelDir();
+  if (!dir.empty()) {
+    Result<model::CapturedKv> kv = model::CaptureKv(dir, "Lily and Ben went to the park", 512);
+    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+    for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kFp16, KvDtype::kFp32, KvDtype::kFp8E4M3}) {
+      std::vector<std::byte> block(kv->v.size() * KvDtypeBytes(dtype));
+      const float scale = dtype == KvDtype::kFp8E4M3 ? Fp8E4M3Scale(kv->v) : 1.0f;
+      ASSERT_TRUE(EncodeFromFloat32(dtype, kv->v, scale, block).ok());
+      blocks.push_back(block);
+      dtypes.push_back(dtype);
+    }
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::vector<std::byte> payload;
+    ASSERT_TRUE(codec.Compress(dtypes[i], blocks[i], &payload).ok());
+    EXPECT_LE(payload.size(), kKvPayloadHeaderBytes + PlainZstdSize(blocks[i]))
+        << "block " << i << ", dtype " << static_cast<int>(dtypes[i]);
+    std::vector<std::byte> back;
+    ASSERT_TRUE(codec.Decompress(payload, &back).ok());
+    EXPECT_EQ(back, blocks[i]) << i;
+  }
+}
+
+std::vector<std::byte> WholeBlockPayload() {
+  std::vector<std::byte> payload;
+  EXPECT_TRUE(KvCodec().Compress(KvDtype::kFp32, FarRepeats(100 * 1024, 3), &payload).ok());
+  EXPECT_EQ(KvCodec::Inspect(payload)->codec, KvCodecId::kWholeBlockZstd);
+  return payload;
+}
+
+TEST(KvCodecTest, TruncatedOrInconsistentWholeBlockPayloadsAreDataLoss) {
+  const std::vector<std::byte> clean = WholeBlockPayload();
+  KvCodec codec;
+  std::vector<std::byte> out;
+  ASSERT_TRUE(codec.Decompress(clean, &out).ok());
+  for (size_t size = 0; size < clean.size(); size += size < 64 ? 1 : 97) {
+    const Status status = codec.Decompress(std::span(clean).first(size), &out);
+    ASSERT_EQ(status.code(), StatusCode::kDataLoss) << size << ": " << status.ToString();
+  }
+  std::vector<std::byte> longer = clean;
+  longer.push_back(std::byte{0});
+  EXPECT_EQ(codec.Decompress(longer, &out).code(), StatusCode::kDataLoss);
+  auto expect_data_loss = [&](size_t offset, std::byte value) {
+    std::vector<std::byte> payload = clean;
+    payload[offset] = value;
+    EXPECT_EQ(codec.Decompress(payload, &out).code(), StatusCode::kDataLoss) << offset;
+  };
+  expect_data_loss(4, clean[4] ^ std::byte{1});  // Raw size: no longer the frame's.
+  expect_data_loss(7, std::byte{0x40});          // Raw size beyond the limit.
+  expect_data_loss(8, std::byte{1});             // Planes.
+  expect_data_loss(9, std::byte{10});            // Frame size.
+  expect_data_loss(12, std::byte{0});            // zstd magic.
+  // A frame that claims another content size than the header.
+  std::vector<std::byte> other;
+  ASSERT_TRUE(KvCodec().Compress(KvDtype::kFp32, FarRepeats(100 * 1024 + 4, 3), &other).ok());
+  ASSERT_EQ(KvCodec::Inspect(other)->codec, KvCodecId::kWholeBlockZstd);
+  std::copy_n(clean.begin() + 4, 4, other.begin() + 4);
+  EXPECT_EQ(codec.Decompress(other, &out).code(), StatusCode::kDataLoss);
+  // Flipped frame bytes: DataLoss or a block of the right size, never a crash.
+  for (size_t i = kKvPayloadHeaderBytes; i < clean.size(); i += 13) {
+    std::vector<std::byte> payload = clean;
+    payload[i] ^= std::byte{0x5A};
+    const Status status = codec.Decompress(payload, &out);
+    if (status.ok()) {
+      EXPECT_EQ(out.size(), 300u * 1024);
+    } else {
+      EXPECT_EQ(status.code(), StatusCode::kDataLoss) << i << ": " << status.ToString();
+    }
+  }
+}
+
+// What earlier writers stored (literals only, never codec 3) decodes with today's defaults.
+TEST(KvCodecTest, PayloadsOfEarlierWritersStillDecode) {
+  KvCodecOptions earlier;
+  earlier.match_search = false;
+  earlier.whole_block_zstd = false;
+  KvCodec writer(earlier), reader;
+  for (KvDtype dtype : kAllDtypes) {
+    const std::vector<std::byte> block = KvLikeBlock(dtype, 50001, 33);
+    std::vector<std::byte> payload, back;
+    ASSERT_TRUE(writer.Compress(dtype, block, &payload).ok());
+    EXPECT_NE(KvCodec::Inspect(payload)->codec, KvCodecId::kWholeBlockZstd);
+    ASSERT_TRUE(reader.Decompress(payload, &back).ok()) << static_cast<int>(dtype);
+    EXPECT_EQ(back, block);
   }
 }
 
