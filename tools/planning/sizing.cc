@@ -90,6 +90,8 @@ Status Scenario::Validate() const {
     return bad("idle, retention and tier times must not be negative, and g3_idle >= g2_idle");
   }
   if (!(data_reduction_ratio >= 1)) return bad("data_reduction_ratio must be at least 1");
+  if (!(g3_drive_bytes >= 0)) return bad("g3_drive_bytes must not be negative");
+  if (!(drive_dwpd_rating > 0)) return bad("drive_dwpd_rating must be positive");
   return Status::OK();
 }
 
@@ -104,7 +106,7 @@ Result<Scenario> ParseScenarioJson(std::string_view text) {
        "gpu_hour_usd", "models", "concurrent_sessions", "sessions_per_day", "context",
        "turns_per_session", "new_tokens_per_turn", "shared_prefix_tokens", "idle_seconds",
        "retention_seconds", "g2_idle_seconds", "g3_idle_seconds", "data_reduction_ratio",
-       "tier_links"},
+       "g3_drive_bytes", "drive_dwpd_rating", "tier_links"},
       "the scenario"));
   Scenario s;
   KVTIER_RETURN_IF_ERROR(Field(root, "gpu", &s.gpu));
@@ -123,6 +125,8 @@ Result<Scenario> ParseScenarioJson(std::string_view text) {
   KVTIER_RETURN_IF_ERROR(Field(root, "g2_idle_seconds", &s.g2_idle_seconds));
   KVTIER_RETURN_IF_ERROR(Field(root, "g3_idle_seconds", &s.g3_idle_seconds));
   KVTIER_RETURN_IF_ERROR(Field(root, "data_reduction_ratio", &s.data_reduction_ratio));
+  KVTIER_RETURN_IF_ERROR(Field(root, "g3_drive_bytes", &s.g3_drive_bytes));
+  KVTIER_RETURN_IF_ERROR(Field(root, "drive_dwpd_rating", &s.drive_dwpd_rating));
   if (auto it = root.find("models"); it != root.end()) {
     if (!it->is_array()) return Status::InvalidArgument("'models' must be an array");
     s.models.clear();
@@ -251,6 +255,10 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
                                       session_rate * (edges[i + 1] - edges[i]));
       report.tier_bytes[i] += m.tier_bytes[i];
     }
+    // Each session's KV is written to G3 once, when it first outlasts G2.
+    m.g3_write_bytes_per_day =
+        edges[1] < r ? session_rate * 86400 * mean_bytes / s.data_reduction_ratio : 0;
+    report.g3_write_bytes_per_day += m.g3_write_bytes_per_day;
     const double hit_later = reuse_tokens * p_return;
     const double hits_per_session = (turns - 1) * hit_later + shared_tokens;
     m.token_hit_rate = hits_per_session / (turns * mean_tokens);
@@ -274,6 +282,9 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
     report.models.push_back(std::move(m));
   }
   report.token_hit_rate = tokens_requested > 0 ? tokens_hit / tokens_requested : 0;
+  const double drives =
+      s.g3_drive_bytes > 0 ? s.g3_drive_bytes : report.tier_bytes[1] / s.data_reduction_ratio;
+  report.g3_drive_writes_per_day = drives > 0 ? report.g3_write_bytes_per_day / drives : 0;
   return report;
 }
 

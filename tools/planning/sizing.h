@@ -12,6 +12,13 @@
 //   (rate of gaps) x (KV bytes) x (expected time a gap spends in the tier's age band):
 //   band [a, b): g x (exp(-a/g) - exp(-b/g)) for gaps between turns, (min(b,R) - min(a,R))
 //   for the KV left after a session's last turn, which stays until retention drops it.
+// - SSD (G3) writes: when retention outlasts g2_idle_seconds, every session's KV reaches G3
+//   (after its last turn, if not in an earlier gap), and kvtier writes a block there once:
+//   the demoter skips blocks G3 holds. So G3 takes sessions_per_day x the context's KV,
+//   divided by the data reduction; more where G3 drops blocks a session comes back to
+//   (g3_idle_seconds shorter than its gaps), less where G3 admission declines blocks. Drive
+//   writes per day = those bytes / the drives' capacity (g3_drive_bytes, or the G3 capacity
+//   sized here), against the drives' rating.
 // - Capacity with data reduction divides by the ratio; hit rate and times are unchanged.
 
 #ifndef KVTIER_TOOLS_PLANNING_SIZING_H_
@@ -58,6 +65,9 @@ struct Scenario {
   double g2_idle_seconds = 120;
   double g3_idle_seconds = 1800;
   double data_reduction_ratio = 1;     // Compression/deduplication; >= 1.
+  double g3_drive_bytes = 0;           // Raw capacity of the G3 drives; 0 = the sized G3.
+  double drive_dwpd_rating = 1;        // Endurance rating, drive writes per day (1 = read-
+                                       // intensive NVMe, 3 = mixed use).
   std::array<std::string, 3> tier_links = {"pcie-gen5", "nvme-gen5", "400gbe"};
 
   // InvalidArgument with the reason for nonsense (negative sizes, shares, turns < 1, ...).
@@ -84,6 +94,7 @@ struct ModelSizing {
   double ttft_with_cache = 0;
   double gpu_hours_saved_per_day = 0;
   double usd_saved_per_day = 0;
+  double g3_write_bytes_per_day = 0;    // After data reduction.
 };
 
 struct SizingReport {
@@ -93,6 +104,8 @@ struct SizingReport {
   double token_hit_rate = 0;            // Request-weighted over models.
   double gpu_hours_saved_per_day = 0;
   double usd_saved_per_day = 0;
+  double g3_write_bytes_per_day = 0;    // After data reduction.
+  double g3_drive_writes_per_day = 0;   // Of the G3 drives (g3_drive_bytes or the sized G3).
 };
 
 Result<SizingReport> ComputeSizing(const Scenario& scenario);

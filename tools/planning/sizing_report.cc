@@ -43,6 +43,8 @@ std::string SizingText(const SizingReport& r) {
                   FormatSeconds(m.ttft_with_cache).c_str());
     out += Format("  GPU-hours recovered per day   %.1f ($%.0f)\n", m.gpu_hours_saved_per_day,
                   m.usd_saved_per_day);
+    out += Format("  SSD (G3) writes per day       %s\n",
+                  FormatBytes(m.g3_write_bytes_per_day).c_str());
   }
   out += "\nTotal capacity per tier (without / with data reduction x" +
          Format("%.2f", s.data_reduction_ratio) + "):\n";
@@ -52,6 +54,14 @@ std::string SizingText(const SizingReport& r) {
   }
   out += Format("Expected token hit rate %s; GPU-hours recovered per day %.1f ($%.0f)\n",
                 Percent(r.token_hit_rate).c_str(), r.gpu_hours_saved_per_day, r.usd_saved_per_day);
+  out += Format("SSD (G3) writes %s/day: %.2f drive writes per day of %s, against a "
+                "rating of %.2f (%s)\n",
+                FormatBytes(r.g3_write_bytes_per_day).c_str(), r.g3_drive_writes_per_day,
+                FormatBytes(s.g3_drive_bytes > 0 ? s.g3_drive_bytes
+                                                 : r.tier_bytes[1] / s.data_reduction_ratio)
+                    .c_str(),
+                s.drive_dwpd_rating,
+                r.g3_drive_writes_per_day <= s.drive_dwpd_rating ? "within it" : "OVER the rating");
   return out;
 }
 
@@ -61,6 +71,9 @@ std::string SizingJson(const SizingReport& r) {
   j["token_hit_rate"] = r.token_hit_rate;
   j["gpu_hours_saved_per_day"] = r.gpu_hours_saved_per_day;
   j["usd_saved_per_day"] = r.usd_saved_per_day;
+  j["g3_write_bytes_per_day"] = r.g3_write_bytes_per_day;
+  j["g3_drive_writes_per_day"] = r.g3_drive_writes_per_day;
+  j["drive_dwpd_rating"] = r.scenario.drive_dwpd_rating;
   const char* keys[3] = {"g2", "g3", "g4"};
   for (int i = 0; i < 3; ++i) {
     j["tier_bytes"][keys[i]] = r.tier_bytes[i];
@@ -86,6 +99,7 @@ std::string SizingJson(const SizingReport& r) {
     e["ttft_with_cache_s"] = m.ttft_with_cache;
     e["gpu_hours_saved_per_day"] = m.gpu_hours_saved_per_day;
     e["usd_saved_per_day"] = m.usd_saved_per_day;
+    e["g3_write_bytes_per_day"] = m.g3_write_bytes_per_day;
     j["models"].push_back(e);
   }
   return j.dump(2) + "\n";

@@ -52,6 +52,34 @@ TEST(SizingTest, HandWorkedScenario) {
   EXPECT_NE(SizingHtml(*r).find("<table>"), std::string::npos);
 }
 
+TEST(SizingTest, SsdTakesEverySessionsKvOnce) {
+  // Retention outlasts G2, so each of the sessions (one a second) writes its 10,000 tokens x
+  // 131,072 bytes of KV to G3 once, halved by reduction; without that, G3 takes nothing.
+  Scenario s = HandScenario();
+  s.retention_seconds = 7200;
+  s.g2_idle_seconds = 60 * std::log(2.0);
+  s.g3_idle_seconds = 7200;
+  s.g3_drive_bytes = 1e13;
+  s.drive_dwpd_rating = 3;
+  Result<SizingReport> r = ComputeSizing(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const double per_day = 86'400 * 1.31072e9 / 2;
+  EXPECT_NEAR(r->models[0].g3_write_bytes_per_day, per_day, per_day * 1e-12);
+  EXPECT_NEAR(r->g3_write_bytes_per_day, per_day, per_day * 1e-12);
+  EXPECT_NEAR(r->g3_drive_writes_per_day, per_day / 1e13, 1e-9);
+  EXPECT_NE(SizingText(*r).find("OVER the rating"), std::string::npos);
+  s.g3_drive_bytes = 1e15;
+  r = ComputeSizing(s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(SizingText(*r).find("within it"), std::string::npos);
+  s.g2_idle_seconds = s.g3_idle_seconds = s.retention_seconds;
+  r = ComputeSizing(s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->g3_write_bytes_per_day, 0);
+  EXPECT_FALSE(ParseScenarioJson(R"({"drive_dwpd_rating": 0})").ok());
+  EXPECT_TRUE(ParseScenarioJson(R"({"drive_dwpd_rating": 3, "g3_drive_bytes": 8e12})").ok());
+}
+
 TEST(SizingTest, LongerGapsMoveCapacityDownTheTiers) {
   Scenario s = HandScenario();
   s.retention_seconds = 7200;
