@@ -106,7 +106,8 @@ Result<PreparedTrace> Prepare(const Trace& trace, const ReplayOptions& options) 
     const size_t whole = std::min<uint64_t>(r.hash_ids.size(), r.input_length / trace.block_tokens);
     for (size_t i = 0; i < whole; ++i) {
       const uint64_t id = r.hash_ids[i];
-      auto [it, inserted] = ids[r.tenant].try_emplace(id, static_cast<uint32_t>(unique_keys.size()));
+      auto [it, inserted] =
+          ids[r.tenant].try_emplace(id, static_cast<uint32_t>(unique_keys.size()));
       if (inserted) {
         uint8_t le[8];
         for (int b = 0; b < 8; ++b) le[b] = static_cast<uint8_t>(id >> (8 * b));
@@ -180,7 +181,9 @@ class LowerTiers final : public EvictionObserver {
       g3_.emplace(options.g3_capacity_bytes / p.block_bytes, p.stream.distinct_blocks);
     }
     for (int t = 0; t < kNumTiers; ++t) unread_[t].assign(p.stream.distinct_blocks, 0);
-    for (uint32_t id = 0; id < p.stream.distinct_blocks; ++id) index_.emplace(p.unique_keys[id], id);
+    for (uint32_t id = 0; id < p.stream.distinct_blocks; ++id) {
+      index_.emplace(p.unique_keys[id], id);
+    }
   }
 
   void OnEvicted(uint32_t, const BlockKey& key, bool admitted) override {
@@ -272,9 +275,9 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
   report.g4 = options.g4;
   for (const TraceRequest& r : trace.requests) report.prompt_tokens += r.input_length;
   if (!trace.requests.empty()) {
-    report.duration_seconds =
-        static_cast<double>(trace.requests.back().timestamp_ms - trace.requests.front().timestamp_ms) /
-        1000;
+    const uint64_t span_ms =
+        trace.requests.back().timestamp_ms - trace.requests.front().timestamp_ms;
+    report.duration_seconds = static_cast<double>(span_ms) / 1000;
   }
   run.hits.assign(trace.requests.size(), 0);
   if (p.keys.empty()) return run;
@@ -423,7 +426,8 @@ PolicyResult Summarize(std::string name, const Trace& trace, const PreparedTrace
     if (model == nullptr) continue;
     flops_all += model->DenseFlops(0, tokens) + model->AttentionFlops(0, tokens);
     flops_saved += model->DenseFlops(0, cached) + model->AttentionFlops(0, cached);
-    seconds_saved += model->RecomputeSeconds(tokens) - model->PrefillWithCacheSeconds(cached, tokens);
+    seconds_saved +=
+        model->RecomputeSeconds(tokens) - model->PrefillWithCacheSeconds(cached, tokens);
   }
   out.hit_tokens = out.hit_blocks * trace.block_tokens;
   out.block_hit_rate = p.keys.empty() ? 0 : static_cast<double>(out.hit_blocks) / p.keys.size();
@@ -465,58 +469,61 @@ double ReplayReport::never_read_share() const {
 Result<ReplayReport> Replay(const Trace& trace, const ReplayOptions& options) {
   Result<PreparedTrace> prepared = Prepare(trace, options);
   if (!prepared.ok()) return prepared.status();
-  Result<ReplayRun> run = ReplayPrepared(trace, *prepared, options, options.g2_capacity_bytes, true);
+  Result<ReplayRun> run =
+      ReplayPrepared(trace, *prepared, options, options.g2_capacity_bytes, true);
   if (!run.ok()) return run.status();
   return std::move(run->report);
 }
 
-// The options of a G2-only replay.
-ReplayOptions G2Only(ReplayOptions options) {
-  options.g3_capacity_bytes = 0;
-  options.g4 = false;
-  return options;
-}
-
-Result<std::vector<CapacityPoint>> CapacityCurve(const Trace& trace, const ReplayOptions& options,
-                                                 std::vector<uint64_t> capacities) {
+// Replays the trace G2-only at each capacity, smallest first (by default those of
+// DefaultCapacities), and calls visit(prepared, capacity, run) after each.
+template <typename Visit>
+Status ForEachCapacity(const Trace& trace, ReplayOptions options,
+                       std::vector<uint64_t> capacities, Visit visit) {
   Result<PreparedTrace> prepared = Prepare(trace, options);
   if (!prepared.ok()) return prepared.status();
   if (capacities.empty()) capacities = DefaultCapacities(*prepared);
   std::sort(capacities.begin(), capacities.end());
-  const ReplayOptions g2_only = G2Only(options);
-  std::vector<CapacityPoint> curve;
+  options.g3_capacity_bytes = 0;
+  options.g4 = false;
   for (uint64_t capacity : capacities) {
-    Result<ReplayRun> r = ReplayPrepared(trace, *prepared, g2_only, capacity, false);
+    Result<ReplayRun> r = ReplayPrepared(trace, *prepared, options, capacity, false);
     if (!r.ok()) return r.status();
-    curve.push_back({capacity, r->report.block_hit_rate(), r->report.token_hit_rate()});
+    visit(*prepared, capacity, *r);
   }
+  return Status::OK();
+}
+
+Result<std::vector<CapacityPoint>> CapacityCurve(const Trace& trace, const ReplayOptions& options,
+                                                 std::vector<uint64_t> capacities) {
+  std::vector<CapacityPoint> curve;
+  KVTIER_RETURN_IF_ERROR(ForEachCapacity(
+      trace, options, std::move(capacities),
+      [&](const PreparedTrace&, uint64_t capacity, const ReplayRun& r) {
+        curve.push_back({capacity, r.report.block_hit_rate(), r.report.token_hit_rate()});
+      }));
   return curve;
 }
 
 Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const ReplayOptions& options,
                                                   std::vector<uint64_t> capacities) {
-  Result<PreparedTrace> prepared = Prepare(trace, options);
-  if (!prepared.ok()) return prepared.status();
-  if (capacities.empty()) capacities = DefaultCapacities(*prepared);
-  std::sort(capacities.begin(), capacities.end());
-  const ReplayOptions g2_only = G2Only(options);
   const PrefillModel* model = options.reload_by_tier[0] ? &*options.reload_by_tier[0] : nullptr;
   std::vector<ComparePoint> points;
-  for (uint64_t capacity : capacities) {
-    Result<ReplayRun> r = ReplayPrepared(trace, *prepared, g2_only, capacity, false);
-    if (!r.ok()) return r.status();
-    ComparePoint point;
-    point.capacity_bytes = capacity;
-    const uint64_t page = PickPageBytes(capacity, options.page_bytes);
-    point.capacity_blocks = capacity / ((prepared->block_bytes + page - 1) / page * page);
-    point.policies.push_back(Summarize("kvtier", trace, *prepared, r->hits, model));
-    for (ReferencePolicy policy : kReferencePolicies) {
-      point.policies.push_back(Summarize(
-          std::string(ReferencePolicyName(policy)), trace, *prepared,
-          SimulateReferencePolicy(prepared->stream, policy, point.capacity_blocks), model));
-    }
-    points.push_back(std::move(point));
-  }
+  KVTIER_RETURN_IF_ERROR(ForEachCapacity(
+      trace, options, std::move(capacities),
+      [&](const PreparedTrace& prepared, uint64_t capacity, const ReplayRun& r) {
+        ComparePoint point;
+        point.capacity_bytes = capacity;
+        const uint64_t page = PickPageBytes(capacity, options.page_bytes);
+        point.capacity_blocks = capacity / ((prepared.block_bytes + page - 1) / page * page);
+        point.policies.push_back(Summarize("kvtier", trace, prepared, r.hits, model));
+        for (ReferencePolicy policy : kReferencePolicies) {
+          point.policies.push_back(Summarize(
+              std::string(ReferencePolicyName(policy)), trace, prepared,
+              SimulateReferencePolicy(prepared.stream, policy, point.capacity_blocks), model));
+        }
+        points.push_back(std::move(point));
+      }));
   return points;
 }
 

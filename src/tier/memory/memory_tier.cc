@@ -149,17 +149,18 @@ void MemoryTier::RebalanceQueues(uint32_t tenant) {
 QueueId MemoryTier::QueueForNewBlock(uint32_t tenant, const BlockKey& key) {
   // Each ghost hit moves the share by one step, weighted as ARC weights its target: by the
   // size of the other ghost over this one's, so the rarer signal counts for more. A step is
-  // one block's share of the queues, and at least 1/8192, so that large caches adapt within
-  // one trace of a few hundred thousand blocks.
+  // one block's part of the queues, kept within [1/8192, 1/1024]: large caches still adapt
+  // within a few hundred thousand puts, small ones do not swing on every hit.
   TenantState& t = tenants_[tenant];
-  const double step =
-      std::clamp(1.0 / static_cast<double>(std::max<uint32_t>(
-                                     t.probation.count + t.reused.count, 1)), 1.0 / 8192, 1.0 / 1024);
+  const double queued =
+      static_cast<double>(std::max<uint32_t>(t.probation.count + t.reused.count, 1));
+  const double step = std::clamp(1.0 / queued, 1.0 / 8192, 1.0 / 1024);
   const uint64_t fp = key.Hash64();
   const double once = static_cast<double>(std::max<size_t>(t.ghost_once.size(), 1));
   const double reused = static_cast<double>(std::max<size_t>(t.ghost_reused.size(), 1));
   if (t.ghost_reused.Contains(fp)) {
-    t.reused_share = std::min(max_reused_share_, t.reused_share + step * std::max(once / reused, 1.0));
+    t.reused_share =
+        std::min(max_reused_share_, t.reused_share + step * std::max(once / reused, 1.0));
   } else if (t.ghost_once.Contains(fp)) {
     t.reused_share = std::max(0.0, t.reused_share - step * std::max(reused / once, 1.0));
   } else {
