@@ -63,6 +63,7 @@ struct PreparedTrace {
   std::vector<BlockKey> keys;  // One per block reference, request after request.
   std::vector<BlockKey> unique_keys;  // Per distinct block id.
   BlockStream stream;          // Distinct (tenant, hash id) of each reference, per request.
+  std::vector<SessionId> sessions;  // Per request: 0 when the trace names none.
   uint64_t unique_bytes = 0;
   uint64_t block_bytes = 0;    // KV bytes of one block.
 };
@@ -101,7 +102,14 @@ Result<PreparedTrace> Prepare(const Trace& trace, const ReplayOptions& options) 
   }
   std::vector<std::unordered_map<uint64_t, uint32_t>> ids(trace.tenants.size());
   std::vector<BlockKey>& unique_keys = p.unique_keys;
+  std::unordered_map<std::string, SessionId> session_ids;  // Sessions are named per tenant.
   for (const TraceRequest& r : trace.requests) {
+    SessionId session = 0;
+    if (!r.session.empty()) {
+      const std::string name = trace.tenants[r.tenant] + '\0' + r.session;
+      session = session_ids.try_emplace(name, session_ids.size() + 1).first->second;
+    }
+    p.sessions.push_back(session);
     p.stream.request_begin.push_back(p.keys.size());
     const size_t whole = std::min<uint64_t>(r.hash_ids.size(), r.input_length / trace.block_tokens);
     for (size_t i = 0; i < whole; ++i) {
@@ -359,7 +367,9 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       if (!tier) break;
       hit(*tier, begin + hits);
       const bool promote = *tier == TierLevel::kG3 ? o.promote_on_hit : o.shared.promote_on_hit;
-      if (promote && store.Put(tenant, keys[hits], value, {}).ok()) {
+      PutOptions put;
+      put.session = p.sessions[r];
+      if (promote && store.Put(tenant, keys[hits], value, put).ok()) {
         lower.Stored(p.stream.blocks[begin + hits]);
       }
     }
@@ -367,6 +377,7 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
     for (size_t i = hits; i < n; ++i) {
       PutOptions put;
       if (i > 0) put.parent = keys[i - 1];
+      put.session = p.sessions[r];
       Status s = store.Put(tenant, keys[i], value, put);
       if (!s.ok()) {
         // The rest of the chain would hang off a block that is not there; engines stop too.

@@ -3,8 +3,9 @@
 //
 // Per request, in timestamp order: the virtual clock is set to the request's time; the
 // request's whole blocks become BlockKeys (OpaqueBlockKey of the hash id, in a namespace per
-// tenant); a trailing partial block is never keyed by kvtier, so it is neither looked up nor
-// stored (its tokens still count in the prompt). LookupPrefix finds the prefix cached in G2;
+// tenant), put under the request's session when the trace names one; a trailing partial block
+// is never keyed by kvtier, so it is neither looked up nor stored (its tokens still count in
+// the prompt). LookupPrefix finds the prefix cached in G2;
 // the prefix goes on in G3, then G4, when they are simulated, and the blocks found there are
 // promoted into G2 (Put without a parent, as the Store promotes); the missing blocks are Put
 // in order, each with its predecessor as PutOptions::parent. A block's value size is the KV
