@@ -189,7 +189,8 @@ Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pa
     return Status::AlreadyExists("block is resident");
   }
   // The parent is the chain's tail, the first block eviction would take; evicting it to make
-  // room for its own child would leave the child unreachable. A lease keeps it meanwhile.
+  // room for its own child would leave the child unreachable from G2. A lease keeps it while
+  // anything else can go; a chain longer than G2 (or the budget) still gives it up.
   const uint32_t held = parent == nullptr ? kNil : FindLive(tenant, *parent, now);
   const bool lease = held != kNil && table_.at(held).readers < UINT16_MAX;
   if (lease) ++table_.at(held).readers;
@@ -197,6 +198,7 @@ Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pa
   if (lease) {
     --table_.at(held).readers;
     Reclaim(held);
+    if (s.code() == StatusCode::kResourceExhausted) s = MakeRoom(tenant, pages, now);
   }
   if (!s.ok()) {
     ++t.stats.rejected_puts;
