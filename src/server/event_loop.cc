@@ -33,6 +33,9 @@ constexpr size_t kWritesPerEvent = 1 << 20;
 // request of known size: a large value arrives in a few reads instead of one per segment, and a
 // slow sender still shows activity that often.
 constexpr size_t kMaxLowWater = 1 << 20;
+// How long a connection waiting under a raised low-water mark may see no input (see
+// Connection::RecoverFromLowWater).
+constexpr std::chrono::seconds kLowWaterStall{1};
 // How long a connection being closed may take to flush its last reply and finish sending.
 constexpr std::chrono::seconds kMaxLinger{10};
 
@@ -125,6 +128,20 @@ class Connection {
 
   void Kill() { state_ = State::kDead; }
 
+  // For the once-a-second sweep. A connection waiting for the rest of a request under a raised
+  // SO_RCVLOWAT that has received nothing for a second may be one the kernel will not wake:
+  // Linux wakes a reader only when the mark's worth of data is queued, and the receive buffer
+  // may not let that much in (memory pressure, skb overhead on loopback). It reads what has
+  // come and goes back to waking on every byte for good.
+  void RecoverFromLowWater(Clock::time_point now) {
+    if (low_water_ <= 1 || state_ != State::kOpen || now - last_activity_ < kLowWaterStall) return;
+    int one = 1;
+    if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)) == 0) low_water_ = 1;
+    low_water_off_ = true;
+    loop_->ctx_->metrics->LowWaterStall();
+    OnReadable();
+  }
+
  private:
   uint64_t MaxOutput() const { return loop_->ctx_->config->max_output_bytes; }
 
@@ -177,7 +194,7 @@ class Connection {
   // onto request bytes.
   void WakeForTheRest() {
     size_t low = 1;
-    if (tls_ == nullptr && state_ == State::kOpen && needed_ > in_.size()) {
+    if (tls_ == nullptr && !low_water_off_ && state_ == State::kOpen && needed_ > in_.size()) {
       low = std::min(needed_ - in_.size(), kMaxLowWater);
     }
     if (low == low_water_) return;
@@ -302,6 +319,7 @@ class Connection {
   size_t needed_ = 0;  // Input bytes the handler needs before it can make progress.
   size_t write_budget_ = kWritesPerEvent;  // Left to write in this readiness event.
   size_t low_water_ = 1;  // The socket's SO_RCVLOWAT.
+  bool low_water_off_ = false;  // A raised mark once left this connection unwoken.
   InputBuffer in_;
   OutputQueue out_;
   Clock::time_point last_activity_;
@@ -479,6 +497,7 @@ void EventLoop::SweepIdle(Clock::time_point now) {
   for (auto& [raw, conn] : connections_) {
     auto quiet = now - raw->last_activity();
     if (raw->state() == Connection::State::kOpen) {
+      raw->RecoverFromLowWater(now);
       if (idle.count() > 0 && quiet > idle) raw->OnIdle();
     } else if (raw->state() == Connection::State::kHandshaking) {
       // A handshake gets the idle timeout (or the linger bound when there is none).

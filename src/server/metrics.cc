@@ -161,6 +161,10 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
             &ProtoCounters::bytes_in);
   per_proto("kvtier_network_sent_bytes_total", "counter", "Bytes written to clients.",
             &ProtoCounters::bytes_out);
+  p.Single("kvtier_low_water_stalls_total", "counter",
+           "Connections the kernel left unwoken under a raised receive low-water mark for a "
+           "second; they read every byte from then on.",
+           low_water_stalls_.load(std::memory_order_relaxed));
 
   p.Family("kvtier_request_duration_seconds", "histogram",
            "Time to serve one request, from parsing to queueing the reply.");

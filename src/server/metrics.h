@@ -49,6 +49,7 @@ class Metrics {
   void ProtocolError(Proto p) { Add(&per_proto_[Index(p)].protocol_errors, 1); }
   void AuthFailure(Proto p) { Add(&per_proto_[Index(p)].auth_failures, 1); }
   void IdleClosed(Proto p) { Add(&per_proto_[Index(p)].idle_closed, 1); }
+  void LowWaterStall() { Add(&low_water_stalls_, 1); }
   void BytesReceived(Proto p, uint64_t n) { Add(&per_proto_[Index(p)].bytes_in, n); }
   void BytesSent(Proto p, uint64_t n) { Add(&per_proto_[Index(p)].bytes_out, n); }
 
@@ -76,6 +77,7 @@ class Metrics {
     std::atomic<uint64_t> bytes_out{0};
   };
 
+  std::atomic<uint64_t> low_water_stalls_{0};
   std::array<std::array<Histogram, static_cast<size_t>(Op::kCount)>,
              static_cast<size_t>(Proto::kCount)> latency_;
   std::array<ProtoCounters, static_cast<size_t>(Proto::kCount)> per_proto_;
