@@ -222,7 +222,9 @@ TEST_P(DaemonG4Test, ANodeKilledWhileWritingLeavesNoPartialObjectVisible) {
   // Keep node A busy uploading 2 MiB blocks, then kill it in the middle.
   constexpr uint64_t kBlocks = 64;
   for (uint64_t k = 0; k < kBlocks; ++k) {
-    ASSERT_TRUE(ca->Put(Key(5000 + k), Value(k, 2 << 20)).ok());
+    Status put = ca->Put(Key(5000 + k), Value(k, 2 << 20));
+    ASSERT_TRUE(put.ok()) << "block " << k << ": " << put.ToString() << "\nnode A's /metrics:\n"
+                          << Http(a.http_port(), "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
   }
   ASSERT_TRUE(Eventually([&] { return cc->Get(Key(5000)).ok(); }));  // Uploads are under way.
   a.Kill();
