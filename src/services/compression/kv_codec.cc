@@ -454,11 +454,15 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, size_t frame_byt
     plane_frames_.assign(frames, 0);
     size_t pos = 0;
     bool fits = true;
+    // Neighbouring frames of a plane are alike: once the search beat the literals on a frame
+    // of a skewed plane, the next frames go to the search alone (half the work), back to both
+    // at the first frame the search cannot fit.
+    bool search_won = false;
     for (size_t f = 0; f < frames && fits; ++f) {
       const std::span<const std::byte> frame =
           plane.subspan(f * frame_bytes, std::min(frame_bytes, plane.size() - f * frame_bytes));
       size_t size = 0;  // 0: no coding fits.
-      if (skewed) {
+      auto literals = [&]() -> Status {
         const size_t rc = ZSTD_compress2(literals_cctx_, out.data() + pos, budget - pos,
                                          frame.data(), frame.size());
         if (!ZSTD_isError(rc)) {
@@ -466,7 +470,10 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, size_t frame_byt
         } else if (ZSTD_getErrorCode(rc) != ZSTD_error_dstSize_tooSmall) {
           return Status::Internal(std::string("zstd: ") + ZSTD_getErrorName(rc));
         }
-      }
+        return Status::OK();
+      };
+      const bool literals_first = skewed && !(search && search_won);
+      if (literals_first) KVTIER_RETURN_IF_ERROR(literals());
       if (search) {
         // Kept only where it is smaller than the literals.
         Result<size_t> lz = CompressFrameLz(frame, size != 0 ? size - 1 : budget - pos);
@@ -475,6 +482,8 @@ Status KvCodec::CompressPlane(std::span<const std::byte> plane, size_t frame_byt
           std::memcpy(out.data() + pos, lz_frame_.data(), *lz);
           size = *lz;
         }
+        search_won = skewed && *lz != 0;
+        if (skewed && !literals_first && *lz == 0) KVTIER_RETURN_IF_ERROR(literals());
       }
       fits = size != 0;
       plane_frames_[f] = size;
