@@ -11,8 +11,9 @@
 // elements, which doubles decoding speed; the ratio is the same or better.
 // Each coded plane is cut into zstd frames. A frame of a skewed plane (an exponent plane) is
 // coded twice, with zstd's Huffman stage alone and with its LZ match search, and the smaller
-// kept: repeats are rare in a large model's KV, but where they occur (a greedy loop, or fp8's
-// coarse steps quantising near-repeats to exact ones) the search finds them. A near-random
+// kept (after a frame the search won, the next frames get the search alone, until one it
+// cannot fit): repeats are rare in a large model's KV, but where they occur (a greedy loop, or
+// fp8's coarse steps quantising near-repeats to exact ones) the search finds them. A near-random
 // plane (a mantissa; a sampled entropy estimate tells the two kinds apart) is coded with the
 // search alone, which only repeats make pay. A plane is kept coded only where that saves
 // min_saving, else stored raw.
