@@ -276,7 +276,7 @@ struct SizeFlags {
 void AddSizeCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<SizeFlags>();
   CLI::App* cmd = app.add_subcommand("size", "Sizing report: capacity per tier, hit rate, GPU-hours saved");
-  cmd->add_option("--scenario", f->scenario_path, "Scenario JSON file (fields: docs/planning.md)");
+  cmd->add_option("--scenario", f->scenario_path, "Scenario file, JSON or (*.toml) TOML (fields: docs/planning.md)");
   cmd->add_option("--format", f->format, "text, json or html")->capture_default_str();
   cmd->add_option("--out", f->out, "Write the report here instead of stdout");
   cmd->add_option("--gpu", f->gpu, "Override the scenario's GPU");
@@ -293,7 +293,9 @@ void AddSizeCommand(CLI::App& app, int* exit_code) {
       }
       std::stringstream text;
       text << in.rdbuf();
-      Result<Scenario> parsed = ParseScenarioJson(text.str());
+      const bool toml = f->scenario_path.size() >= 5 &&
+                        f->scenario_path.compare(f->scenario_path.size() - 5, 5, ".toml") == 0;
+      Result<Scenario> parsed = toml ? ParseScenarioToml(text.str()) : ParseScenarioJson(text.str());
       if (!parsed.ok()) {
         *exit_code = Fail("size", parsed.status());
         return;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
+#include <toml++/toml.h>
 
 #include "kvtier/options.h"
 #include "tools/planning/hf_config.h"
@@ -164,6 +166,20 @@ Result<Scenario> ParseScenarioJson(std::string_view text) {
   }
   KVTIER_RETURN_IF_ERROR(s.Validate());
   return s;
+}
+
+Result<Scenario> ParseScenarioToml(std::string_view text) {
+  toml::table root;
+  try {
+    root = toml::parse(text);
+  } catch (const toml::parse_error& e) {
+    return Status::InvalidArgument("scenario is not valid TOML: " + std::string(e.description()) +
+                                   " (line " + std::to_string(e.source().begin.line) + ")");
+  }
+  // TOML maps one to one onto the JSON form, which does the checking.
+  std::ostringstream json;
+  json << toml::json_formatter{root};
+  return ParseScenarioJson(json.str());
 }
 
 Result<SizingReport> ComputeSizing(const Scenario& s) {

@@ -77,6 +77,9 @@ struct Scenario {
 // Reads a scenario from JSON (the field names above; every field optional). Unknown fields
 // are an error so that typos do not silently fall back to defaults.
 Result<Scenario> ParseScenarioJson(std::string_view json_text);
+// The same scenario written as TOML: the same field names, `models` and `context` as arrays
+// of tables, `tier_links` as a table.
+Result<Scenario> ParseScenarioToml(std::string_view toml_text);
 
 struct ModelSizing {
   std::string model;

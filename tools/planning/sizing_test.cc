@@ -80,6 +80,47 @@ TEST(SizingTest, SsdTakesEverySessionsKvOnce) {
   EXPECT_TRUE(ParseScenarioJson(R"({"drive_dwpd_rating": 3, "g3_drive_bytes": 8e12})").ok());
 }
 
+TEST(SizingTest, ATomlScenarioReadsAsItsJsonTwin) {
+  Result<Scenario> json = ParseScenarioJson(R"({"gpu": "h200", "sessions_per_day": 5000,
+      "models": [{"model": "llama-3.1-8b", "share": 1, "tp": 1}],
+      "context": [{"tokens": 8192, "share": 0.7}, {"tokens": 32768, "share": 0.3}],
+      "tier_links": {"g2": "pcie-gen5", "g3": "nvme-gen4", "g4": "100gbe"},
+      "drive_dwpd_rating": 3})");
+  Result<Scenario> toml = ParseScenarioToml(R"(
+gpu = "h200"
+sessions_per_day = 5000
+drive_dwpd_rating = 3
+tier_links = { g2 = "pcie-gen5", g3 = "nvme-gen4", g4 = "100gbe" }
+
+[[models]]
+model = "llama-3.1-8b"
+share = 1
+tp = 1
+
+[[context]]
+tokens = 8192
+share = 0.7
+
+[[context]]
+tokens = 32768
+share = 0.3
+)");
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  ASSERT_TRUE(toml.ok()) << toml.status().ToString();
+  Result<SizingReport> a = ComputeSizing(*json), b = ComputeSizing(*toml);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(SizingJson(*a), SizingJson(*b));
+  EXPECT_EQ(toml->tier_links[1], "nvme-gen4");
+  EXPECT_EQ(toml->context.size(), 2u);
+  // Bad TOML, and good TOML with a misspelt field, are clear errors.
+  Result<Scenario> broken = ParseScenarioToml("gpu = \"h200\"\nsessions_per_day = [");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().ToString().find("not valid TOML"), std::string::npos);
+  Result<Scenario> typo = ParseScenarioToml("sesions_per_day = 5");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().ToString().find("sesions_per_day"), std::string::npos);
+}
+
 TEST(SizingTest, LongerGapsMoveCapacityDownTheTiers) {
   Scenario s = HandScenario();
   s.retention_seconds = 7200;
