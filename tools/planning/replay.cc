@@ -62,6 +62,7 @@ class UntouchedBuffer {
 struct PreparedTrace {
   std::vector<BlockKey> keys;  // One per block reference, request after request.
   std::vector<BlockKey> unique_keys;  // Per distinct block id.
+  std::unordered_map<BlockKey, uint32_t, BlockKeyHasher> id_of;  // Its inverse.
   BlockStream stream;          // Distinct (tenant, hash id) of each reference, per request.
   std::vector<SessionId> sessions;  // Per request: 0 when the trace names none.
   uint64_t unique_bytes = 0;
@@ -111,7 +112,7 @@ Result<PreparedTrace> Prepare(const Trace& trace, const ReplayOptions& options) 
     }
     p.sessions.push_back(session);
     p.stream.request_begin.push_back(p.keys.size());
-    const size_t whole = std::min<uint64_t>(r.hash_ids.size(), r.input_length / trace.block_tokens);
+    const size_t whole = trace.WholeBlocks(r);
     for (size_t i = 0; i < whole; ++i) {
       const uint64_t id = r.hash_ids[i];
       auto [it, inserted] =
@@ -121,6 +122,7 @@ Result<PreparedTrace> Prepare(const Trace& trace, const ReplayOptions& options) 
         for (int b = 0; b < 8; ++b) le[b] = static_cast<uint8_t>(id >> (8 * b));
         Result<BlockKey> key = OpaqueBlockKey(namespaces[r.tenant], le);
         if (!key.ok()) return key.status();
+        p.id_of.emplace(*key, it->second);
         unique_keys.push_back(*key);
         p.unique_bytes += p.block_bytes;
       }
@@ -183,15 +185,11 @@ class LowerTiers final : public EvictionObserver {
       : p_(p),
         options_(options),
         report_(report),
-        index_(p.stream.distinct_blocks),
         g4_(options.g4 ? p.stream.distinct_blocks : 0, 0) {
     if (options.g3_capacity_bytes >= p.block_bytes && p.block_bytes > 0) {
       g3_.emplace(options.g3_capacity_bytes / p.block_bytes, p.stream.distinct_blocks);
     }
     for (int t = 0; t < kNumTiers; ++t) unread_[t].assign(p.stream.distinct_blocks, 0);
-    for (uint32_t id = 0; id < p.stream.distinct_blocks; ++id) {
-      index_.emplace(p.unique_keys[id], id);
-    }
   }
 
   void OnEvicted(uint32_t, const BlockKey& key, bool admitted) override {
@@ -200,7 +198,7 @@ class LowerTiers final : public EvictionObserver {
       return;
     }
     ++report_->evictions_admitted;
-    const uint32_t id = index_.at(key);
+    const uint32_t id = p_.id_of.at(key);
     if (g3_ && !g3_->Contains(id)) {  // The Store does not write what G3 holds already.
       const uint32_t victim = g3_->Write(id);
       if (victim != ClockTier::kNoBlock) Forget(TierLevel::kG3, victim);
@@ -256,7 +254,6 @@ class LowerTiers final : public EvictionObserver {
   const PreparedTrace& p_;
   const ReplayOptions& options_;
   ReplayReport* report_;
-  std::unordered_map<BlockKey, uint32_t, BlockKeyHasher> index_;
   std::optional<ClockTier> g3_;
   std::vector<uint8_t> g4_;  // Per block: uploaded. Empty without G4.
   std::array<std::vector<uint8_t>, kNumTiers> unread_;  // Per tier and block.

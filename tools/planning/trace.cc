@@ -85,10 +85,9 @@ Status ParseRequest(const json& line, uint32_t block_tokens,
 
 }  // namespace
 
-uint64_t Trace::BlockTokens(const TraceRequest& request, size_t index) const {
-  const uint64_t start = uint64_t{block_tokens} * index;
-  if (start >= request.input_length) return 0;
-  return std::min<uint64_t>(block_tokens, request.input_length - start);
+size_t Trace::WholeBlocks(const TraceRequest& request) const {
+  return static_cast<size_t>(
+      std::min<uint64_t>(request.hash_ids.size(), request.input_length / block_tokens));
 }
 
 uint64_t Trace::TotalBlockReferences() const {

@@ -45,8 +45,9 @@ struct Trace {
   uint64_t skipped_lines = 0;
   std::vector<std::string> problems;  // "line N: why" for the first skipped lines.
 
-  // Tokens of block `index` of `request` (the last block may be partial).
-  uint64_t BlockTokens(const TraceRequest& request, size_t index) const;
+  // Blocks of `request` holding block_tokens tokens each: its hash ids but a partial last one,
+  // which kvtier never keys.
+  size_t WholeBlocks(const TraceRequest& request) const;
   uint64_t TotalBlockReferences() const;
 };
 

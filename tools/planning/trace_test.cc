@@ -24,9 +24,9 @@ TEST(TraceTest, ReadsMooncakeLines) {
   EXPECT_EQ(t->block_tokens, 512u);
   ASSERT_EQ(t->requests.size(), 2u);
   EXPECT_EQ(t->requests[0].hash_ids.size(), 14u);
-  // 6955 = 13 x 512 + 299: the last block is partial.
-  EXPECT_EQ(t->BlockTokens(t->requests[0], 13), 299u);
-  EXPECT_EQ(t->BlockTokens(t->requests[1], 1), 1u);
+  // 6955 = 13 x 512 + 299 and 513 = 512 + 1: the last block of each is partial.
+  EXPECT_EQ(t->WholeBlocks(t->requests[0]), 13u);
+  EXPECT_EQ(t->WholeBlocks(t->requests[1]), 1u);
   EXPECT_EQ(t->TotalBlockReferences(), 16u);
 }
 
