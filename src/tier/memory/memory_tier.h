@@ -240,7 +240,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   // True when the pages are free now; false when demotions in flight must finish first.
   Result<bool> TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EvictFromFullestTenant(uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictAcrossTenants(uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictOne(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the oldest evictable block of the queue; false when it has none.
   bool EvictFrom(EntryList* queue, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -50,7 +50,7 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
   }
   if (t.budget_pages != 0 && t.used_pages + pages > t.budget_pages) return false;
   while (uint64_t{allocator_.free_pages()} + demoting_pages_ < pages) {
-    if (!EvictFromFullestTenant(now)) {
+    if (!EvictAcrossTenants(now)) {
       return Status::ResourceExhausted(
           "G2 is full and every block in it is pinned, leased or a prefix of one");
     }
@@ -58,7 +58,7 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
   return allocator_.free_pages() >= pages;
 }
 
-bool MemoryTier::EvictFromFullestTenant(uint32_t now) {
+bool MemoryTier::EvictAcrossTenants(uint32_t now) {
   // With budgets, the tenant using the largest share of its budget (of the tier when
   // unlimited) gives up a block. Without any, tenants share the tier as one cache: the one
   // whose oldest queued block was accessed longest ago gives it up. If it cannot, the next.
