@@ -75,6 +75,7 @@ resp_listen = "127.0.0.1:0"
 http_listen = "127.0.0.1:0"
 [memory]
 capacity = "$(( (CLIENTS * OPS * 2 + 64) ))MiB"
+warm_restart = false   # a benchmark has no next run to hand G2 to
 prefault = true   # measure the protocol, not first-touch page faults of the arena
 EOF
 "$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/kvtierd.log" &
@@ -96,6 +97,7 @@ unix_socket = ""
 threads = 1
 [memory]
 capacity = "256MiB"
+warm_restart = false   # a benchmark has no next run to hand G2 to
 prefault = true
 [disk]
 dir = ""

@@ -52,6 +52,7 @@ http_listen = "127.0.0.1:0"
 unix_socket = "kvtierd.sock"
 [memory]
 capacity = "${BYTES_MIB}MiB"
+warm_restart = false   # a benchmark has no next run to hand G2 to
 prefault = true
 [disk]
 dir = ""

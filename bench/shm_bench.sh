@@ -30,6 +30,7 @@ http_listen = ""
 unix_socket = "kvtierd.sock"
 [memory]
 capacity = "$(( OPS * VALUE / 1048576 + 64 ))MiB"
+warm_restart = false   # a benchmark has no next run to hand G2 to
 prefault = true   # measure the data path, not first-touch page faults of the arena
 [disk]
 dir = ""

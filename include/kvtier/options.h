@@ -62,6 +62,14 @@ struct MemoryTierOptions {
   // one-time scans. 0 <= initial_reused_share <= max_reused_share < 1.
   double initial_reused_share = 0.0;
   double max_reused_share = 0.9;
+
+  // Warm restart. When set, the arena is this file instead of an anonymous memfd: a file on
+  // tmpfs (/dev/shm) or hugetlbfs, which outlives the process. Closing the store writes the
+  // index of G2 beside it (arena_file + ".index"), each block with its checksum; the next open
+  // with the same file adopts the blocks in place, serving again every block whose checksum
+  // still matches (docs/operations.md). A crash leaves no index, and the next open starts
+  // empty. One process at a time (arena_file + ".lock"). Empty = G2 is gone with the process.
+  std::string arena_file;
 };
 
 // The G3 tier: the node's local NVMe, as log-structured segment files in one directory.

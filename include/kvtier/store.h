@@ -224,6 +224,12 @@ struct StoreStats {
   uint64_t blocks = 0;
   uint64_t multi_extent_blocks = 0;  // Blocks stored in more than one piece.
   uint64_t index_bytes = 0;          // Memory of the block index and eviction metadata.
+  // Warm restart (MemoryTierOptions::arena_file): blocks adopted from the previous run's
+  // arena at open, blocks of it dropped (checksum mismatch, tenant gone, past the capacity or
+  // budget), and how long adopting took.
+  uint64_t memory_restored_blocks = 0;
+  uint64_t memory_restore_dropped_blocks = 0;
+  uint64_t memory_restore_micros = 0;
 
   // G3 (all zero without a disk tier).
   uint64_t disk_capacity_bytes = 0;

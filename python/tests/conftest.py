@@ -143,6 +143,11 @@ class Daemon:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGCONT)
             assert self.stop() == 0, "kvtierd did not shut down cleanly"
+        # G2 stays in its file on /dev/shm for a warm restart: a test's daemon has none coming.
+        arena = self.ports.get("g2_arena_file", "")
+        if arena:
+            for suffix in ("", ".index", ".lock"):
+                Path(arena + suffix).unlink(missing_ok=True)
 
 
 @pytest.fixture

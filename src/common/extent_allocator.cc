@@ -50,6 +50,21 @@ bool ExtentAllocator::Allocate(uint32_t pages, std::vector<Extent>* out) {
   return true;
 }
 
+bool ExtentAllocator::Claim(const Extent& extent) {
+  const uint64_t end = uint64_t{extent.first_page} + extent.num_pages;
+  auto it = by_start_.upper_bound(extent.first_page);
+  if (it == by_start_.begin()) return false;
+  --it;  // The free run starting at or before the extent.
+  const auto [first, len] = *it;
+  if (uint64_t{first} + len < end) return false;
+  EraseFree(it);
+  if (first < extent.first_page) InsertFree(first, extent.first_page - first);
+  if (uint64_t{first} + len > end) {
+    InsertFree(static_cast<uint32_t>(end), static_cast<uint32_t>(uint64_t{first} + len - end));
+  }
+  return true;
+}
+
 void ExtentAllocator::Free(const Extent& extent) {
   uint32_t first = extent.first_page;
   uint32_t count = extent.num_pages;

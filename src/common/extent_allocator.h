@@ -34,8 +34,13 @@ class ExtentAllocator {
   // false without changing anything when fewer than `pages` pages are free. REQUIRES: pages > 0.
   bool Allocate(uint32_t pages, std::vector<Extent>* out);
 
-  // REQUIRES: every extent was handed out by Allocate and is not already free.
+  // REQUIRES: every extent was handed out by Allocate (or Claim) and is not already free.
   void Free(const Extent& extent);
+
+  // Takes exactly the pages of `extent` (adopting blocks whose place is already known) and
+  // returns true, or returns false without changing anything when any of them is not free or
+  // lies past the end. REQUIRES: extent.num_pages > 0.
+  bool Claim(const Extent& extent);
 
   uint32_t total_pages() const { return total_pages_; }
   uint32_t free_pages() const { return free_pages_; }

@@ -35,6 +35,28 @@ TEST(ExtentAllocatorTest, BestFitThenCoalesce) {
   EXPECT_EQ(a.largest_free_run(), 100u);
 }
 
+TEST(ExtentAllocatorTest, ClaimTakesExactlyTheFreePagesNamed) {
+  ExtentAllocator a(100);
+  EXPECT_TRUE(a.Claim({40, 10}));
+  EXPECT_TRUE(a.Claim({0, 5}));
+  EXPECT_TRUE(a.Claim({95, 5}));
+  EXPECT_EQ(a.free_pages(), 80u);
+  EXPECT_EQ(a.free_runs(), 2u);  // [5, 40) and [50, 95).
+  // Overlapping what is taken, or past the end: refused, nothing changes.
+  EXPECT_FALSE(a.Claim({45, 10}));
+  EXPECT_FALSE(a.Claim({35, 6}));
+  EXPECT_FALSE(a.Claim({96, 1}));
+  EXPECT_FALSE(a.Claim({99, 2}));
+  EXPECT_FALSE(a.Claim({200, 1}));
+  EXPECT_EQ(a.free_pages(), 80u);
+  // Claimed pages are freed like allocated ones and coalesce back into one run.
+  a.Free({40, 10});
+  a.Free({0, 5});
+  a.Free({95, 5});
+  EXPECT_EQ(a.free_runs(), 1u);
+  EXPECT_EQ(a.largest_free_run(), 100u);
+}
+
 TEST(ExtentAllocatorTest, FragmentedSpaceIsStillUsableInPieces) {
   ExtentAllocator a(64);
   std::vector<std::vector<Extent>> blocks(16);

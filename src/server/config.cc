@@ -1,11 +1,16 @@
 #include "src/server/config.h"
 
 #include <cctype>
+#include <cstdio>
+#include <filesystem>
 #include <initializer_list>
 #include <set>
+#include <span>
 #include <utility>
 
 #include <toml++/toml.h>
+
+#include "src/common/checksum.h"
 
 namespace kvtier::server {
 
@@ -61,6 +66,8 @@ max_engine_hashes = 262144         # engine block hashes remembered for a block'
 capacity = "1GiB"
 page_bytes = "4KiB"
 prefault = false
+warm_restart = true                # keep G2 across a clean restart: the next kvtierd adopts it
+arena_file = ""                    # "" = /dev/shm/kvtier-g2-<hash of data_dir>; hugetlbfs for huge pages
 
 [disk]                             # G3: local NVMe; off while dir is ""
 dir = "disk"                       # relative to data_dir; "" turns G3 off
@@ -310,6 +317,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   memory.Size("capacity", &c->store.memory.capacity_bytes);
   memory.Size("page_bytes", &c->store.memory.page_bytes);
   memory.Bool("prefault", &c->store.memory.prefault);
+  memory.Bool("warm_restart", &c->warm_restart);
+  memory.String("arena_file", &c->arena_file);
   memory.RejectUnknown();
 
   TableReader disk(root["disk"].as_table(), "disk", error);
@@ -425,9 +434,25 @@ Options ServerConfig::StoreOptions() const {
     if (!path->empty() && (*path)[0] != '/') *path = data_dir + "/" + *path;
   };
   under_data_dir(&o.disk.dir);
+  o.memory.arena_file = ArenaFile();
   under_data_dir(&o.security.keystore_dir);
   under_data_dir(&o.security.audit_log_path);
   return o;
+}
+
+std::string ServerConfig::ArenaFile() const {
+  if (!warm_restart) return "";
+  if (!arena_file.empty()) return arena_file;
+  // One file per data directory, named by its absolute path: two daemons on one host with
+  // different data_dirs never share one, and a restart finds its own again.
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::weakly_canonical(data_dir, ec);
+  if (ec) dir = std::filesystem::absolute(data_dir).lexically_normal();
+  const std::string name = dir.string();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Checksum64(
+      std::as_bytes(std::span<const char>(name.data(), name.size())))));
+  return std::string("/dev/shm/kvtier-g2-") + hex;
 }
 
 uint64_t ServerConfig::EffectiveMaxFrameBytes() const {

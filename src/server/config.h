@@ -113,8 +113,15 @@ struct ServerConfig {
   // from `tenants` by StoreOptions().
   Options store;
 
-  // The Store options with tenants and the disk directory resolved.
+  // [memory] warm_restart: G2 lives in a named file on tmpfs that the next kvtierd adopts.
+  bool warm_restart = true;
+  // That file; empty = ArenaFile()'s default under /dev/shm.
+  std::string arena_file;
+
+  // The Store options with tenants, the disk directory and the arena file resolved.
   Options StoreOptions() const;
+  // The G2 arena file this configuration uses ("" = no warm restart).
+  std::string ArenaFile() const;
   // max_frame_bytes with its default applied.
   uint64_t EffectiveMaxFrameBytes() const;
   // Checks cross-field rules (tenant names unique, tokens unique, anonymous tenant exists,

@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -16,6 +18,9 @@
 #include "src/server/server.h"
 
 namespace {
+
+// How long --take-over waits for the old kvtierd to drain, save G2 and close its Store.
+constexpr int kTakeOverTimeoutSeconds = 600;
 
 using kvtier::Status;
 using kvtier::server::ServerConfig;
@@ -49,7 +54,8 @@ Status WritePortFile(const std::string& path, const kvtier::server::Server& serv
     out << "native_port=" << server.native_port() << "\n"
         << "resp_port=" << server.resp_port() << "\n"
         << "http_port=" << server.http_port() << "\n"
-        << "unix_socket=" << server.unix_socket_path() << "\n";
+        << "unix_socket=" << server.unix_socket_path() << "\n"
+        << "g2_arena_file=" << server.g2_arena_file() << "\n";
     if (!server.events_endpoint().empty()) {
       out << "events_endpoint=" << server.events_endpoint() << "\n"
           << "events_replay_endpoint=" << server.events_replay_endpoint() << "\n";
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
   std::string tls_cert, tls_key, tls_ca;
   uint32_t threads = 0, idle_timeout = 0;
   bool print_default = false, check_only = false, tls_require_client_cert = false;
+  bool take_over = false;
   app.add_option("-c,--config", config_file, "TOML config file (keys it sets replace the defaults)");
   app.add_flag("--print-default-config", print_default, "Print the built-in config, commented, and exit");
   app.add_flag("--check-config", check_only, "Validate the configuration and exit");
@@ -95,6 +102,9 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", tls_ca, "PEM CAs that client certificates must chain to");
   app.add_flag("--tls-require-client-cert", tls_require_client_cert,
                "Refuse TLS clients without a valid certificate (needs --tls-ca)");
+  app.add_flag("--take-over", take_over,
+               "Rolling upgrade: take the sockets, G2 and G3 of the kvtierd running with the same "
+               "data_dir once it has drained; no client is refused (docs/operations.md)");
   app.add_option("--port-file", port_file,
                  "After listening, write the bound ports here (for scripts using port 0)");
   try {
@@ -158,7 +168,19 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  kvtier::Result<std::unique_ptr<kvtier::server::Server>> server = kvtier::server::Server::Start(config);
+  std::optional<kvtier::server::ListenerFds> inherited;
+  if (take_over) {
+    const std::string path = kvtier::server::HandoverPath(config.data_dir);
+    std::fprintf(stderr, "kvtierd: taking over from the kvtierd at %s\n", path.c_str());
+    kvtier::Result<kvtier::server::ListenerFds> fds =
+        kvtier::server::TakeOver(path, std::chrono::seconds(kTakeOverTimeoutSeconds));
+    if (!fds.ok()) return Fail(fds.status());
+    inherited = *fds;
+  }
+  // A successor (kvtierd --take-over) has the sockets: stop as on SIGTERM.
+  auto handed_over = [] { kill(getpid(), SIGTERM); };
+  kvtier::Result<std::unique_ptr<kvtier::server::Server>> server = kvtier::server::Server::Start(
+      config, inherited ? &*inherited : nullptr, handed_over);
   if (!server.ok()) return Fail(server.status());
   std::fprintf(stderr,
                "kvtierd: serving native tcp port %u, unix %s, resp port %u, http port %u; "
@@ -180,7 +202,11 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "kvtierd: %s received, shutting down\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  if ((*server)->handed_over()) {
+    std::fprintf(stderr, "kvtierd: handed the sockets to a new kvtierd; draining and stopping\n");
+  } else {
+    std::fprintf(stderr, "kvtierd: %s received, shutting down\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  }
   (*server)->Shutdown();
   std::fprintf(stderr, "kvtierd: stopped\n");
   return 0;

@@ -244,6 +244,15 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
            s.memory_largest_free_extent_bytes);
   p.Single("kvtier_index_bytes", "gauge", "Memory of the block index and eviction metadata.",
            s.index_bytes);
+  p.Single("kvtier_memory_restored_blocks", "gauge",
+           "G2 blocks adopted at start from the previous run's arena (warm restart).",
+           s.memory_restored_blocks);
+  p.Single("kvtier_memory_restore_dropped_blocks", "gauge",
+           "Blocks of the previous run's G2 not adopted: checksum, tenant gone, capacity, budget.",
+           s.memory_restore_dropped_blocks);
+  p.Family("kvtier_memory_restore_seconds", "gauge", "Time taken to adopt the previous G2.");
+  p.SampleDouble("kvtier_memory_restore_seconds", "",
+                 static_cast<double>(s.memory_restore_micros) * 1e-6);
   p.Single("kvtier_disk_corrupt_records_total", "counter",
            "G3 records that failed their checksum or tag: dropped, never served.",
            s.disk_corrupt_records);

@@ -119,6 +119,15 @@ Result<int> ListenUnix(const std::string& path) {
   return fd;
 }
 
+uint16_t BoundPort(int fd) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return 0;
+  if (local.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+  if (local.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+  return 0;
+}
+
 bool IsLocalPeer(int fd) {
   sockaddr_storage peer{};
   socklen_t len = sizeof(peer);

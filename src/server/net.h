@@ -27,6 +27,9 @@ Result<int> ListenTcp(std::string_view address, uint16_t* bound_port);
 // replaced; a path another live process is listening on is FailedPrecondition.
 Result<int> ListenUnix(const std::string& path);
 
+// The port a TCP socket is bound to (0 when it is not a TCP socket).
+uint16_t BoundPort(int fd);
+
 // True when the peer of connected socket `fd` is on this host: a Unix socket or a loopback
 // address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104).
 bool IsLocalPeer(int fd);

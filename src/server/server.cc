@@ -5,12 +5,25 @@
 #include <algorithm>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "src/server/net.h"
 
 namespace kvtier::server {
 
-Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
+                                              const ListenerFds* inherited,
+                                              std::function<void()> on_handed_over) {
+  // Inherited sockets this server closes unless a listener takes them.
+  ListenerFds unused = inherited != nullptr ? *inherited : ListenerFds{};
+  struct CloseUnused {
+    ListenerFds* fds;
+    ~CloseUnused() {
+      for (int fd : {fds->native, fds->resp, fds->http, fds->unix_socket}) {
+        if (fd >= 0) close(fd);
+      }
+    }
+  } close_unused{&unused};
   KVTIER_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<Server> s(new Server());
   s->config_ = config;
@@ -60,29 +73,49 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
 
   // Listeners go to loop 0, which owns them from here on (and closes them on failure).
   EventLoop* acceptor = s->loops_[0].get();
+  // What loop 0 listens on, for a successor to take over.
+  ListenerFds serving;
   struct Tcp {
     const std::string& address;
     Proto proto;
     uint16_t* port;
     bool tls;
+    int ListenerFds::*role;
   };
   const TlsConfig& tls = config.tls;
   for (const Tcp& t :
-       {Tcp{config.native_listen, Proto::kNative, &s->native_port_, tls.enabled() && tls.native},
-        Tcp{config.resp_listen, Proto::kResp, &s->resp_port_, tls.enabled() && tls.resp},
-        Tcp{config.http_listen, Proto::kHttp, &s->http_port_, tls.enabled() && tls.http}}) {
+       {Tcp{config.native_listen, Proto::kNative, &s->native_port_, tls.enabled() && tls.native,
+            &ListenerFds::native},
+        Tcp{config.resp_listen, Proto::kResp, &s->resp_port_, tls.enabled() && tls.resp,
+            &ListenerFds::resp},
+        Tcp{config.http_listen, Proto::kHttp, &s->http_port_, tls.enabled() && tls.http,
+            &ListenerFds::http}}) {
     if (t.address.empty()) continue;
-    Result<int> fd = ListenTcp(t.address, t.port);
-    if (!fd.ok()) return fd.status();
+    Result<int> fd = std::exchange(unused.*t.role, -1);
+    if (*fd >= 0) {
+      *t.port = BoundPort(*fd);
+    } else {
+      fd = ListenTcp(t.address, t.port);
+      if (!fd.ok()) return fd.status();
+    }
     acceptor->AddListener(*fd, t.proto, t.tls);
+    serving.*t.role = *fd;
   }
   if (!config.unix_socket.empty()) {
     std::string path = config.unix_socket[0] == '/' ? config.unix_socket
                                                      : config.data_dir + "/" + config.unix_socket;
-    Result<int> fd = ListenUnix(path);
+    Result<int> fd = std::exchange(unused.unix_socket, -1);
+    if (*fd < 0) fd = ListenUnix(path);
     if (!fd.ok()) return fd.status();
     s->unix_path_ = path;
     acceptor->AddListener(*fd, Proto::kNative, /*tls=*/false);  // Local: always plaintext.
+    serving.unix_socket = *fd;
+  }
+  if (on_handed_over) {
+    Result<std::unique_ptr<HandoverListener>> handover = HandoverListener::Start(
+        HandoverPath(config.data_dir), serving, std::move(on_handed_over));
+    if (!handover.ok()) return handover.status();
+    s->handover_ = std::move(handover).value();
   }
   for (auto& loop : s->loops_) loop->Start();
   s->running_ = true;
@@ -101,10 +134,11 @@ void Server::Shutdown() {
   loop_ptrs_.clear();
   tls_.reset();
   if (!unix_path_.empty()) {
-    unlink(unix_path_.c_str());
+    if (!handed_over()) unlink(unix_path_.c_str());
     unix_path_.clear();
   }
   store_.reset();
+  handover_.reset();
 }
 
 }  // namespace kvtier::server

@@ -7,6 +7,7 @@
 #define KVTIER_SERVER_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "src/server/config.h"
 #include "src/server/event_loop.h"
 #include "src/server/handler.h"
+#include "src/server/handover.h"
 #include "src/server/kv_events.h"
 #include "src/server/metrics.h"
 #include "src/server/tls.h"
@@ -28,14 +30,21 @@ class Server {
   // InvalidArgument for a bad config (or TLS certificate/key files that do not load);
   // Unavailable when a port cannot be bound;
   // FailedPrecondition when another kvtierd serves the Unix socket.
-  static Result<std::unique_ptr<Server>> Start(const ServerConfig& config);
+  // `inherited` (may be null): listening sockets taken over from the kvtierd this one
+  // replaces (handover.h), used instead of binding for each listener the config has on; the
+  // others are closed. With `on_handed_over`, the server itself listens for a successor and
+  // calls it (on another thread) once the sockets went to one: the caller then shuts down.
+  static Result<std::unique_ptr<Server>> Start(const ServerConfig& config,
+                                               const ListenerFds* inherited = nullptr,
+                                               std::function<void()> on_handed_over = {});
 
   // Shuts down if still running.
   ~Server();
 
   // Stops accepting, finishes writing the replies already computed (at most
-  // shutdown_grace_seconds), closes every connection, removes the Unix socket and closes the
-  // Store. Idempotent.
+  // shutdown_grace_seconds), closes every connection, removes the Unix socket (unless a
+  // successor serves it now) and closes the Store; then lets the successor go on.
+  // Idempotent.
   void Shutdown();
 
   // Ports actually bound (0 when that listener is off); useful with port 0 in the config.
@@ -44,10 +53,14 @@ class Server {
   uint16_t http_port() const { return http_port_; }
   // Path of the Unix socket, or "" when off.
   const std::string& unix_socket_path() const { return unix_path_; }
+  // The file G2 lives in for warm restarts ("" = off).
+  std::string g2_arena_file() const { return config_.ArenaFile(); }
   // The KV events' endpoints as bound; empty when events are off.
   std::string events_endpoint() const { return events_ ? events_->endpoint() : ""; }
   std::string events_replay_endpoint() const { return events_ ? events_->replay_endpoint() : ""; }
   size_t num_loops() const { return loops_.size(); }
+  // A kvtierd started with --take-over has the sockets now.
+  bool handed_over() const { return handover_ != nullptr && handover_->handed_over(); }
 
  private:
   Server() = default;
@@ -66,6 +79,7 @@ class Server {
   uint16_t http_port_ = 0;
   std::string unix_path_;
   bool running_ = false;
+  std::unique_ptr<HandoverListener> handover_;  // Destroyed after the store.
 };
 
 }  // namespace kvtier::server

@@ -71,7 +71,7 @@ static void daemon_start(daemon_t* d, const char* kvtierd) {
           "data_dir = \"%s\"\n"
           "[server]\nnative_listen = \"127.0.0.1:0\"\nresp_listen = \"\"\nhttp_listen = \"\"\n"
           "unix_socket = \"kvtierd.sock\"\nthreads = 2\n"
-          "[memory]\ncapacity = \"64MiB\"\n[store]\nmax_block_bytes = \"1MiB\"\n"
+          "[memory]\ncapacity = \"64MiB\"\nwarm_restart = false\n[store]\nmax_block_bytes = \"1MiB\"\n"
           "[[tenants]]\nname = \"default\"\n"
           "[[tenants]]\nname = \"acme\"\ntoken = \"acme-token\"\n",
           d->dir);

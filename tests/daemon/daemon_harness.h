@@ -113,19 +113,43 @@ token = "acme-token"
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kvtierd did not shut down cleanly";
     }
     std::filesystem::remove_all(dir_);
+    // G2 stays in its file on /dev/shm for a warm restart: a test's daemon has none coming.
+    if (!arena_file_.empty()) {
+      for (const char* suffix : {"", ".index", ".lock"}) std::filesystem::remove(arena_file_ + suffix);
+    }
   }
 
   // Starts kvtierd (again, after Stop or Kill) with the same configuration and data directory:
   // the same Unix socket path, new TCP ports.
-  void Start() {
+  void Start() { Launch(false); }
+
+  // A rolling upgrade: starts a second kvtierd with --take-over on the same configuration,
+  // waits until it serves (its port file) and the old one has exited, and returns the old
+  // one's exit code (-1 if it died of a signal). The ports stay the same.
+  int Upgrade() {
+    const pid_t old = pid_;
+    Launch(true);
+    int status = 0;
+    waitpid(old, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  // Starts kvtierd and waits (bounded) for its port file.
+  void Launch(bool take_over) {
     values_.clear();
-    std::string port_file = (dir_ / "ports").string();
+    std::string port_file = (dir_ / (take_over ? "ports.new" : "ports")).string();
     std::filesystem::remove(port_file);
     std::string config_file = (dir_ / "kvtierd.toml").string();
     pid_ = fork();
     if (pid_ == 0) {
-      execl(KVTIERD_PATH, "kvtierd", "--config", config_file.c_str(), "--port-file",
-            port_file.c_str(), static_cast<char*>(nullptr));
+      if (take_over) {
+        execl(KVTIERD_PATH, "kvtierd", "--config", config_file.c_str(), "--port-file",
+              port_file.c_str(), "--take-over", static_cast<char*>(nullptr));
+      } else {
+        execl(KVTIERD_PATH, "kvtierd", "--config", config_file.c_str(), "--port-file",
+              port_file.c_str(), static_cast<char*>(nullptr));
+      }
       _exit(127);
     }
     auto deadline = std::chrono::steady_clock::now() + kDeadline;
@@ -148,8 +172,10 @@ token = "acme-token"
       size_t eq = line.find('=');
       values_[line.substr(0, eq)] = line.substr(eq + 1);
     }
+    arena_file_ = values_["g2_arena_file"];
   }
 
+ public:
   // Sends SIGTERM and returns kvtierd's exit code (-1 if it died of a signal).
   int Stop() {
     kill(pid_, SIGTERM);
@@ -206,6 +232,7 @@ token = "acme-token"
   std::filesystem::path dir_;
   pid_t pid_ = -1;
   std::map<std::string, std::string> values_;
+  std::string arena_file_;  // G2's file for warm restarts, removed at the end.
 };
 
 // A blocking TCP socket to 127.0.0.1:port with a receive timeout of kDeadline.

@@ -11,6 +11,9 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& op
                                                      bool payload_free,
                                                      std::vector<TenantConfig> tenants,
                                                      Env* env) {
+  if (!payload_free && !options.arena_file.empty()) {
+    return OpenFromFile(options, std::move(tenants), env);
+  }
   std::unique_ptr<Arena> arena;
   if (!payload_free) {
     Result<std::unique_ptr<Arena>> created =
@@ -43,7 +46,11 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, const MemoryTierOptions& op
   }
 }
 
-MemoryTier::~MemoryTier() = default;
+MemoryTier::~MemoryTier() {
+  if (arena_lock_ == nullptr) return;
+  Status s = SaveSnapshot();
+  if (!s.ok()) env_->Log("G2: no warm restart (the next start is empty): " + s.ToString());
+}
 
 EntryList* MemoryTier::QueueOf(const Entry& e) {
   TenantState& t = tenants_[e.tenant];
@@ -546,6 +553,9 @@ void MemoryTier::FillStats(StoreStats* stats) const {
     bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage();
   }
   stats->index_bytes = bytes;
+  stats->memory_restored_blocks = restored_blocks_;
+  stats->memory_restore_dropped_blocks = restore_dropped_blocks_;
+  stats->memory_restore_micros = restore_micros_;
 }
 
 }  // namespace kvtier

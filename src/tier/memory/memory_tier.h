@@ -25,6 +25,14 @@
 // calls FinishDemotion; a put that needs its pages waits for that (backpressure), never for
 // anything else.
 //
+// Warm restart (MemoryTierOptions::arena_file, memory_snapshot.cc): the arena is a named file
+// that outlives the process. Destruction writes the index beside it: each resident block's
+// key, tenant name, extents, queue position, chain, pins and metadata, with an XXH3 checksum
+// of its bytes. Open reads the index, deletes it before anything changes the arena (so a
+// crash later can never pair a stale index with newer bytes), and adopts in place, in their
+// queue order, the blocks whose checksums still match, of tenants still configured, within
+// the capacity; a tenant over a lowered budget then evicts its oldest.
+//
 // Thread safety: all methods are thread-safe. One mutex guards metadata; block bytes are
 // copied outside it.
 
@@ -157,7 +165,7 @@ class MemoryTier final : public BlockHandle::Releaser {
 
   uint64_t PageBytes() const { return page_bytes_; }
   uint64_t CapacityBytes() const { return capacity_bytes_; }
-  // The arena's memfd; -1 when payload-free.
+  // The arena's memfd or file; -1 when payload-free.
   int arena_fd() const { return arena_ ? arena_->fd() : -1; }
 
   void FillStats(StoreStats* stats) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -277,6 +285,28 @@ class MemoryTier final : public BlockHandle::Releaser {
   std::vector<SessionSlot> session_slots_ ABSL_GUARDED_BY(mu_);  // [0] is "no session".
   std::vector<uint32_t> free_session_slots_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint32_t, SessionId>, uint32_t> session_index_ ABSL_GUARDED_BY(mu_);
+  // --- Warm restart (memory_snapshot.cc) ---
+  struct Snapshot;
+  // Open with options.arena_file: locks the file, reads and deletes the previous run's index,
+  // maps the arena (kept only when the index was valid) and adopts its blocks.
+  static Result<std::unique_ptr<MemoryTier>> OpenFromFile(const MemoryTierOptions& options,
+                                                          std::vector<TenantConfig> tenants,
+                                                          Env* env);
+  // The whole index file at `path`; NotFound when there is none.
+  static Result<std::vector<std::byte>> ReadSnapshotFile(Env* env, const std::string& path);
+  // DataLoss naming what is wrong when the index is damaged, foreign, or for another page size.
+  static Result<Snapshot> ParseSnapshot(std::span<const std::byte> bytes, uint64_t page_bytes);
+  // Adopts the blocks of `snapshot` that pass their checks; logs what came back.
+  void Adopt(const Snapshot& snapshot, uint64_t start_us) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the index of every resident block beside the arena file (at destruction).
+  Status SaveSnapshot() ABSL_LOCKS_EXCLUDED(mu_);
+
+  std::string arena_file_;                // Empty: an anonymous arena.
+  std::unique_ptr<FileLock> arena_lock_;  // Held while this process owns arena_file_.
+  uint64_t restored_blocks_ ABSL_GUARDED_BY(mu_) = 0;  // Set once by Adopt.
+  uint64_t restore_dropped_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t restore_micros_ ABSL_GUARDED_BY(mu_) = 0;
+
   struct Reservation {
     uint32_t tenant;
     BlockKey key;

@@ -1,0 +1,216 @@
+// Restarts of a real kvtierd with the default memory configuration (warm restart on): after a
+// clean stop every block is served again; after kill -9 the daemon starts, serves, and never
+// returns wrong bytes; a rolling upgrade (kvtierd --take-over) under load fails no call.
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kvtier/client.h"
+#include "tests/daemon/daemon_harness.h"
+
+namespace kvtier::daemon_test {
+namespace {
+
+constexpr uint32_t kBlocks = 50;
+constexpr size_t kValueBytes = 2 * kMiB;
+
+std::unique_ptr<Client> Connect(const Daemon& d) {
+  ClientOptions o;
+  o.endpoint = d.unix_endpoint();
+  Result<std::unique_ptr<Client>> c = Client::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+// The value of a sample of /metrics ("name value" on a line of its own); -1 when absent.
+double Metric(const Daemon& d, const std::string& name) {
+  const std::string body = Http(d.http_port(), "GET /metrics HTTP/1.0\r\n\r\n");
+  const size_t at = body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
+}
+
+TEST(DaemonRestartTest, ACleanRestartServesEveryBlockAgain) {
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  {
+    auto c = Connect(d);
+    ASSERT_NE(c, nullptr);
+    for (uint32_t i = 0; i < kBlocks; ++i) {
+      ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kValueBytes)).ok()) << i;
+    }
+  }
+  ASSERT_EQ(d.Stop(), 0);
+  d.Start();
+  ASSERT_TRUE(d.running());
+  EXPECT_EQ(Metric(d, "kvtier_memory_restored_blocks"), kBlocks);
+  EXPECT_EQ(Metric(d, "kvtier_memory_restore_dropped_blocks"), 0);
+  auto c = Connect(d);
+  ASSERT_NE(c, nullptr);
+  uint32_t back = 0;
+  for (uint32_t i = 0; i < kBlocks; ++i) {
+    Result<std::vector<std::byte>> v = c->Get(TestKey(i));
+    ASSERT_TRUE(v.ok()) << "block " << i << ": " << v.status().ToString();
+    EXPECT_EQ(*v, RandomValue(i, kValueBytes)) << "block " << i << " came back with other bytes";
+    ++back;
+  }
+  EXPECT_EQ(back, kBlocks);
+  EXPECT_EQ(Metric(d, "kvtier_tier_hits_total{tier=\"g3\"}"), 0) << "G2 served them, not G3";
+
+  // And again, with what was added after the first restart.
+  ASSERT_TRUE(c->Put(TestKey(kBlocks), RandomValue(kBlocks, kValueBytes)).ok());
+  c.reset();
+  ASSERT_EQ(d.Stop(), 0);
+  d.Start();
+  EXPECT_EQ(Metric(d, "kvtier_memory_restored_blocks"), kBlocks + 1);
+}
+
+TEST(DaemonRestartTest, AfterKill9TheDaemonServesAgainAndNeverReturnsWrongBytes) {
+  Daemon d;
+  {
+    auto c = Connect(d);
+    ASSERT_NE(c, nullptr);
+    for (uint32_t i = 0; i < 20; ++i) ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kValueBytes)).ok());
+  }
+  // A clean stop first, so that an index exists; the next run adopts it, then dies: its own
+  // changes must not be paired with that old index.
+  ASSERT_EQ(d.Stop(), 0);
+  d.Start();
+  {
+    auto c = Connect(d);
+    ASSERT_NE(c, nullptr);
+    for (uint32_t i = 0; i < 10; ++i) ASSERT_TRUE(c->Delete(TestKey(i)).ok());
+    for (uint32_t i = 100; i < 110; ++i) ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kValueBytes)).ok());
+  }
+  d.Kill();
+  d.Start();
+  ASSERT_TRUE(d.running());
+  EXPECT_EQ(Metric(d, "kvtier_memory_restored_blocks"), 0) << "a crashed run left no index";
+  auto c = Connect(d);
+  ASSERT_NE(c, nullptr);
+  for (uint32_t i : {0u, 5u, 10u, 15u, 100u, 105u}) {
+    Result<std::vector<std::byte>> v = c->Get(TestKey(i));
+    if (v.ok()) {
+      EXPECT_EQ(*v, RandomValue(i, kValueBytes)) << "block " << i << " came back with other bytes";
+    } else {
+      EXPECT_EQ(v.status().code(), StatusCode::kNotFound) << v.status().ToString();
+    }
+  }
+  EXPECT_EQ(c->Get(TestKey(3)).status().code(), StatusCode::kNotFound) << "a deleted block came back";
+  ASSERT_TRUE(c->Put(TestKey(7), RandomValue(7, kValueBytes)).ok());
+  Result<std::vector<std::byte>> v = c->Get(TestKey(7));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, RandomValue(7, kValueBytes));
+}
+
+// Counts the calls of the load threads, so the test can wait for progress without sleeping.
+class Progress {
+ public:
+  void Add() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++calls_;
+    cv_.notify_all();
+  }
+  uint64_t calls() {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls_;
+  }
+  // Waits (bounded by kDeadline) until `n` calls in all have completed.
+  bool WaitFor(uint64_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, kDeadline, [&] { return calls_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t calls_ = 0;
+};
+
+TEST(DaemonRestartTest, ARollingUpgradeUnderLoadFailsNoCallAndKeepsEveryBlock) {
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  constexpr uint32_t kPreloaded = 20;
+  constexpr size_t kPreloadedBytes = 256 * 1024;
+  {
+    auto c = Connect(d);
+    ASSERT_NE(c, nullptr);
+    for (uint32_t i = 0; i < kPreloaded; ++i) {
+      ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kPreloadedBytes)).ok());
+    }
+  }
+  // Two clients, one on the Unix socket and one over TCP, put a new block, read it back and
+  // read a preloaded one, again and again, before, during and after the upgrade.
+  const std::vector<std::string> endpoints = {d.unix_endpoint(), d.tcp_endpoint()};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> failed{0}, wrong{0};
+  std::vector<std::vector<uint32_t>> acked(endpoints.size());
+  std::mutex errors_mu;
+  std::vector<std::string> errors;
+  Progress progress;
+  auto value = [](uint32_t t, uint32_t n) { return RandomValue(t * 1000003 + n, 64 * 1024 + n % 7 * 4096); };
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < endpoints.size(); ++t) {
+    threads.emplace_back([&, t] {
+      ClientOptions o;
+      o.endpoint = endpoints[t];
+      auto c = std::move(Client::Connect(o)).value();
+      auto fail = [&](const std::string& what) {
+        failed.fetch_add(1);
+        std::lock_guard<std::mutex> l(errors_mu);
+        errors.push_back(what);
+      };
+      for (uint32_t n = 0; !stop.load(); ++n) {
+        const BlockKey key = TestKey(1000 + t, n);
+        Status s = c->Put(key, value(t, n));
+        if (!s.ok()) {
+          fail("put: " + s.ToString());
+        } else {
+          acked[t].push_back(n);
+        }
+        Result<std::vector<std::byte>> got = c->Get(key);
+        if (!got.ok()) {
+          fail("get: " + got.status().ToString());
+        } else if (*got != value(t, n)) {
+          wrong.fetch_add(1);
+        }
+        Result<std::vector<std::byte>> old = c->Get(TestKey(n % kPreloaded));
+        if (!old.ok()) {
+          fail("get preloaded: " + old.status().ToString());
+        } else if (*old != RandomValue(n % kPreloaded, kPreloadedBytes)) {
+          wrong.fetch_add(1);
+        }
+        progress.Add();
+      }
+    });
+  }
+  ASSERT_TRUE(progress.WaitFor(20));
+  EXPECT_EQ(d.Upgrade(), 0) << "the old kvtierd did not stop cleanly";
+  ASSERT_TRUE(d.running());
+  EXPECT_EQ(d.tcp_endpoint(), endpoints[1]) << "the new kvtierd listens on the same socket";
+  ASSERT_TRUE(progress.WaitFor(progress.calls() + 20)) << "no calls completed after the upgrade";
+  stop.store(true);
+  for (std::thread& t : threads) t.join();
+
+  EXPECT_EQ(failed.load(), 0u) << (errors.empty() ? "" : errors.front());
+  EXPECT_EQ(wrong.load(), 0u) << "a call returned other bytes than were put";
+  // Everything acknowledged before, during and after the upgrade is there, from G2.
+  EXPECT_GE(Metric(d, "kvtier_memory_restored_blocks"), kPreloaded);
+  auto c = Connect(d);
+  ASSERT_NE(c, nullptr);
+  for (uint32_t t = 0; t < endpoints.size(); ++t) {
+    for (uint32_t n : acked[t]) {
+      Result<std::vector<std::byte>> got = c->Get(TestKey(1000 + t, n));
+      ASSERT_TRUE(got.ok()) << "acknowledged block " << t << "/" << n << ": " << got.status().ToString();
+      EXPECT_EQ(*got, value(t, n));
+    }
+  }
+  EXPECT_EQ(Metric(d, "kvtier_tier_hits_total{tier=\"g3\"}"), 0) << "G2 served them, not G3";
+}
+
+}  // namespace
+}  // namespace kvtier::daemon_test
