@@ -48,7 +48,8 @@ def main() -> None:
         (Path(d) / "kvtierd.toml").write_text(
             f'data_dir = "{d}"\n[server]\nnative_listen = ""\nresp_listen = ""\nhttp_listen = ""\n'
             f'unix_socket = "kvtierd.sock"\n[memory]\ncapacity = "{ops * VALUE // 2**20 + 64}MiB"\n'
-            'warm_restart = false\nprefault = true\n[disk]\ndir = ""\n[store]\nmax_block_bytes = "4MiB"\n'
+            'warm_restart = false\nprefault = true\n[disk]\ndir = ""\n'
+            '[store]\nmax_block_bytes = "4MiB"\n'
         )
         proc = subprocess.Popen(
             [

@@ -96,10 +96,12 @@ def main() -> None:
     int(buf.sum())
     floor_s = time.perf_counter() - floor_begin
     del buf
-    print(f"G2 {gib:g} GiB: {blocks} blocks of 2 MiB ({total / 2**30:.2f} GiB), {os.cpu_count()} cores")
+    cores = os.cpu_count()
+    print(f"G2 {gib:g} GiB: {blocks} blocks of 2 MiB ({total / 2**30:.2f} GiB), {cores} cores")
     print(f"  stop (SIGTERM to exit, index + checksums written)  {stop_s:7.2f} s")
     print(f"  start (to serving, checksums verified)             {start_s:7.2f} s")
-    print(f"  blocks back with the right bytes                   {back}/{blocks} ({100 * back / blocks:.1f}%)")
+    share = 100 * back / blocks
+    print(f"  blocks back with the right bytes                   {back}/{blocks} ({share:.1f}%)")
     print(f"  reading them all back over the Unix socket          {read_s:7.2f} s "
           f"({total / read_s / 1e9:.2f} GB/s)")  # fmt: skip
     print(f"  one pass over {total / 2**30:.2f} GiB in memory here           {floor_s:7.2f} s "

@@ -237,10 +237,12 @@ def main() -> None:
                 build,
                 work / "g2",
                 procs,
-                f'[memory]\ncapacity = "{dram_mib}MiB"\nwarm_restart = false\nprefault = true\n[disk]\ndir = ""\n',
+                f'[memory]\ncapacity = "{dram_mib}MiB"\nwarm_restart = false\nprefault = true\n'
+                '[disk]\ndir = ""\n',
             )
             g3_ports = start_kvtierd(build, work / "g3", procs,
-                f'[memory]\ncapacity = "{max(16, int(kv_mib // 4))}MiB"\nwarm_restart = false\n[disk]\ndir = "disk"\n'
+                f'[memory]\ncapacity = "{max(16, int(kv_mib // 4))}MiB"\nwarm_restart = false\n'
+                '[disk]\ndir = "disk"\n'
                 '[admission]\nfrequency_gate = false\n'
                 '[store]\npromote_on_hit = false\nmax_block_bytes = "8MiB"\n')  # fmt: skip
             shared = work / "g4"

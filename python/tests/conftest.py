@@ -65,12 +65,13 @@ class Daemon:
         self.ports: dict[str, str] = {}
         self.start()
 
-    def start(self) -> None:
+    def start(self, take_over: bool = False) -> None:
         port_file = self.dir / "ports"
         port_file.unlink(missing_ok=True)
         with open(self.dir / "kvtierd.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [kvtierd_path(), "--config", str(self.config), "--port-file", str(port_file)],
+                [kvtierd_path(), "--config", str(self.config), "--port-file", str(port_file)]
+                + (["--take-over"] if take_over else []),
                 stdout=log,
                 stderr=log,
             )
@@ -84,6 +85,14 @@ class Daemon:
                 pytest.fail("kvtierd did not start")
             time.sleep(0.005)  # Polling for readiness, bounded by DEADLINE.
         self.ports = dict(line.split("=", 1) for line in port_file.read_text().split())
+
+    def upgrade(self) -> int:
+        """A rolling upgrade: a second kvtierd takes over (``--take-over``); returns once it
+        serves and the old one has exited, with the old one's exit code."""
+        assert self.proc is not None
+        old = self.proc
+        self.start(take_over=True)
+        return old.wait(timeout=DEADLINE)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.proc is not None

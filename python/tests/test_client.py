@@ -238,6 +238,50 @@ def test_calls_reconnect_and_retry_when_kvtierd_restarts(daemon: Daemon) -> None
     once.ping()  # Its broken connection is replaced on the next call.
 
 
+def test_a_rolling_upgrade_fails_no_call_and_keeps_every_block(daemon: Daemon) -> None:
+    urls = [daemon.unix_url, daemon.tcp_url]
+    stop = threading.Event()
+    progress = threading.Condition()
+    calls = [0]
+    failures: list[str] = []
+    acked: list[tuple[bytes, bytes]] = []
+
+    def load(url: str, n: int) -> None:
+        c = kvtier.Client(url)
+        i = 0
+        while not stop.is_set():
+            key, value = kvtier.named_key(f"upgrade-{n}-{i}"), f"value {n} {i}".encode() * 500
+            try:
+                c.put(key, value)
+                acked.append((key, value))
+                if c.get(key) != value:
+                    failures.append(f"get {n}/{i}: other bytes")
+            except kvtier.Error as e:
+                failures.append(f"{n}/{i}: {e!r}")
+            i += 1
+            with progress:
+                calls[0] += 1
+                progress.notify_all()
+
+    def wait_for(n: int) -> None:
+        with progress:
+            assert progress.wait_for(lambda: calls[0] >= n, timeout=60), "no progress"
+
+    threads = [threading.Thread(target=load, args=(u, n)) for n, u in enumerate(urls)]
+    for t in threads:
+        t.start()
+    wait_for(20)
+    assert daemon.upgrade() == 0, "the old kvtierd did not stop cleanly"
+    assert daemon.tcp_url == urls[1], "the new kvtierd serves the same socket"
+    wait_for(calls[0] + 20)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert failures == []
+    c = kvtier.Client(daemon.unix_url)
+    assert all(c.get(k) == v for k, v in acked), "an acknowledged block is gone"
+
+
 @pytest.mark.parametrize("via", ["unix", "tcp"])
 def test_a_stopped_kvtierd_fails_calls_after_io_timeout_not_never(daemon: Daemon, via: str) -> None:
     url = daemon.unix_url if via == "unix" else daemon.tcp_url
