@@ -105,6 +105,29 @@ TEST_F(StoreTieringTest, BlocksSurviveAReopenThroughG3) {
   for (uint64_t k = 0; k < 16; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
 }
 
+TEST_F(StoreTieringTest, FlushMakesEveryBlockInDramDurableOnceAndKeepsItInDram) {
+  // The frequency gate would keep all of these out of G3 on eviction.
+  Open(16, AdmissionOptions{});
+  for (uint64_t k = 0; k < 10; ++k) ASSERT_TRUE(Put(k).ok());
+  Result<uint64_t> written = store_->Flush(tenant_);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(*written, 10u);
+  StoreStats s = store_->Stats();
+  EXPECT_EQ(s.blocks, 10u) << "flushed blocks stay in G2";
+  EXPECT_EQ(s.disk_blocks, 10u);
+  ASSERT_TRUE(Put(10).ok());
+  EXPECT_EQ(*store_->Flush(tenant_), 1u) << "only what G3 lacks is written";
+  Open(16, AdmissionOptions{});  // G2 is volatile here (no arena file); G3 is not.
+  for (uint64_t k = 0; k <= 10; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
+
+  Options no_g3;
+  no_g3.memory.capacity_bytes = 4 * kBlock;
+  no_g3.max_block_bytes = kBlock;
+  std::unique_ptr<Store> memory_only = std::move(Store::Open(no_g3)).value();
+  EXPECT_EQ(memory_only->Flush(*memory_only->FindTenant("default")).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
 TEST_F(StoreTieringTest, PrefixLookupSpansTiersAndAHitIsPromoted) {
   Open(4);
   for (uint64_t k = 0; k < 8; ++k) {

@@ -214,6 +214,9 @@ void kvtier_client_delete_session(kvtier_client_t* client, uint64_t session,
 /* Deletes every block of the client's tenant, on every tier. */
 void kvtier_client_delete_all_blocks(kvtier_client_t* client, uint64_t* memory_blocks,
                                      uint64_t* disk_blocks, char** errptr);
+/* Makes the tenant's blocks durable (kvtier::Client::Flush); *written (may be NULL) receives
+   how many blocks went to G3. */
+void kvtier_client_flush(kvtier_client_t* client, uint64_t* written, char** errptr);
 
 /* Pins nest: each pin needs its unpin. `errs` as for kvtier_client_put_many (may be NULL);
  * *errptr says how many failed and why the first did (pinning an absent block fails, as does

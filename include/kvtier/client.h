@@ -143,6 +143,11 @@ class Client {
   virtual Result<DeletionReport> DeleteSession(SessionId session) = 0;
   // Deletes every block of the connection's tenant, on every tier. Other tenants are untouched.
   virtual Result<DeletionReport> DeleteAllBlocks() = 0;
+  // Makes the tenant's blocks durable (Store::Flush): once it returns OK, every block put and
+  // acknowledged before the call survives kill -9 of kvtierd (and power loss with the
+  // server's [disk] durability = "synced"), unless deleted or evicted before the call.
+  // Returns how many blocks it wrote to G3; FailedPrecondition when the server has no G3.
+  virtual Result<uint64_t> Flush() = 0;
   virtual std::vector<Status> PinMany(std::span<const BlockKey> keys) = 0;
   virtual std::vector<Status> UnpinMany(std::span<const BlockKey> keys) = 0;
   // A hint that these blocks will be read soon. Accepted; the server does not act on it yet.

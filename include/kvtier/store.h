@@ -360,6 +360,13 @@ class Store {
   // Removes every expired block now (expiry is otherwise found lazily). Returns how many.
   virtual size_t PurgeExpired() = 0;
 
+  // Makes the tenant's blocks durable: writes every block of the tenant that G2 holds when the
+  // call starts and G3 does not to G3, bypassing admission, and returns once G3 has them as
+  // its durability says (kWritten: they survive kill -9; kSynced: power loss too). Returns how
+  // many blocks it wrote. FailedPrecondition without G3; G3's errors (ResourceExhausted when
+  // full) otherwise, after writing what it could. Blocks stay in G2.
+  virtual Result<uint64_t> Flush(TenantId tenant) = 0;
+
   // With G4: reads the deletion notices other nodes published since the last call and
   // removes the blocks they name from this node's G2 and G3 (each recorded in the audit log,
   // the other node as actor). Notices that failed to apply before (a G3 or G4 error) are

@@ -238,6 +238,19 @@ def test_calls_reconnect_and_retry_when_kvtierd_restarts(daemon: Daemon) -> None
     once.ping()  # Its broken connection is replaced on the next call.
 
 
+def test_flushed_blocks_survive_kill_9(daemon: Daemon) -> None:
+    c = kvtier.Client(daemon.unix_url)
+    k = keys(3)
+    for i, key in enumerate(k):
+        c.put(key, f"durable {i}".encode())
+    assert c.flush() == 3
+    assert c.flush() == 0, "what G3 holds already is not written again"
+    assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    daemon.start()
+    c = kvtier.Client(daemon.unix_url)
+    assert [c.get(key) for key in k] == [f"durable {i}".encode() for i in range(3)]
+
+
 def test_a_rolling_upgrade_fails_no_call_and_keeps_every_block(daemon: Daemon) -> None:
     urls = [daemon.unix_url, daemon.tcp_url]
     stop = threading.Event()

@@ -423,6 +423,12 @@ void kvtier_client_delete_all_blocks(kvtier_client_t* client, uint64_t* memory_b
   SaveReport(client->client->DeleteAllBlocks(), memory_blocks, disk_blocks, errptr);
 }
 
+void kvtier_client_flush(kvtier_client_t* client, uint64_t* written, char** errptr) {
+  kvtier::Result<uint64_t> r = client->client->Flush();
+  if (written != nullptr) *written = r.ok() ? *r : 0;
+  Check(errptr, r.status());
+}
+
 void kvtier_client_pin(kvtier_client_t* client, size_t num_keys, const unsigned char* keys,
                        char** errs, char** errptr) {
   ReportItems(client->client->PinMany(Keys(keys, num_keys)), "pins", errs, errptr);

@@ -426,6 +426,14 @@ class ClientImpl final : public Client {
     return Retrying([&] { return DeletionReply(Wait(Opcode::kDeleteTenant, {})); });
   }
 
+  Result<uint64_t> Flush() override {
+    return Retrying([&]() -> Result<uint64_t> {
+      Reply r = Wait(Opcode::kFlush, {});
+      if (!r.status.ok()) return r.status;
+      return protocol::DecodeFlushReply(r.bytes());
+    });
+  }
+
   std::vector<Status> PinMany(std::span<const BlockKey> keys) override {
     return KeyStatuses(Opcode::kPin, keys);
   }

@@ -88,6 +88,7 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Status Unpin(TenantId tenant, const BlockKey& key) override;
   std::vector<Status> UnpinMany(TenantId tenant, std::span<const BlockKey> keys) override;
   size_t PurgeExpired() override;
+  Result<uint64_t> Flush(TenantId tenant) override;
   Result<uint64_t> ApplyDeletionNotices() override ABSL_LOCKS_EXCLUDED(notice_mu_);
   StoreStats Stats() const override;
   Result<TenantStats> StatsForTenant(TenantId tenant) const override;

@@ -162,6 +162,20 @@ Result<DeletionReport> DecodeDeletionReport(std::span<const std::byte> body) {
   return report;
 }
 
+void EncodeFlushReply(uint64_t written, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U64(written);
+}
+
+Result<uint64_t> DecodeFlushReply(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  const uint64_t written = r.U64();
+  if (!r.done()) return Malformed("flush reply");
+  return written;
+}
+
 void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
   BodyWriter w(out);
   w.U32(static_cast<uint32_t>(entries.size()));

@@ -120,6 +120,9 @@ Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, u
 // DELETE_SESSION and DELETE_TENANT: OK, u64 memory_blocks, u64 disk_blocks.
 void EncodeDeletionReport(const DeletionReport& report, std::string* out);
 Result<DeletionReport> DecodeDeletionReport(std::span<const std::byte> body);
+// FLUSH: OK, u64 blocks written to G3.
+void EncodeFlushReply(uint64_t written, std::string* out);
+Result<uint64_t> DecodeFlushReply(std::span<const std::byte> body);
 // Just a status (PING, PREFETCH, errors; any response whose status is not OK).
 void EncodeStatusOnly(const Status& status, std::string* out);
 // One status per item (PUT_MANY, DELETE, PIN, UNPIN): OK, u32 count, statuses.

@@ -42,6 +42,7 @@ bool IsRequestOpcode(uint8_t opcode) {
     case Opcode::kStats:
     case Opcode::kDeleteSession:
     case Opcode::kDeleteTenant:
+    case Opcode::kFlush:
     case Opcode::kShmAttach:
     case Opcode::kShmGet:
     case Opcode::kShmRelease:
@@ -71,6 +72,7 @@ std::string_view OpcodeName(uint8_t opcode) {
     case Opcode::kStats: return "STATS";
     case Opcode::kDeleteSession: return "DELETE_SESSION";
     case Opcode::kDeleteTenant: return "DELETE_TENANT";
+    case Opcode::kFlush: return "FLUSH";
     case Opcode::kShmAttach: return "SHM_ATTACH";
     case Opcode::kShmGet: return "SHM_GET";
     case Opcode::kShmRelease: return "SHM_RELEASE";

@@ -40,6 +40,7 @@ enum class Opcode : uint8_t {
   kStats = 0x18,
   kDeleteSession = 0x19,
   kDeleteTenant = 0x1A,
+  kFlush = 0x1B,
   // Shared-memory fast path (docs/protocol.md; Unix socket with SHARED_MEMORY granted only).
   kShmAttach = 0x20,
   kShmGet = 0x21,

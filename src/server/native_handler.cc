@@ -34,6 +34,7 @@ Op OpFor(uint8_t opcode) {
     case Opcode::kStats: return Op::kStats;
     case Opcode::kDeleteSession:
     case Opcode::kDeleteTenant: return Op::kDelete;
+    case Opcode::kFlush: return Op::kPut;
     case Opcode::kShmGet: return Op::kGet;
     case Opcode::kShmAlloc:
     case Opcode::kShmCommit: return Op::kPut;
@@ -114,6 +115,7 @@ class NativeHandler final : public ProtocolHandler {
       case Opcode::kDeleteTenant:
         DeleteScoped(h, body, out);
         return true;
+      case Opcode::kFlush: Flush(h, body, out); return true;
       case Opcode::kLookupPrefix:
       case Opcode::kExists:
       case Opcode::kPin:
@@ -337,6 +339,21 @@ class NativeHandler final : public ProtocolHandler {
         protocol::EncodeStatusOnly(Status::OK(), &scratch_);
         break;
     }
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  void Flush(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    if (!body.empty()) {
+      Reply(out, h.opcode, h.request_id, Status::InvalidArgument("malformed FLUSH body: it must be empty"));
+      return;
+    }
+    Result<uint64_t> written = ctx_->store->Flush(principal_->tenant);
+    if (!written.ok()) {
+      Reply(out, h.opcode, h.request_id, written.status());
+      return;
+    }
+    scratch_.clear();
+    protocol::EncodeFlushReply(*written, &scratch_);
     SendFrame(out, h.opcode, h.request_id, scratch_);
   }
 

@@ -157,6 +157,16 @@ class RespHandler final : public ProtocolHandler {
       timer.set_op(Op::kStats);
       Result<TenantStats> s = store->StatsForTenant(tenant);
       AppendInteger(s.ok() ? static_cast<int64_t>(s->blocks) : 0, &reply_);
+    } else if (cmd == "save") {
+      // Redis's synchronous save: here, the tenant's G2 blocks made durable in G3.
+      if (argc != 1) return WrongArity(cmd);
+      timer.set_op(Op::kPut);
+      Result<uint64_t> written = store->Flush(tenant);
+      if (written.ok()) {
+        AppendSimpleString("OK", &reply_);
+      } else {
+        AppendError("ERR " + std::string(written.status().message()), &reply_);
+      }
     } else if (cmd == "info") {
       timer.set_op(Op::kStats);
       AppendBulk(Info(), &reply_);

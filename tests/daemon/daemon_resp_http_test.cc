@@ -81,6 +81,24 @@ TEST(DaemonRespTest, SetOfANewKeyOrOfTheSameBytesDeletesNothing) {
 
 // The rest of a large request is awaited with SO_RCVLOWAT: a value arriving in small writes, and
 // one followed by nothing (a truncated request), must behave as without it.
+TEST(DaemonRespTest, SaveMakesWhatWasSetSurviveKillNine) {
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  int fd = ConnectTcp(d.resp_port());
+  SendAll(fd, Command({"SET", "kept", "flushed before the crash"}) + Command({"SAVE"}) +
+                  Command({"SAVE", "extra"}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "-ERR wrong number of arguments for 'save' command\r\n");
+  close(fd);
+  d.Kill();
+  d.Start();
+  fd = ConnectTcp(d.resp_port());
+  SendAll(fd, Command({"GET", "kept"}));
+  EXPECT_EQ(ReadResp(fd), "$24\r\nflushed before the crash\r\n");
+  close(fd);
+}
+
 TEST(DaemonRespTest, AValueArrivingInSmallPiecesIsStored) {
   Daemon d;
   int fd = ConnectTcp(d.resp_port());

@@ -291,6 +291,12 @@ void BindClient(py::module_& m) {
              Result<DeletionReport> r = WithoutGil([&] { return c->DeleteAllBlocks(); });
              return DeletionDict(ValueOrThrow(std::move(r)));
            })
+      .def("flush",
+           [](Closable<Client>& box) {
+             auto c = box.get();
+             Result<uint64_t> r = WithoutGil([&] { return c->Flush(); });
+             return ValueOrThrow(std::move(r));
+           })
       .def("stats", [](Closable<Client>& box) {
         auto c = box.get();
         Result<TenantStats> r = WithoutGil([&] { return c->Stats(); });

@@ -265,6 +265,13 @@ class Client(_BlockClient):
         """Deletes every block of this client's tenant, on every tier."""
         return DeletionReport(**self._impl.delete_all())
 
+    def flush(self) -> int:
+        """Makes this tenant's blocks durable: once it returns, every block put before the call
+        survives a crash of kvtierd (``kill -9``; power loss too with ``[disk] durability =
+        "synced"``), unless deleted or evicted before it. Returns how many blocks it wrote to
+        G3; :class:`kvtier.FailedPrecondition` when kvtierd has no G3."""
+        return self._impl.flush()
+
     def pin(self, keys: Sequence[Key]) -> None:
         """Keeps the blocks from eviction and expiry until :meth:`unpin`. Pins nest."""
         raise_failures(self._impl.pin_many(keys, True))

@@ -532,6 +532,16 @@ size_t MemoryTier::PurgeExpired() {
   return purged;
 }
 
+std::vector<BlockKey> MemoryTier::ResidentKeys(uint32_t tenant) const {
+  MutexLock l(&mu_);
+  std::vector<BlockKey> keys;
+  for (uint32_t i = 0; i < table_.high_water(); ++i) {
+    const Entry& e = table_.at(i);
+    if (e.state == EntryState::kResident && e.tenant == tenant) keys.push_back(e.key);
+  }
+  return keys;
+}
+
 TenantStats MemoryTier::StatsForTenant(uint32_t tenant) const {
   MutexLock l(&mu_);
   const TenantState& t = tenants_[tenant];

@@ -140,6 +140,8 @@ class MemoryTier final : public BlockHandle::Releaser {
   Status Pin(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   Status Unpin(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   size_t PurgeExpired() ABSL_LOCKS_EXCLUDED(mu_);
+  // Keys of the tenant's resident blocks, in no particular order.
+  std::vector<BlockKey> ResidentKeys(uint32_t tenant) const ABSL_LOCKS_EXCLUDED(mu_);
 
   void ReleaseLease(uint32_t entry) override ABSL_LOCKS_EXCLUDED(mu_);
 
