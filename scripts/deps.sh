@@ -36,6 +36,34 @@ kvtier_install_s3rver() {
     "s3rver@$KVTIER_S3RVER_VERSION" >/dev/null
 }
 
+# The second S3 test peer, MinIO, built from its Go module (the module proxy serves it; there
+# are no release binaries to fetch here) into $KVTIER_ROOT/build/go/bin, with its module and
+# build caches beside it; quick when the binary is there. Go comes from Debian when absent. The
+# MinIO cases of the S3 tests skip without it.
+KVTIER_MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+kvtier_install_minio() {
+  local prefix="$KVTIER_ROOT/build/go"
+  local stamp="$prefix/bin/.minio-$KVTIER_MINIO_VERSION"
+  [ -x "$prefix/bin/minio" ] && [ -f "$stamp" ] && return 0
+  local go=go
+  if ! command -v go >/dev/null 2>&1; then
+    if [ -x /usr/local/go/bin/go ]; then
+      go=/usr/local/go/bin/go
+    else
+      local sudo=""
+      [ "$(id -u)" -ne 0 ] && sudo="sudo"
+      echo "kvtier: installing Debian packages: golang-go"
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends golang-go
+    fi
+  fi
+  echo "kvtier: building MinIO $KVTIER_MINIO_VERSION from its Go module into $prefix/bin"
+  mkdir -p "$prefix/bin"
+  # -modcacherw: the module cache stays deletable with the rest of build/.
+  GOBIN="$prefix/bin" GOMODCACHE="$prefix/mod" GOCACHE="$prefix/cache" GOFLAGS=-modcacherw \
+    "$go" install "github.com/minio/minio@$KVTIER_MINIO_VERSION" && touch "$stamp"
+}
+
 kvtier_install_deps() {
   kvtier_install_s3rver || echo "kvtier: s3rver could not be installed; the S3 tests will skip"
   local missing=()

@@ -1,8 +1,8 @@
-// Three kvtierd processes ("nodes") sharing one G4: a directory (SharedFsTier) and an S3
-// bucket on a real s3rver. A block put on node A is a hit on node C; the same block put by all
-// three at once ends up as one object; a node killed while writing leaves no visible partial
-// object; the janitor lease moves to another node when its holder is killed; a deletion on one
-// node reaches the copies the others hold.
+// Three kvtierd processes ("nodes") sharing one G4: a directory (SharedFsTier), and an S3
+// bucket on each of two real S3 servers, s3rver and MinIO. A block put on node A is a hit on
+// node C; the same block put by all three at once ends up as one object; a node killed while
+// writing leaves no visible partial object; the janitor lease moves to another node when its
+// holder is killed; a deletion on one node reaches the copies the others hold.
 //
 // Waiting for another process (an upload, a lease takeover) polls a condition with a bounded
 // deadline: reaching it is a failure.
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kvtier/client.h"
-#include "src/tier/s3/s3rver_harness.h"
+#include "src/tier/s3/s3_server_harness.h"
 #include "tests/daemon/daemon_harness.h"
 
 namespace kvtier::daemon_test {
@@ -66,7 +66,7 @@ int64_t Gauge(const Daemon& d, const std::string& name) {
   return std::stoll(body.substr(at + name.size() + 2));
 }
 
-enum class Backend { kSharedFs, kS3 };
+enum class Backend { kSharedFs, kS3rver, kMinio };
 
 class DaemonG4Test : public ::testing::TestWithParam<Backend> {
  protected:
@@ -75,9 +75,11 @@ class DaemonG4Test : public ::testing::TestWithParam<Backend> {
                                          std::to_string(counter_++));
     fs::remove_all(root_);
     fs::create_directories(root_);
-    if (GetParam() == Backend::kS3) {
-      s3_ = std::make_unique<testing_s3::S3rverProcess>(KVTIER_S3RVER_DEFAULT, "kvtier-g4");
-      if (!s3_->ok()) GTEST_SKIP() << "s3rver not available: " << s3_->error();
+    if (GetParam() != Backend::kSharedFs) {
+      s3_ = std::make_unique<testing_s3::S3ServerProcess>(
+          GetParam() == Backend::kS3rver ? testing_s3::S3Server::kS3rver : testing_s3::S3Server::kMinio,
+          "kvtier-g4");
+      if (!s3_->ok()) GTEST_SKIP() << "skipped: " << s3_->error();
     }
   }
   void TearDown() override {
@@ -90,9 +92,10 @@ class DaemonG4Test : public ::testing::TestWithParam<Backend> {
   Daemon& StartNode(const std::string& name, const std::string& extra = "") {
     std::string shared = "[shared]\nnode_id = \"" + name +
                          "\"\nwrite_policy = \"on_put\"\nsync = false\n" + extra;
-    if (GetParam() == Backend::kS3) {
+    if (GetParam() != Backend::kSharedFs) {
       shared += "location = \"s3://kvtier-g4\"\ns3_endpoint = \"" + s3_->endpoint() +
-                "\"\ns3_access_key = \"S3RVER\"\ns3_secret_key = \"S3RVER\"\n";
+                "\"\ns3_access_key = \"" + s3_->access_key() + "\"\ns3_secret_key = \"" +
+                s3_->secret_key() + "\"\n";
     } else {
       shared += "location = \"" + root_.string() + "\"\n";
     }
@@ -113,7 +116,7 @@ class DaemonG4Test : public ::testing::TestWithParam<Backend> {
   }
 
   fs::path root_;
-  std::unique_ptr<testing_s3::S3rverProcess> s3_;
+  std::unique_ptr<testing_s3::S3ServerProcess> s3_;
   std::vector<std::unique_ptr<Daemon>> nodes_;
   static inline int counter_ = 0;
 };
@@ -265,9 +268,11 @@ TEST_P(DaemonG4Test, TheJanitorLeaseMovesWhenItsHolderIsKilled) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DaemonG4Test,
-                         ::testing::Values(Backend::kSharedFs, Backend::kS3),
+                         ::testing::Values(Backend::kSharedFs, Backend::kS3rver, Backend::kMinio),
                          [](const ::testing::TestParamInfo<Backend>& info) {
-                           return info.param == Backend::kSharedFs ? "SharedFs" : "S3";
+                           return info.param == Backend::kSharedFs ? "SharedFs"
+                                  : info.param == Backend::kS3rver ? "S3rver"
+                                                                   : "MinIO";
                          });
 
 }  // namespace
