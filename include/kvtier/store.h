@@ -238,11 +238,18 @@ struct StoreStats {
   uint64_t disk_hits = 0;
   uint64_t disk_misses = 0;
   uint64_t disk_corrupt_records = 0; // Failed their checksum or tag: dropped, never served.
+  uint64_t disk_read_errors = 0;     // Reads the device failed: misses.
+  uint64_t disk_write_errors = 0;    // Records the device failed to write.
   uint64_t disk_unreadable_records = 0;  // Sealed under a shredded key: dropped.
   uint64_t disk_logical_bytes = 0;   // Live G3 blocks as users see them...
   uint64_t disk_stored_bytes = 0;    // ...and as stored (compressed): the ratio is the saving.
   uint64_t disk_evictions = 0;
   bool disk_io_uring = false;
+  // False while G3's writes fail (full, I/O errors, read-only): G3 still serves reads, G2 and
+  // G4 go on; true again once a write succeeds. disk_write_fault says what failed.
+  bool disk_writable = true;
+  std::string disk_write_fault;
+  uint64_t disk_write_fault_since_us = 0;
 
   // G4 (all zero without a shared tier).
   uint64_t shared_hits = 0;

@@ -678,6 +678,11 @@ StoreStats StoreImpl::Stats() const {
     stats.disk_stored_bytes = d.stored_bytes;
     stats.disk_evictions = d.evictions;
     stats.disk_io_uring = d.io_uring;
+    stats.disk_read_errors = d.read_errors;
+    stats.disk_write_errors = d.write_errors;
+    stats.disk_writable = d.writable;
+    stats.disk_write_fault = d.write_fault;
+    stats.disk_write_fault_since_us = d.write_fault_since_us;
     MemoryTier::AdmissionStats a = memory_->admission_stats();
     stats.admitted_blocks = a.admitted;
     stats.skipped_short_prefix = a.skipped_short_prefix;

@@ -200,6 +200,13 @@ class HttpHandler final : public ProtocolHandler {
   Response Route(const Request& req) {
     if (req.path == "/healthz") {
       if (req.method != "GET" && req.method != "HEAD") return {405, "text/plain", "use GET\n"};
+      // Live and serving either way (200); a degraded tier is said on the first line.
+      const StoreStats stats = ctx_->store->Stats();
+      if (!stats.disk_writable) {
+        return {200, "text/plain; charset=utf-8",
+                "degraded\nG3 not writable (serving reads from it; G2 and G4 go on): " +
+                    stats.disk_write_fault + "\n"};
+      }
       return {200, "text/plain; charset=utf-8", "ok\n"};
     }
     if (req.path == "/metrics") {

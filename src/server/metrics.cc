@@ -253,6 +253,16 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
   p.Family("kvtier_memory_restore_seconds", "gauge", "Time taken to adopt the previous G2.");
   p.SampleDouble("kvtier_memory_restore_seconds", "",
                  static_cast<double>(s.memory_restore_micros) * 1e-6);
+  if (s.disk_capacity_bytes != 0) {
+    p.Family("kvtier_tier_writable", "gauge",
+             "1 while the tier takes writes; 0 while they fail (full, I/O errors, read-only).");
+    p.Sample("kvtier_tier_writable", "tier=\"g3\"", s.disk_writable ? 1 : 0);
+  }
+  p.Single("kvtier_disk_write_errors_total", "counter",
+           "G3 records the device failed to write (full, I/O error, read-only).",
+           s.disk_write_errors);
+  p.Single("kvtier_disk_read_errors_total", "counter",
+           "G3 reads the device failed: served as misses.", s.disk_read_errors);
   p.Single("kvtier_disk_corrupt_records_total", "counter",
            "G3 records that failed their checksum or tag: dropped, never served.",
            s.disk_corrupt_records);

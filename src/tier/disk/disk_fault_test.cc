@@ -322,6 +322,40 @@ TEST_F(DiskFaultTest, BlocksOfAShreddedTenantAreCountedUnreadableMisses) {
   EXPECT_TRUE(CheckBf16(9).ok());
 }
 
+// EIO on every write, then a read-only file system (EROFS as PermissionDenied): G3 says it
+// is not writable and why, still serves what it holds, and is writable again after the first
+// write that works.
+TEST_F(DiskFaultTest, WhileWritesFailTheTierSaysSoServesReadsAndRecoversOnTheNextWrite) {
+  ASSERT_TRUE(Open().ok());
+  ASSERT_TRUE(Put(1).ok());
+  EXPECT_TRUE(tier_->Stats().writable);
+  FaultInjectionEnv::Fault eio;
+  eio.op = FaultInjectionEnv::Op::kWrite;
+  env_.AddFault(eio);
+  EXPECT_EQ(Put(2).code(), StatusCode::kUnavailable);
+  DiskTierStats s = tier_->Stats();
+  EXPECT_FALSE(s.writable);
+  EXPECT_NE(s.write_fault.find("injected EIO"), std::string::npos) << s.write_fault;
+  EXPECT_GT(s.write_fault_since_us, 0u);
+  EXPECT_TRUE(Check(1).ok()) << "reads go on";
+  env_.ClearFaults();
+  FaultInjectionEnv::Fault read_only;
+  read_only.op = FaultInjectionEnv::Op::kWrite;
+  read_only.error = Status::PermissionDenied("injected EROFS: read-only file system");
+  env_.AddFault(read_only);
+  EXPECT_EQ(Put(3).code(), StatusCode::kPermissionDenied);
+  s = tier_->Stats();
+  EXPECT_FALSE(s.writable);
+  EXPECT_NE(s.write_fault.find("EROFS"), std::string::npos) << s.write_fault;
+  EXPECT_TRUE(Check(1).ok());
+  env_.ClearFaults();
+  ASSERT_TRUE(Put(4).ok());
+  s = tier_->Stats();
+  EXPECT_TRUE(s.writable);
+  EXPECT_EQ(s.write_fault, "");
+  EXPECT_TRUE(Check(4).ok());
+}
+
 TEST_F(DiskFaultTest, FailedTombstoneIsReported) {
   ASSERT_TRUE(Open().ok());
   ASSERT_TRUE(Put(1).ok());

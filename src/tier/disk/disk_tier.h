@@ -76,6 +76,11 @@ struct DiskTierStats {
   uint64_t logical_bytes = 0;      // Sum of the live blocks' lengths as users see them.
   uint64_t stored_bytes = 0;       // Sum of their payloads as stored (after compression).
   bool io_uring = false;           // Whether I/O goes through io_uring.
+  // False while writes fail (the last batch had a record the file system failed: full, I/O
+  // error, read-only); reads are still served. The next batch that writes restores it.
+  bool writable = true;
+  std::string write_fault;          // That failure; "" while writable.
+  uint64_t write_fault_since_us = 0;
 };
 
 class DiskTier {

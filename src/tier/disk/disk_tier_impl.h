@@ -151,6 +151,10 @@ class DiskTierImpl final : public DiskTier {
   // --- Appending (disk_writer.cc) ---
   // Appends the records, opening segments as needed; sets each one's status and location.
   void AppendRecords(std::vector<PendingRecord>& records) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // After a batch: G3 is not writable while its last batch had a record the file system
+  // failed (ENOSPC, EIO, EROFS...), and writable again once one is written.
+  void NoteWriteOutcome(const std::vector<PendingRecord>& records)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes records[begin, end) into the open segment, which must have room for all of them.
   void WriteRound(std::vector<PendingRecord>& records, size_t begin, size_t end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);

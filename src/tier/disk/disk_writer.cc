@@ -153,6 +153,35 @@ void DiskTierImpl::AppendRecords(std::vector<PendingRecord>& records) {
     WriteRound(records, i, j);
     i = j;
   }
+  NoteWriteOutcome(records);
+}
+
+void DiskTierImpl::NoteWriteOutcome(const std::vector<PendingRecord>& records) {
+  const Status* failure = nullptr;
+  bool wrote = false;
+  for (const PendingRecord& r : records) {
+    if (r.status.ok()) {
+      wrote = true;
+    } else if (failure == nullptr) {
+      failure = &r.status;
+    }
+  }
+  MutexLock l(&mu_);
+  const uint64_t now = env_->NowMicros();
+  if (failure != nullptr) {
+    if (stats_.writable) {
+      stats_.writable = false;
+      stats_.write_fault_since_us = now;
+      env_->Log("disk tier: writes are failing, G3 serves reads only: " + failure->ToString());
+    }
+    stats_.write_fault = failure->ToString();
+  } else if (wrote && !stats_.writable) {
+    stats_.writable = true;
+    stats_.write_fault.clear();
+    env_->Log("disk tier: writable again after " +
+              std::to_string((now - stats_.write_fault_since_us) / 1000000) + " s");
+    stats_.write_fault_since_us = 0;
+  }
 }
 
 void DiskTierImpl::PrepareRecords(std::vector<PendingRecord>& records,
