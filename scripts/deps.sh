@@ -13,6 +13,8 @@ KVTIER_PACKAGES=(
   libzmq3-dev libmsgpack-cxx-dev
   # peers and checkers that tests and benchmarks start themselves
   redis-server redis-tools python3-redis prometheus fio iperf3 curl chromium
+  # network faults between namespaces (python/tests/test_network_faults.py)
+  iproute2 nftables
   # G4 S3 tier (src/tier/s3): HTTP client and ListObjectsV2 XML
   libcurl4-openssl-dev libtinyxml2-dev
 )

@@ -158,6 +158,12 @@ struct SharedTierOptions {
   // block before its PUT and skip the upload when it exists; false = PUT (a repeated PUT
   // replaces the object with the same bytes).
   bool s3_check_before_put = false;
+  // Bounds on each S3 request: a slow, lossy or cut link makes G4 calls fail (a miss, an
+  // upload not done) within about connect or request timeout times (retries + 1) plus the
+  // backoff, never hang.
+  uint32_t s3_connect_timeout_ms = 3000;
+  uint32_t s3_request_timeout_ms = 30000;
+  uint32_t s3_max_retries = 3;
   // Empty = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN.
   std::string s3_access_key;
   std::string s3_secret_key;

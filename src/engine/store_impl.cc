@@ -169,6 +169,9 @@ Result<std::unique_ptr<SharedTier>> OpenSharedTier(const Options& o, BlockCodec*
     s3.client.region = so.s3_region;
     s3.client.path_style = so.s3_path_style;
     s3.check_before_put = so.s3_check_before_put;
+    s3.client.connect_timeout_ms = so.s3_connect_timeout_ms;
+    s3.client.request_timeout_ms = so.s3_request_timeout_ms;
+    s3.client.max_retries = so.s3_max_retries;
     s3.client.credentials.access_key_id = so.s3_access_key;
     s3.client.credentials.secret_access_key = so.s3_secret_key;
     s3.node_id = so.node_id;

@@ -84,6 +84,9 @@ s3_endpoint = ""                   # e.g. "http://127.0.0.1:4568", "https://s3.u
 s3_region = ""                     # "" = $AWS_REGION, else "us-east-1"
 s3_path_style = true               # false = virtual-host style (bucket.host)
 s3_check_before_put = false        # no conditional create: HEAD first, skip existing blocks
+s3_connect_timeout_ms = 3000       # bounds on each S3 request: a slow or cut link fails G4
+s3_request_timeout_ms = 30000      #   calls within about (retries + 1) x timeout, never hangs
+s3_max_retries = 3                 # retries of timeouts, resets, 429 and 5xx, with backoff
 s3_access_key = ""                 # "" = $AWS_ACCESS_KEY_ID (and $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN)
 s3_secret_key = ""
 node_id = ""                       # this node's unique name; "" = hostname-pid
@@ -341,6 +344,9 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   shared.String("s3_region", &g4.s3_region);
   shared.Bool("s3_path_style", &g4.s3_path_style);
   shared.Bool("s3_check_before_put", &g4.s3_check_before_put);
+  shared.Uint("s3_connect_timeout_ms", &g4.s3_connect_timeout_ms);
+  shared.Uint("s3_request_timeout_ms", &g4.s3_request_timeout_ms);
+  shared.Uint("s3_max_retries", &g4.s3_max_retries);
   shared.String("s3_access_key", &g4.s3_access_key);
   shared.String("s3_secret_key", &g4.s3_secret_key);
   shared.String("node_id", &g4.node_id);
