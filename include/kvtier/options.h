@@ -164,6 +164,10 @@ struct SharedTierOptions {
   uint32_t s3_connect_timeout_ms = 3000;
   uint32_t s3_request_timeout_ms = 30000;
   uint32_t s3_max_retries = 3;
+  // Objects larger than this are uploaded in parts of s3_multipart_part_bytes (at least
+  // 5 MiB, S3's smallest part), in parallel; the object appears only once all are in.
+  uint64_t s3_multipart_threshold_bytes = 32 * kMiB;
+  uint64_t s3_multipart_part_bytes = 8 * kMiB;
   // Empty = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN.
   std::string s3_access_key;
   std::string s3_secret_key;

@@ -88,6 +88,12 @@ Result<Options> SanitizeOptions(const Options& in) {
   if ((o.disk_data.encrypt || o.shared_data.encrypt) && o.security.master_key.empty()) {
     return Status::InvalidArgument("encrypting a tier needs security.master_key");
   }
+  if (o.shared.s3_multipart_part_bytes < 5 * kMiB ||
+      o.shared.s3_multipart_threshold_bytes < o.shared.s3_multipart_part_bytes) {
+    return Status::InvalidArgument(
+        "shared.s3_multipart_part must be at least 5 MiB (S3's smallest part), and "
+        "shared.s3_multipart_threshold at least the part size");
+  }
   if (o.payload_free && !o.shared.location.empty()) {
     return Status::InvalidArgument("payload_free stores cannot have a shared tier");
   }
@@ -172,6 +178,8 @@ Result<std::unique_ptr<SharedTier>> OpenSharedTier(const Options& o, BlockCodec*
     s3.client.connect_timeout_ms = so.s3_connect_timeout_ms;
     s3.client.request_timeout_ms = so.s3_request_timeout_ms;
     s3.client.max_retries = so.s3_max_retries;
+    s3.multipart_threshold_bytes = so.s3_multipart_threshold_bytes;
+    s3.multipart_part_bytes = so.s3_multipart_part_bytes;
     s3.client.credentials.access_key_id = so.s3_access_key;
     s3.client.credentials.secret_access_key = so.s3_secret_key;
     s3.node_id = so.node_id;

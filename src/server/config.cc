@@ -87,6 +87,8 @@ s3_check_before_put = false        # no conditional create: HEAD first, skip exi
 s3_connect_timeout_ms = 3000       # bounds on each S3 request: a slow or cut link fails G4
 s3_request_timeout_ms = 30000      #   calls within about (retries + 1) x timeout, never hangs
 s3_max_retries = 3                 # retries of timeouts, resets, 429 and 5xx, with backoff
+s3_multipart_threshold = "32MiB"   # larger objects go up as multipart uploads...
+s3_multipart_part = "8MiB"         # ...in parts of this size (at least 5MiB), in parallel
 s3_access_key = ""                 # "" = $AWS_ACCESS_KEY_ID (and $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN)
 s3_secret_key = ""
 node_id = ""                       # this node's unique name; "" = hostname-pid
@@ -347,6 +349,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   shared.Uint("s3_connect_timeout_ms", &g4.s3_connect_timeout_ms);
   shared.Uint("s3_request_timeout_ms", &g4.s3_request_timeout_ms);
   shared.Uint("s3_max_retries", &g4.s3_max_retries);
+  shared.Size("s3_multipart_threshold", &g4.s3_multipart_threshold_bytes);
+  shared.Size("s3_multipart_part", &g4.s3_multipart_part_bytes);
   shared.String("s3_access_key", &g4.s3_access_key);
   shared.String("s3_secret_key", &g4.s3_secret_key);
   shared.String("node_id", &g4.node_id);

@@ -1,5 +1,7 @@
 #include "src/tier/s3/s3_tier.h"
 
+#include <tinyxml2.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <utility>
@@ -35,6 +37,18 @@ bool ParseU64(const std::map<std::string, std::string>& headers, const char* nam
 
 std::span<const std::byte> AsBytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+// The text of <Root><name>...</name></Root> in an XML body; "" when absent.
+std::string XmlField(const std::vector<std::byte>& body, const char* name) {
+  tinyxml2::XMLDocument doc;
+  if (body.empty() ||
+      doc.Parse(reinterpret_cast<const char*>(body.data()), body.size()) != tinyxml2::XML_SUCCESS) {
+    return "";
+  }
+  const tinyxml2::XMLElement* root = doc.RootElement();
+  const tinyxml2::XMLElement* e = root != nullptr ? root->FirstChildElement(name) : nullptr;
+  return e != nullptr && e->GetText() != nullptr ? e->GetText() : "";
 }
 
 }  // namespace
@@ -171,58 +185,87 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
     if (out[i].ok()) todo.push_back(i);
   }
   std::vector<std::string> object_names(todo.size());
-  auto object_put = [&](size_t k) {
+  auto metadata = [&](size_t k) {
     const SharedPut& p = puts[todo[k]];
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {kMetaFormat, std::to_string(g4::kObjectFormatVersion)},
+        {kMetaValueBytes, std::to_string(p.value.size())},
+        {kMetaSession, std::to_string(p.session)},
+        {kMetaCreated, std::to_string(p.created_us != 0 ? p.created_us : now)}};
+    if (p.dtype) headers.emplace_back(kMetaDtype, std::to_string(static_cast<int>(*p.dtype)));
+    return headers;
+  };
+  // Objects uploaded in parts once the chains are done (their chains stop before the object).
+  auto multipart = [&](size_t k) {
+    return objects[todo[k]].size() > options_.multipart_threshold_bytes;
+  };
+  auto object_put = [&](size_t k) {
     S3Request r;
     r.method = "PUT";
     r.key = object_names[k];
     r.body = objects[todo[k]].header;
     r.body_tail = objects[todo[k]].payload;
-    r.headers = {{kMetaFormat, std::to_string(g4::kObjectFormatVersion)},
-                 {kMetaValueBytes, std::to_string(p.value.size())},
-                 {kMetaSession, std::to_string(p.session)},
-                 {kMetaCreated, std::to_string(p.created_us != 0 ? p.created_us : now)}};
-    if (p.dtype) r.headers.emplace_back(kMetaDtype, std::to_string(static_cast<int>(*p.dtype)));
+    r.headers = metadata(k);
     if (conditional_put_) r.headers.emplace_back("if-none-match", "*");
     return r;
   };
-  auto marker_or_object = [&](size_t k) {
+  auto marker_or_object = [&](size_t k) -> std::optional<S3Request> {
     const SharedPut& p = puts[todo[k]];
-    if (p.session == 0) return object_put(k);
+    if (p.session == 0) {
+      if (multipart(k)) return std::nullopt;
+      return object_put(k);
+    }
     S3Request r;
     r.method = "PUT";
     r.key = g4::SessionMarkerName(*component, p.session, p.key);
     return r;
   };
-  std::vector<S3Request> first(todo.size());
+  std::vector<S3Request> first;
+  std::vector<size_t> chain_object;  // Into todo, for each chain.
+  std::vector<uint8_t> parts_next(todo.size(), 0);  // The object goes up in parts next.
   for (size_t k = 0; k < todo.size(); ++k) {
     object_names[k] = g4::ObjectName(*component, puts[todo[k]].key);
-    if (conditional_put_ || !options_.check_before_put) {
-      first[k] = marker_or_object(k);
+    S3Request head;
+    head.method = "HEAD";
+    head.key = object_names[k];
+    std::optional<S3Request> r = conditional_put_ || !options_.check_before_put
+                                     ? marker_or_object(k)
+                                     : std::optional<S3Request>(std::move(head));
+    if (r) {
+      first.push_back(std::move(*r));
+      chain_object.push_back(k);
     } else {
-      first[k].method = "HEAD";
-      first[k].key = object_names[k];
+      parts_next[k] = 1;
     }
   }
   // The outcome of each chain, as of its last completed request (a retried chain overwrites).
   enum class Outcome { kStored, kExisted, kFailed };
   std::vector<Outcome> outcome(todo.size(), Outcome::kFailed);
-  auto on_complete = [&](size_t k, const S3Request& req,
+  auto on_complete = [&](size_t chain, const S3Request& req,
                          S3Response& r) -> std::optional<S3Request> {
+    const size_t k = chain_object[chain];
     const size_t i = todo[k];
+    parts_next[k] = 0;
     out[i] = Status::OK();
     outcome[k] = Outcome::kFailed;
     if (req.method == "HEAD") {
       if (r.ok()) {
         outcome[k] = Outcome::kExisted;
       } else if (r.transport.ok() && r.http_status == 404) {
-        return marker_or_object(k);
+        std::optional<S3Request> next = marker_or_object(k);
+        if (!next) parts_next[k] = 1;
+        return next;
       } else {
         out[i] = r.ToStatus("S3 HEAD before put");
       }
     } else if (req.key != object_names[k]) {  // The session marker.
-      if (r.ok()) return object_put(k);
-      out[i] = r.ToStatus("S3 PUT session marker");
+      if (r.ok() && multipart(k)) {
+        parts_next[k] = 1;
+      } else if (r.ok()) {
+        return object_put(k);
+      } else {
+        out[i] = r.ToStatus("S3 PUT session marker");
+      }
     } else if (r.ok()) {
       outcome[k] = Outcome::kStored;
     } else if (r.transport.ok() && (r.http_status == 412 || r.http_status == 409)) {
@@ -236,6 +279,17 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
   };
   client_->Execute(first, on_complete);
   for (size_t k = 0; k < todo.size(); ++k) {
+    if (!parts_next[k]) continue;
+    Status s = PutMultipart(object_names[k], objects[todo[k]], metadata(k));
+    if (s.ok()) {
+      outcome[k] = Outcome::kStored;
+    } else if (s.code() == StatusCode::kAlreadyExists) {
+      outcome[k] = Outcome::kExisted;
+    } else {
+      out[todo[k]] = s;
+    }
+  }
+  for (size_t k = 0; k < todo.size(); ++k) {
     if (outcome[k] == Outcome::kStored) {
       counters_.puts++;
       counters_.put_bytes += objects[todo[k]].size();
@@ -245,6 +299,74 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
   }
   for (const Status& s : out) counters_.CountError(s);
   return out;
+}
+
+Status S3Tier::PutMultipart(const std::string& name, const g4::SealedObject& object,
+                            std::vector<std::pair<std::string, std::string>> headers) {
+  S3Request create;
+  create.method = "POST";
+  create.key = name;
+  create.query = {{"uploads", ""}};
+  create.headers = std::move(headers);
+  S3Response created = client_->ExecuteOne(create);
+  if (!created.ok()) return created.ToStatus("S3 CreateMultipartUpload");
+  const std::string upload = XmlField(created.body, "UploadId");
+  if (upload.empty()) return Status::Unavailable("S3 CreateMultipartUpload: no UploadId in the reply");
+  auto abort = [&](Status why) {
+    S3Request a;
+    a.method = "DELETE";
+    a.key = name;
+    a.query = {{"uploadId", upload}};
+    (void)client_->ExecuteOne(a);  // Best effort; a lifecycle rule cleans up what is left.
+    return why;
+  };
+  // Part n covers [n * part, (n + 1) * part) of header + payload; the first also holds the
+  // header, sent from its own buffer.
+  const std::span<const std::byte> head = object.header, payload = object.payload;
+  const uint64_t total = head.size() + payload.size();
+  const uint64_t part = std::max<uint64_t>(options_.multipart_part_bytes, head.size() + 1);
+  std::vector<S3Request> parts;
+  for (uint64_t begin = 0; begin < total; begin += part) {
+    const uint64_t end = std::min(total, begin + part);
+    S3Request p;
+    p.method = "PUT";
+    p.key = name;
+    p.query = {{"partNumber", std::to_string(parts.size() + 1)}, {"uploadId", upload}};
+    if (begin < head.size()) {
+      p.body = head.subspan(begin);
+      p.body_tail = payload.first(end - head.size());
+    } else {
+      p.body = payload.subspan(begin - head.size(), end - begin);
+    }
+    parts.push_back(std::move(p));
+  }
+  std::vector<S3Response> sent = client_->Execute(parts);
+  std::string list = "<CompleteMultipartUpload>";
+  for (size_t n = 0; n < sent.size(); ++n) {
+    if (!sent[n].ok()) return abort(sent[n].ToStatus("S3 UploadPart"));
+    auto etag = sent[n].headers.find("etag");
+    if (etag == sent[n].headers.end()) return abort(Status::Unavailable("S3 UploadPart: no ETag"));
+    list += "<Part><PartNumber>" + std::to_string(n + 1) + "</PartNumber><ETag>" +
+            etag->second + "</ETag></Part>";
+  }
+  list += "</CompleteMultipartUpload>";
+  S3Request complete;
+  complete.method = "POST";
+  complete.key = name;
+  complete.query = {{"uploadId", upload}};
+  complete.body = AsBytes(list);
+  if (conditional_put_) complete.headers = {{"if-none-match", "*"}};
+  S3Response done = client_->ExecuteOne(complete);
+  if (done.transport.ok() && (done.http_status == 412 || done.http_status == 409)) {
+    return abort(Status::AlreadyExists("S3 CompleteMultipartUpload: the object exists"));
+  }
+  // A complete can fail after its 200 has started: the error is then in the body.
+  if (!done.ok() || !XmlField(done.body, "Code").empty()) {
+    return abort(done.ok() ? Status::Unavailable("S3 CompleteMultipartUpload: " +
+                                                 XmlField(done.body, "Message"))
+                           : done.ToStatus("S3 CompleteMultipartUpload"));
+  }
+  return Status::OK();
 }
 
 // --- Exists / Get ---------------------------------------------------------------------------

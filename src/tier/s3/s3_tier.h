@@ -48,6 +48,10 @@
 
 namespace kvtier {
 
+namespace g4 {
+struct SealedObject;
+}  // namespace g4
+
 struct S3TierOptions {
   s3::S3ClientOptions client;
   // This node's name (janitor lease holder): 1 to 64 of [A-Za-z0-9_-]; empty = host-pid.
@@ -59,6 +63,11 @@ struct S3TierOptions {
   // exists. Saves bandwidth where nodes often store blocks already in G4; costs a request per
   // put (the Store puts blocks after a lookup missed them, so most HEADs find nothing).
   bool check_before_put = false;
+  // Objects larger than this go up as multipart uploads of multipart_part_bytes parts (the
+  // last one shorter), sent in parallel; the object appears only when the upload completes,
+  // and a failed upload is aborted. S3 wants parts of at least 5 MiB.
+  uint64_t multipart_threshold_bytes = 32ull << 20;
+  uint64_t multipart_part_bytes = 8ull << 20;
   // Threads that seal (compress, encrypt, checksum) and open objects in parallel.
   size_t codec_threads = 4;
   // Time base of the janitor lease. true: the service's clock (Date and Last-Modified
@@ -101,6 +110,11 @@ class S3Tier final : public SharedTier {
 
   S3Tier(S3TierOptions options, std::unique_ptr<s3::S3Client> client);
   Status ProbeConditionalPut();
+  // Uploads `object` as `name` in parts (CreateMultipartUpload, UploadPart in parallel,
+  // CompleteMultipartUpload; AbortMultipartUpload on failure). `headers` go with the create.
+  // OK when stored; AlreadyExists when a conditional complete found the object there.
+  Status PutMultipart(const std::string& name, const g4::SealedObject& object,
+                      std::vector<std::pair<std::string, std::string>> headers);
   // Deletes `keys`: with multi-object deletes (1000 keys a request) while the service takes
   // them, else DELETEs in parallel; absent counts as done. Returns the first other error.
   Status DeleteKeys(const std::vector<std::string>& keys, uint64_t* deleted);

@@ -14,6 +14,8 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "src/tier/s3/s3_server_harness.h"
@@ -35,10 +37,11 @@ uint64_t RealNow() { return Env::Default()->NowMicros(); }
 
 // A TCP proxy in front of a server that answers the first `slow_downs` requests with 503
 // SlowDown, as S3 does under load (one request per connection: it closes them), and relays
-// every later connection both ways.
-class SlowDownProxy {
+// every later connection both ways, counting the bytes sent up; with HoldAfter, it stops
+// sending up past a byte count until Release (so that a fault lands mid-upload, surely).
+class FaultProxy {
  public:
-  SlowDownProxy(int upstream_port, int slow_downs) : upstream_(upstream_port), left_(slow_downs) {
+  FaultProxy(int upstream_port, int slow_downs) : upstream_(upstream_port), left_(slow_downs) {
     listen_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -50,7 +53,8 @@ class SlowDownProxy {
     port_ = ntohs(addr.sin_port);
     acceptor_ = std::thread([this] { Accept(); });
   }
-  ~SlowDownProxy() {
+  ~FaultProxy() {
+    Release();
     ::shutdown(listen_, SHUT_RDWR);
     acceptor_.join();
     ::close(listen_);
@@ -58,6 +62,21 @@ class SlowDownProxy {
   }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   int slow_downs_sent() const { return sent_.load(); }
+  uint64_t bytes_up() const { return bytes_up_.load(); }
+  void HoldAfter(uint64_t bytes) {
+    std::lock_guard<std::mutex> l(mu_);
+    hold_at_ = bytes;
+  }
+  // Waits (bounded) until a connection is held.
+  bool WaitHeld() {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(60), [&] { return held_ > 0; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    hold_at_ = UINT64_MAX;
+    cv_.notify_all();
+  }
 
  private:
   void Accept() {
@@ -117,6 +136,15 @@ class SlowDownProxy {
         for (int i = 0; i < 2 && open; ++i) {
           if (fds[i].revents == 0) continue;
           const ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), 0);
+          if (n > 0 && i == 0) {
+            std::unique_lock<std::mutex> l(mu_);
+            if (bytes_up_ + static_cast<uint64_t>(n) > hold_at_) {
+              ++held_;
+              cv_.notify_all();
+              cv_.wait(l, [&] { return bytes_up_ + static_cast<uint64_t>(n) <= hold_at_; });
+            }
+            bytes_up_ += static_cast<uint64_t>(n);
+          }
           open = n > 0 && ::send(fds[1 - i].fd, buf, static_cast<size_t>(n), MSG_NOSIGNAL) == n;
         }
       }
@@ -130,6 +158,11 @@ class SlowDownProxy {
   int listen_ = -1;
   int port_ = 0;
   std::atomic<int> sent_{0};
+  std::atomic<uint64_t> bytes_up_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t hold_at_ = UINT64_MAX;  // Guarded by mu_.
+  int held_ = 0;                   // Guarded by mu_.
   std::thread acceptor_;
   std::vector<std::thread> relays_;  // Accept thread only, then the destructor.
 };
@@ -557,6 +590,64 @@ TEST_P(S3TierTest, AServerKilledMidUploadAndRestartedShowsNothingPartialAndServe
   EXPECT_EQ(CountKeys(tier, std::string(g4::kPrefix) + "/objects/t/"), kBlocks);
 }
 
+// A block larger than the multipart threshold goes up in parts and reads back whole, as one
+// object; killed in the middle of its parts, it leaves no object, and a later put succeeds.
+TEST_P(S3TierTest, LargeBlocksGoUpInPartsAndAppearOnlyWhole) {
+  FaultProxy proxy(server_->port(), 0);  // Counts what goes up, to kill the server mid-upload.
+  S3TierOptions o = Options("n1");
+  o.client.endpoint = proxy.endpoint();
+  o.multipart_threshold_bytes = 6 << 20;
+  o.multipart_part_bytes = 5 << 20;  // S3's smallest part.
+  o.client.connect_timeout_ms = 500;
+  o.client.max_retries = 1;
+  Result<std::unique_ptr<S3Tier>> opened = S3Tier::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  S3Tier* tier = opened->get();
+  // Three parts (5 + 5 + 2 MiB, the header in the first), one of them with a session marker.
+  const std::vector<std::byte> big = TestValue(12 << 20, 77), small = TestValue(4096, 78);
+  std::vector<SharedPut> puts = {MakePut(TestKey(1), big, 5), MakePut(TestKey(2), small),
+                                 MakePut(TestKey(3), big)};
+  for (const Status& s : tier->PutMany("t", puts)) ASSERT_TRUE(s.ok()) << s.ToString();
+  const std::vector<BlockKey> keys = {TestKey(1), TestKey(2), TestKey(3)};
+  auto got = tier->GetMany("t", keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_EQ(*got[i], i == 1 ? small : big) << i;
+  }
+  auto info = tier->ExistsMany("t", keys);
+  ASSERT_TRUE(info[0].has_value());
+  EXPECT_EQ(info[0]->value_bytes, big.size());
+  EXPECT_EQ(info[0]->session, 5u);
+  EXPECT_EQ(CountKeys(tier, std::string(g4::kPrefix) + "/objects/t/"), 3u);
+  EXPECT_EQ(tier->Stats().puts, 3u);
+  // Again: with conditional create the completes find the objects there; either way the
+  // objects stay whole and single.
+  for (const Status& s : tier->PutMany("t", puts)) ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(CountKeys(tier, std::string(g4::kPrefix) + "/objects/t/"), 3u);
+  EXPECT_EQ(*tier->DeleteSession("t", 5), 1u);
+
+  // The server killed once 6 of a new block's 24 MiB went up, its parts in flight (the proxy
+  // holds them there): no object appears.
+  const std::vector<std::byte> other = TestValue(24 << 20, 79);
+  const SharedPut cut = MakePut(TestKey(4), other);
+  std::vector<Status> result;
+  proxy.HoldAfter(proxy.bytes_up() + (6 << 20));
+  std::thread upload([&] { result = tier->PutMany("t", {&cut, 1}); });
+  ASSERT_TRUE(proxy.WaitHeld());
+  server_->Stop();
+  proxy.Release();
+  upload.join();
+  ASSERT_TRUE(server_->Restart()) << server_->error();
+  const BlockKey four = TestKey(4);
+  ASSERT_FALSE(result[0].ok()) << "the upload finished before the server was killed";
+  EXPECT_EQ(tier->GetMany("t", {&four, 1})[0].status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier->Stats().corrupt, 0u);
+  ASSERT_TRUE(tier->PutMany("t", {&cut, 1})[0].ok());
+  auto back = tier->GetMany("t", {&four, 1});
+  ASSERT_TRUE(back[0].ok()) << back[0].status().ToString();
+  EXPECT_EQ(*back[0], other);
+}
+
 // 503 SlowDown is retried with backoff until it passes; a request that never passes fails
 // after max_retries (Unavailable naming SlowDown, not a hang) and publishes nothing.
 TEST_P(S3TierTest, SlowDownIsRetriedWithBackoffAndARequestThatNeverPassesFailsCleanly) {
@@ -565,7 +656,7 @@ TEST_P(S3TierTest, SlowDownIsRetriedWithBackoffAndARequestThatNeverPassesFailsCl
   const BlockKey key = TestKey(9);
   {
     // Open's first request meets three 503s, then the proxy relays.
-    SlowDownProxy proxy(server_->port(), 3);
+    FaultProxy proxy(server_->port(), 3);
     S3TierOptions o = Options("n1");
     o.client.endpoint = proxy.endpoint();
     o.client.max_retries = 4;
@@ -579,7 +670,7 @@ TEST_P(S3TierTest, SlowDownIsRetriedWithBackoffAndARequestThatNeverPassesFailsCl
     EXPECT_EQ(*got[0], v);
     ASSERT_TRUE((*tier)->Delete("t", key).ok());
   }
-  SlowDownProxy proxy(server_->port(), 1000);
+  FaultProxy proxy(server_->port(), 1000);
   S3TierOptions o = Options("n2");
   o.client.endpoint = proxy.endpoint();
   o.client.max_retries = 2;
