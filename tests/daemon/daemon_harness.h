@@ -76,8 +76,8 @@ inline std::vector<std::byte> PatternValue(uint32_t seed, size_t size) {
 class Daemon {
  public:
   // Starts kvtierd with `extra_toml` appended to a test config (ports 0, a temp data dir,
-  // 256 MiB of DRAM, 4 MiB max block, tenants "default" (anonymous) and "acme" (token
-  // "acme-token")).
+  // 256 MiB of DRAM unless `extra_toml` has a [memory] table, 4 MiB max block, tenants
+  // "default" (anonymous) and "acme" (token "acme-token")).
   explicit Daemon(const std::string& extra_toml = "") {
     dir_ = std::filesystem::temp_directory_path() /
            ("kvtierd_test_" + std::to_string(getpid()) + "_" + std::to_string(counter_++));
@@ -90,9 +90,9 @@ resp_listen = "127.0.0.1:0"
 http_listen = "127.0.0.1:0"
 unix_socket = "kvtierd.sock"
 threads = 2
-)" + extra_toml + R"(
-[memory]
-capacity = "256MiB"
+)" + extra_toml +
+                         (extra_toml.find("[memory]") == std::string::npos ? "\n[memory]\ncapacity = \"256MiB\"\n" : "") +
+                         R"(
 [store]
 max_block_bytes = "4MiB"
 [[tenants]]

@@ -1,7 +1,10 @@
 // MemoryTier: warm restart. The index of G2 written beside a named arena file at close, and
 // the adoption of its blocks in place at the next open (memory_tier.h has the contract).
 //
-// Index file (little-endian; written to a temporary name, then renamed):
+// Index file (little-endian; written to a temporary name, then renamed), through a shared
+// mapping rather than write(2), which hugetlbfs (where a huge-page arena lives) does not
+// have for regular files; the file is rounded up to its file system's block size:
+//   length   u64, the bytes of what follows up to the trailer's end
 //   header   magic u64, version u32, page_bytes u32, total_pages u64, saved_us u64,
 //            tenants u32, reserved u32, blocks u64
 //   tenants  per tenant: reused_share f64, name length u32, name
@@ -12,8 +15,14 @@
 //            then (first_page u32, num_pages u32) per extent
 //   trailer  XXH3 of everything before it, u64
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -48,6 +57,64 @@ uint64_t ChecksumOf(const std::vector<std::span<std::byte>>& spans) {
   Checksum64Stream stream;
   for (std::span<const std::byte> s : spans) stream.Update(s);
   return stream.Value();
+}
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+// Writes `bytes` to `path` (created 0600, replaced) through a shared mapping, preceded by
+// their length.
+Status WriteMapped(const std::string& path, std::span<const std::byte> bytes) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Unavailable(Errno("creating", path));
+  struct stat st {};
+  const uint64_t block = ::fstat(fd, &st) == 0 && st.st_blksize > 0 ? st.st_blksize : 4096;
+  const uint64_t size = (8 + bytes.size() + block - 1) / block * block;
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(size)) == 0) {
+    p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (p == MAP_FAILED) {
+    Status s = Status::ResourceExhausted(Errno("sizing and mapping", path));
+    ::close(fd);
+    return s;
+  }
+  const uint64_t length = bytes.size();
+  std::memcpy(p, &length, 8);
+  std::memcpy(static_cast<char*>(p) + 8, bytes.data(), bytes.size());
+  const bool synced = ::msync(p, size, MS_SYNC) == 0;
+  ::munmap(p, size);
+  ::close(fd);
+  return synced ? Status::OK() : Status::Unavailable(Errno("syncing", path));
+}
+
+// What WriteMapped wrote; NotFound when there is no such file.
+Result<std::vector<std::byte>> ReadMapped(const std::string& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return errno == ENOENT ? Status::NotFound(path) : Status::Unavailable(Errno("opening", path));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size < 8) {
+    ::close(fd);
+    return Status::DataLoss("the G2 index " + path + " is truncated");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return Status::Unavailable(Errno("mapping", path));
+  uint64_t length = 0;
+  std::memcpy(&length, p, 8);
+  Result<std::vector<std::byte>> out = Status::DataLoss(
+      "the G2 index " + path + " says it holds " + std::to_string(length) + " bytes of its " +
+      std::to_string(size));
+  if (length <= size - 8 && length <= max_bytes) {
+    const auto* begin = static_cast<const std::byte*>(p) + 8;
+    out = std::vector<std::byte>(begin, begin + length);
+  }
+  ::munmap(p, size);
+  return out;
 }
 
 // Runs fn(i) for i in [0, n) on the machine's cores (at most 8): checksumming G2 runs at
@@ -108,7 +175,7 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::OpenFromFile(const MemoryTierOpt
   // written at its clean close, can describe the bytes.
   Snapshot snapshot;
   std::string cold;  // Why nothing is adopted; empty when the index is usable.
-  Result<std::vector<std::byte>> index = ReadSnapshotFile(env, IndexPath(path));
+  Result<std::vector<std::byte>> index = ReadMapped(IndexPath(path), kMaxIndexBytes);
   if (!index.ok()) {
     cold = index.status().code() == StatusCode::kNotFound
                ? "no index of a previous run (first start, or it did not stop cleanly)"
@@ -146,22 +213,6 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::OpenFromFile(const MemoryTierOpt
     tier->Adopt(snapshot, start_us);
   }
   return tier;
-}
-
-Result<std::vector<std::byte>> MemoryTier::ReadSnapshotFile(Env* env, const std::string& path) {
-  Result<std::unique_ptr<File>> file = env->OpenFile(path, {});
-  if (!file.ok()) return file.status();
-  Result<uint64_t> size = (*file)->Size();
-  if (!size.ok()) return size.status();
-  if (*size > kMaxIndexBytes) {
-    return Status::DataLoss("the G2 index " + path + " is " + std::to_string(*size) +
-                            " bytes, more than any index kvtier writes");
-  }
-  std::vector<std::byte> bytes(*size);
-  size_t read = 0;
-  KVTIER_RETURN_IF_ERROR((*file)->Read(0, bytes, &read));
-  bytes.resize(read);
-  return bytes;
 }
 
 Result<MemoryTier::Snapshot> MemoryTier::ParseSnapshot(std::span<const std::byte> bytes,
@@ -416,12 +467,10 @@ Status MemoryTier::SaveSnapshot() {
 
   const std::string index = IndexPath(arena_file_);
   const std::string temporary = index + ".tmp";
-  Result<std::unique_ptr<File>> file = env_->OpenFile(temporary, {.create = true, .truncate = true});
-  if (!file.ok()) return file.status();
-  KVTIER_RETURN_IF_ERROR((*file)->Write(0, bytes));
-  KVTIER_RETURN_IF_ERROR((*file)->Sync());
-  file->reset();
-  KVTIER_RETURN_IF_ERROR(env_->RenameFile(temporary, index));
+  KVTIER_RETURN_IF_ERROR(WriteMapped(temporary, bytes));
+  if (::rename(temporary.c_str(), index.c_str()) != 0) {
+    return Status::Unavailable(Errno("renaming to", index));
+  }
   env_->Log("G2: saved " + std::to_string(order.size()) + " blocks (" +
             std::to_string(block_bytes >> 20) + " MiB) for a warm restart in " +
             std::to_string((env_->NowMicros() - start_us) / 1000) + " ms (" + index + ")");

@@ -294,8 +294,6 @@ class MemoryTier final : public BlockHandle::Releaser {
   static Result<std::unique_ptr<MemoryTier>> OpenFromFile(const MemoryTierOptions& options,
                                                           std::vector<TenantConfig> tenants,
                                                           Env* env);
-  // The whole index file at `path`; NotFound when there is none.
-  static Result<std::vector<std::byte>> ReadSnapshotFile(Env* env, const std::string& path);
   // DataLoss naming what is wrong when the index is damaged, foreign, or for another page size.
   static Result<Snapshot> ParseSnapshot(std::span<const std::byte> bytes, uint64_t page_bytes);
   // Adopts the blocks of `snapshot` that pass their checks; logs what came back.

@@ -179,8 +179,10 @@ TEST_F(WarmRestartTest, ADamagedOrMissingIndexStartsEmpty) {
   for (uint64_t k = 0; k < 8; ++k) EXPECT_FALSE(Has("default", k)) << k;
   ASSERT_TRUE(Put("default", 50).ok());
   store_.reset();
-  // A truncated index.
-  std::filesystem::resize_file(index, std::filesystem::file_size(index) - 9);
+  // A truncated index: cut into its trailer (the file starts with the index's length).
+  uint64_t length = 0;
+  std::ifstream(index, std::ios::binary).read(reinterpret_cast<char*>(&length), 8);
+  std::filesystem::resize_file(index, 8 + length - 9);
   Open();
   EXPECT_EQ(Stats().memory_restored_blocks, 0u);
   EXPECT_FALSE(Has("default", 50));
