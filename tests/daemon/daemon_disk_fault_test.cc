@@ -53,25 +53,11 @@ class SmallFilesystem {
   std::string error_;
 };
 
-std::unique_ptr<Client> Connect(const Daemon& d) {
-  ClientOptions o;
-  o.endpoint = d.unix_endpoint();
-  Result<std::unique_ptr<Client>> c = Client::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
-}
-
 std::string Healthz(const Daemon& d) {
   const std::string r = Http(d.http_port(), "GET /healthz HTTP/1.0\r\n\r\n");
   const size_t body = r.find("\r\n\r\n");
   EXPECT_NE(r.find("200"), std::string::npos) << r;
   return body == std::string::npos ? r : r.substr(body + 4);
-}
-
-double Metric(const Daemon& d, const std::string& name) {
-  const std::string body = Http(d.http_port(), "GET /metrics HTTP/1.0\r\n\r\n");
-  const size_t at = body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
 }
 
 std::string DiskConfig(const SmallFilesystem& fs) {
@@ -97,7 +83,7 @@ TEST(DaemonDiskFaultTest, AFullG3StopsTakingWritesServesOnAndComesBackWhenThereI
   if (!fs.ok()) GTEST_SKIP() << "skipped: " << fs.error();
   Daemon d(DiskConfig(fs));
   ASSERT_TRUE(d.running());
-  auto c = Connect(d);
+  auto c = ConnectUnix(d);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(Healthz(d), "ok\n");
   EXPECT_EQ(Metric(d, "kvtier_tier_writable{tier=\"g3\"}"), 1);
@@ -126,7 +112,7 @@ TEST(DaemonDiskFaultTest, AFullG3StopsTakingWritesServesOnAndComesBackWhenThereI
   c.reset();
   d.Kill();
   d.Start();
-  c = Connect(d);
+  c = ConnectUnix(d);
   ASSERT_NE(c, nullptr);
   ExpectAll(c.get(), 0, 24);
   ExpectAll(c.get(), 100, 4);

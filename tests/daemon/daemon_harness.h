@@ -32,6 +32,7 @@
 #include <gtest/gtest.h>
 
 #include "kvtier/block_key.h"
+#include "kvtier/client.h"
 #include "src/protocol/messages.h"
 #include "src/protocol/wire.h"
 
@@ -295,6 +296,23 @@ inline std::string Http(uint16_t port, const std::string& request) {
   }
   close(fd);
   return out;
+}
+
+// A client of `d`'s Unix socket (the anonymous tenant); null, with a test failure, if none.
+inline std::unique_ptr<Client> ConnectUnix(const Daemon& d) {
+  ClientOptions o;
+  o.endpoint = d.unix_endpoint();
+  Result<std::unique_ptr<Client>> c = Client::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+// The value of a sample of `d`'s /metrics ("name value" on a line of its own, labels
+// included in `name`); -1 when absent.
+inline double Metric(const Daemon& d, const std::string& name) {
+  const std::string body = Http(d.http_port(), "GET /metrics HTTP/1.0\r\n\r\n");
+  const size_t at = body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
 }
 
 inline std::string NativeFrame(uint8_t opcode, uint64_t id, std::string_view body) {

@@ -32,26 +32,11 @@ namespace {
 constexpr uint32_t kBlocks = 50;
 constexpr size_t kValueBytes = 2 * kMiB;
 
-std::unique_ptr<Client> Connect(const Daemon& d) {
-  ClientOptions o;
-  o.endpoint = d.unix_endpoint();
-  Result<std::unique_ptr<Client>> c = Client::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
-}
-
-// The value of a sample of /metrics ("name value" on a line of its own); -1 when absent.
-double Metric(const Daemon& d, const std::string& name) {
-  const std::string body = Http(d.http_port(), "GET /metrics HTTP/1.0\r\n\r\n");
-  const size_t at = body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
-}
-
 TEST(DaemonRestartTest, ACleanRestartServesEveryBlockAgain) {
   Daemon d;
   ASSERT_TRUE(d.running());
   {
-    auto c = Connect(d);
+    auto c = ConnectUnix(d);
     ASSERT_NE(c, nullptr);
     for (uint32_t i = 0; i < kBlocks; ++i) {
       ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kValueBytes)).ok()) << i;
@@ -62,7 +47,7 @@ TEST(DaemonRestartTest, ACleanRestartServesEveryBlockAgain) {
   ASSERT_TRUE(d.running());
   EXPECT_EQ(Metric(d, "kvtier_memory_restored_blocks"), kBlocks);
   EXPECT_EQ(Metric(d, "kvtier_memory_restore_dropped_blocks"), 0);
-  auto c = Connect(d);
+  auto c = ConnectUnix(d);
   ASSERT_NE(c, nullptr);
   uint32_t back = 0;
   for (uint32_t i = 0; i < kBlocks; ++i) {
@@ -85,7 +70,7 @@ TEST(DaemonRestartTest, ACleanRestartServesEveryBlockAgain) {
 TEST(DaemonRestartTest, AfterKill9TheDaemonServesAgainAndNeverReturnsWrongBytes) {
   Daemon d;
   {
-    auto c = Connect(d);
+    auto c = ConnectUnix(d);
     ASSERT_NE(c, nullptr);
     for (uint32_t i = 0; i < 20; ++i) ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kValueBytes)).ok());
   }
@@ -94,7 +79,7 @@ TEST(DaemonRestartTest, AfterKill9TheDaemonServesAgainAndNeverReturnsWrongBytes)
   ASSERT_EQ(d.Stop(), 0);
   d.Start();
   {
-    auto c = Connect(d);
+    auto c = ConnectUnix(d);
     ASSERT_NE(c, nullptr);
     for (uint32_t i = 0; i < 10; ++i) ASSERT_TRUE(c->Delete(TestKey(i)).ok());
     for (uint32_t i = 100; i < 110; ++i) ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kValueBytes)).ok());
@@ -103,7 +88,7 @@ TEST(DaemonRestartTest, AfterKill9TheDaemonServesAgainAndNeverReturnsWrongBytes)
   d.Start();
   ASSERT_TRUE(d.running());
   EXPECT_EQ(Metric(d, "kvtier_memory_restored_blocks"), 0) << "a crashed run left no index";
-  auto c = Connect(d);
+  auto c = ConnectUnix(d);
   ASSERT_NE(c, nullptr);
   for (uint32_t i : {0u, 5u, 10u, 15u, 100u, 105u}) {
     Result<std::vector<std::byte>> v = c->Get(TestKey(i));
@@ -162,7 +147,7 @@ TEST(DaemonRestartTest, AHugePageArenaComesBackAfterACleanRestart) {
   Daemon d("[memory]\ncapacity = \"64MiB\"\narena_file = \"" + huge.path() + "/g2\"\n");
   ASSERT_TRUE(d.running());
   {
-    auto c = Connect(d);
+    auto c = ConnectUnix(d);
     ASSERT_NE(c, nullptr);
     for (uint32_t i = 0; i < 20; ++i) ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kMiB)).ok());
   }
@@ -170,7 +155,7 @@ TEST(DaemonRestartTest, AHugePageArenaComesBackAfterACleanRestart) {
   d.Start();
   ASSERT_TRUE(d.running());
   EXPECT_EQ(Metric(d, "kvtier_memory_restored_blocks"), 20);
-  auto c = Connect(d);
+  auto c = ConnectUnix(d);
   ASSERT_NE(c, nullptr);
   for (uint32_t i = 0; i < 20; ++i) {
     Result<std::vector<std::byte>> v = c->Get(TestKey(i));
@@ -209,7 +194,7 @@ TEST(DaemonRestartTest, ARollingUpgradeUnderLoadFailsNoCallAndKeepsEveryBlock) {
   constexpr uint32_t kPreloaded = 20;
   constexpr size_t kPreloadedBytes = 256 * 1024;
   {
-    auto c = Connect(d);
+    auto c = ConnectUnix(d);
     ASSERT_NE(c, nullptr);
     for (uint32_t i = 0; i < kPreloaded; ++i) {
       ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kPreloadedBytes)).ok());
@@ -272,7 +257,7 @@ TEST(DaemonRestartTest, ARollingUpgradeUnderLoadFailsNoCallAndKeepsEveryBlock) {
   EXPECT_EQ(wrong.load(), 0u) << "a call returned other bytes than were put";
   // Everything acknowledged before, during and after the upgrade is there, from G2.
   EXPECT_GE(Metric(d, "kvtier_memory_restored_blocks"), kPreloaded);
-  auto c = Connect(d);
+  auto c = ConnectUnix(d);
   ASSERT_NE(c, nullptr);
   for (uint32_t t = 0; t < endpoints.size(); ++t) {
     for (uint32_t n : acked[t]) {
@@ -354,7 +339,7 @@ TEST_P(DaemonCrashTest, KillNineUnderLoadNeverLosesAFlushedBlockOrADeleteNorServ
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     slowest_start_ms = std::max(slowest_start_ms, ms);
     total_start_ms += ms;
-    auto c = Connect(d);
+    auto c = ConnectUnix(d);
     ASSERT_NE(c, nullptr);
     for (const auto& [r, n] : durable) {
       Result<std::vector<std::byte>> got = c->Get(TestKey(r, n));
