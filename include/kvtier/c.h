@@ -65,6 +65,10 @@ enum {
 /* Releases memory the library returned (values, error messages). NULL is fine. */
 void kvtier_free(void* ptr);
 
+/* The version of the library ("0.1.0"): of libkvtier-client, the library the installed package
+   provides. */
+const char* kvtier_version(void);
+
 /* ---- Client options ---------------------------------------------------------------------- */
 
 kvtier_client_options_t* kvtier_client_options_create(void);

@@ -270,7 +270,8 @@ class Client(_BlockClient):
         survives a crash of kvtierd (``kill -9``; power loss too with ``[disk] durability =
         "synced"``), unless deleted or evicted before it. Returns how many blocks it wrote to
         G3; :class:`kvtier.FailedPrecondition` when kvtierd has no G3."""
-        return self._impl.flush()
+        written: int = self._impl.flush()
+        return written
 
     def pin(self, keys: Sequence[Key]) -> None:
         """Keeps the blocks from eviction and expiry until :meth:`unpin`. Pins nest."""
