@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -49,6 +50,12 @@ Result<std::unique_ptr<HandoverListener>> HandoverListener::Start(
     const std::string& path, ListenerFds listeners, std::function<void()> handed_over) {
   Result<int> fd = ListenUnix(path);
   if (!fd.ok()) return fd.status();
+  // Whoever connects gets the listening sockets: only this user (and root) may.
+  if (::chmod(path.c_str(), 0600) != 0) {
+    Status s = Status::Unavailable(Errno("chmod 0600 " + path));
+    ::close(*fd);
+    return s;
+  }
   std::unique_ptr<HandoverListener> h(new HandoverListener());
   h->path_ = path;
   h->listeners_ = listeners;
@@ -94,6 +101,13 @@ void HandoverListener::Run() {
 }
 
 bool HandoverListener::Serve(int conn) {
+  // The socket's mode keeps others out; the peer's credentials say so again.
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+      (peer.uid != ::geteuid() && peer.uid != 0)) {
+    return false;
+  }
   // A peer that connects and says nothing (ListenUnix's liveness probe does) is not waited
   // for long.
   timeval tv{5, 0};

@@ -1,6 +1,7 @@
 // Handover: rolling upgrades without a refused connection.
 //
-// A running kvtierd listens on <data_dir>/kvtierd.handover. A new kvtierd started with
+// A running kvtierd listens on <data_dir>/kvtierd.handover (mode 0600; a peer of another
+// user than the daemon's, root aside, is refused). A new kvtierd started with
 // --take-over (same data directory, same or newer binary) connects there and asks for the
 // listening sockets; the old one sends them (SCM_RIGHTS), stops accepting, drains its
 // connections as on SIGTERM (clients reconnect and retry), saves G2 for the warm restart and

@@ -164,6 +164,34 @@ TEST(DaemonRestartTest, AHugePageArenaComesBackAfterACleanRestart) {
   }
 }
 
+// Whoever reaches the handover socket gets the listening sockets, so only the daemon's own
+// user (and root) may: a process of another user cannot connect, and kvtierd serves on.
+TEST(DaemonRestartTest, AnotherUserCannotTakeTheSocketsOver) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to act as another user";
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  const std::string path = std::filesystem::path(d.unix_socket()).parent_path() / "kvtierd.handover";
+  const pid_t child = fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(2);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(0);
+    const char request[] = "kvtier-takeover 1\n";
+    (void)!::send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL);
+    char reply[64];
+    _exit(::recv(fd, reply, sizeof(reply), 0) > 0 ? 1 : 0);  // 1: it was answered.
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "another user got an answer";
+  auto c = ConnectUnix(d);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->Ping().ok()) << "kvtierd stopped serving";
+}
+
 // Counts the calls of the load threads, so the test can wait for progress without sleeping.
 class Progress {
  public:
