@@ -13,6 +13,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code);
 void AddPlanningCommands(CLI::App& app, int* exit_code);
 // kv dump and kv bench-compress: real KV of the reference model (tools/kvtier/kv_*.cc).
 void AddKvCommand(CLI::App& app, int* exit_code);
+// admin: a running kvtierd through its HTTP endpoint (tools/kvtier/admin.cc).
+void AddAdminCommand(CLI::App& app, int* exit_code);
 
 }  // namespace kvtier::cli
 

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   kvtier::cli::AddBenchCommand(app, &exit_code);
   kvtier::cli::AddPlanningCommands(app, &exit_code);
   kvtier::cli::AddKvCommand(app, &exit_code);
+  kvtier::cli::AddAdminCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
