@@ -119,8 +119,8 @@ class FaultProxy {
     const std::string reply = "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
                               "Connection: close\r\nContent-Length: " +
                               std::to_string(body.size()) + "\r\n\r\n" + body;
+    ++sent_;  // Counted before the client can see it.
     (void)!::send(client, reply.data(), reply.size(), MSG_NOSIGNAL);
-    ++sent_;
     ::close(client);
   }
   void Relay(int client) {
