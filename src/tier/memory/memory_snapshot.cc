@@ -22,8 +22,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
