@@ -23,6 +23,7 @@ class FuzzServer {
     if (!server::ApplyConfigToml(server::kDefaultConfigToml, "default", &config_).ok()) std::abort();
     config_.store.memory.capacity_bytes = 16 << 20;
     config_.store.disk.dir.clear();  // G2 only: no files, and parallel fuzzers share nothing.
+    config_.warm_restart = false;    // Nor a G2 arena file in /dev/shm.
     config_.store.security.audit_log_path.clear();
     config_.store.retention_scan_seconds = 0;
     config_.store.max_block_bytes = 64 << 10;
