@@ -3,6 +3,8 @@
 # redis-cli): status, tenants, pin/unpin, delete by name, session and tenant, shred's
 # confirmation, top, and the errors that say what to do. Usage: admin_cli_test.sh KVTIERD KVTIER
 set -euo pipefail
+# shellcheck source=tests/kvtierd_start.sh
+source "$(dirname "$0")/kvtierd_start.sh"
 KVTIERD=${1:?usage: admin_cli_test.sh KVTIERD KVTIER}
 KVTIER=${2:?usage: admin_cli_test.sh KVTIERD KVTIER}
 command -v redis-cli >/dev/null || { echo "skipped: no redis-cli"; exit 77; }
@@ -32,15 +34,7 @@ name = "default"
 name = "acme"
 token = "acme-token"
 TOML
-"$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/log" &
-PID=$!
-for _ in $(seq 600); do
-  [ -f "$DIR/ports" ] && break
-  kill -0 "$PID" 2>/dev/null || { cat "$DIR/log"; fail "kvtierd exited"; }
-  sleep 0.05  # Polling for readiness, bounded.
-done
-[ -f "$DIR/ports" ] || fail "kvtierd did not start"
-source "$DIR/ports"
+start_kvtierd "$KVTIERD" "$DIR/kvtierd.toml" "$DIR"
 export KVTIER_ADMIN_URL="http://127.0.0.1:$http_port"
 for k in k1 k2 k3; do redis-cli -p "$resp_port" set "$k" "value of $k" >/dev/null; done
 

@@ -11,6 +11,8 @@
 #   5. the Debian package (cpack -G DEB): its files, conffiles and dependencies.
 # Usage: deploy_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
+# shellcheck source=tests/kvtierd_start.sh
+source "$(dirname "$0")/kvtierd_start.sh"
 BUILD=$(cd "${1:?usage: deploy_test.sh BUILD_DIR SOURCE_DIR}" && pwd)
 SRC=$(cd "${2:?usage: deploy_test.sh BUILD_DIR SOURCE_DIR}" && pwd)
 WORK=$(mktemp -d)
@@ -42,15 +44,7 @@ sed -e "s|^data_dir = .*|data_dir = \"$WORK/data\"|" -e 's|127.0.0.1:[0-9]*"|127
   -e 's|^capacity = "8GiB"|capacity = "64MiB"|' -e 's|^capacity = "500GiB"|capacity = "2GiB"|' \
   -e 's|^warm_restart = true|warm_restart = false|' \
   "$STAGE/etc/kvtier/kvtierd.toml" >"$WORK/kvtierd.toml"
-"$STAGE/bin/kvtierd" --config "$WORK/kvtierd.toml" --port-file "$WORK/ports" 2>"$WORK/log" &
-PID=$!
-for _ in $(seq 600); do
-  [ -f "$WORK/ports" ] && break
-  kill -0 "$PID" 2>/dev/null || { cat "$WORK/log"; fail "staged kvtierd exited"; }
-  sleep 0.05  # Polling for readiness, bounded.
-done
-[ -f "$WORK/ports" ] || fail "staged kvtierd did not start"
-source "$WORK/ports"
+start_kvtierd "$STAGE/bin/kvtierd" "$WORK/kvtierd.toml" "$WORK"
 cmake -S "$SRC/tests/install_consumer" -B "$WORK/consumer" -DCMAKE_PREFIX_PATH="$STAGE" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null || fail "find_package(kvtier) against the staging prefix"
 cmake --build "$WORK/consumer" >/dev/null || fail "building against kvtier::client"

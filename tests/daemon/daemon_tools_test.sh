@@ -3,6 +3,8 @@
 # port, curl on the HTTP port, promtool on /metrics. Usage: daemon_tools_test.sh path/to/kvtierd
 # Exits 77 (ctest: skipped) when a tool is missing. Debian: redis-tools, curl, prometheus.
 set -euo pipefail
+# shellcheck source=tests/kvtierd_start.sh
+source "$(dirname "$0")/../kvtierd_start.sh"
 
 KVTIERD=$1
 for tool in redis-cli redis-benchmark curl promtool sha256sum; do
@@ -31,17 +33,7 @@ http_listen = "127.0.0.1:0"
 [memory]
 capacity = "256MiB"
 EOF
-"$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/log" &
-PID=$!
-# Wait (bounded) for the port file, which kvtierd writes once it is listening.
-for _ in $(seq 1 3000); do
-  [ -f "$DIR/ports" ] && break
-  kill -0 "$PID" 2>/dev/null || { echo "FAIL: kvtierd exited"; cat "$DIR/log"; exit 1; }
-  sleep 0.01
-done
-[ -f "$DIR/ports" ] || { echo "FAIL: kvtierd did not start"; exit 1; }
-# shellcheck disable=SC1091
-source "$DIR/ports"
+start_kvtierd "$KVTIERD" "$DIR/kvtierd.toml" "$DIR"
 
 fail() { echo "FAIL: $*"; cat "$DIR/log"; exit 1; }
 

@@ -1,0 +1,17 @@
+# Sourced by the shell tests that start a kvtierd. start_kvtierd BINARY CONFIG DIR starts it in
+# the background (its pid in $PID, its stderr in DIR/log), waits, bounded, for the port file it
+# writes once it serves, and sources that file ($native_port, $resp_port, $http_port,
+# $unix_socket, $g2_arena_file). Exits the test when kvtierd dies or does not start.
+start_kvtierd() {
+  local binary=$1 config=$2 dir=$3
+  "$binary" --config "$config" --port-file "$dir/ports" 2>"$dir/log" &
+  PID=$!
+  for _ in $(seq 600); do
+    [ -f "$dir/ports" ] && break
+    kill -0 "$PID" 2>/dev/null || { echo "FAIL: kvtierd exited"; cat "$dir/log"; exit 1; }
+    sleep 0.05  # Polling for readiness, bounded.
+  done
+  [ -f "$dir/ports" ] || { echo "FAIL: kvtierd did not start"; exit 1; }
+  # shellcheck disable=SC1091
+  source "$dir/ports"
+}
