@@ -130,6 +130,10 @@ std::vector<GpuSpec> MakeGpus() {
       {"h100", "NVIDIA H100 SXM 80GB", 989, 1979, 80},
       {"h200", "NVIDIA H200 SXM 141GB", 989, 1979, 141},
       {"b200", "NVIDIA B200 (HGX) 180GB", 2250, 4500, 180},
+      // Blackwell: NVIDIA quotes these with sparsity (GB200 NVL72 10 PF FP8 and 5 PF BF16 per
+      // GPU; HGX B300 72 PF FP8 and 36 PF BF16 per 8 GPUs); the catalog keeps half.
+      {"gb200", "NVIDIA GB200 (NVL72), per GPU, 186GB", 2500, 5000, 186},
+      {"b300", "NVIDIA B300 (HGX, Blackwell Ultra) 288GB", 2250, 4500, 288},
       {"l40s", "NVIDIA L40S 48GB", 362, 733, 48},
       {"mi300x", "AMD Instinct MI300X 192GB", 1307, 2615, 192},
       {"mi325x", "AMD Instinct MI325X 256GB", 1307, 2615, 256},

@@ -51,7 +51,7 @@ struct PrefillFlags {
   void Register(CLI::App* cmd, bool with_link) {
     cmd->add_option("--model", model, "Catalog model name or path to a config.json")
         ->capture_default_str();
-    cmd->add_option("--gpu", gpu, "GPU name (a100, h100, h200, b200, l40s, mi300x, mi325x)")
+    cmd->add_option("--gpu", gpu, "GPU name (a100, h100, h200, b200, gb200, b300, l40s, mi300x, mi325x)")
         ->capture_default_str();
     if (with_link) {
       cmd->add_option("--link", link, "Reload link (pcie-gen4/5/6, 100/200/400/800gbe, nvme-gen4/5)")

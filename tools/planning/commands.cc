@@ -194,20 +194,130 @@ void AddCrossoverCommand(CLI::App& app, int* exit_code) {
 
 struct CostFlags {
   PrefillFlags prefill;
-  double usd_per_gpu_hour = 2.5;
-  uint64_t tokens = 8192;
+  CostScenario scenario;
   int steps = 10;
+  std::string prices;
   bool json = false;
   std::string svg;
 };
 
+Result<std::vector<ApiPrice>> LoadPrices(const std::string& path) {
+  if (path.empty()) return ParseApiPrices(BuiltinApiPricesToml());
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read price table '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseApiPrices(text.str());
+}
+
+nlohmann::ordered_json CostPointJson(const CostPoint& p) {
+  return {{"hit_rate", p.hit_rate},
+          {"usd_per_million_prompt_tokens", p.usd_per_million_prompt_tokens},
+          {"ttft_seconds", p.ttft_seconds},
+          {"gpu_seconds_per_prompt", p.gpu_seconds_per_prompt}};
+}
+
+std::string CostJson(const PrefillModel& m, const CostScenario& sc, const CostComparison& c,
+                     const std::vector<CostPoint>& curve, const std::vector<ApiPrice>& prices) {
+  nlohmann::ordered_json j;
+  j["model"] = m.model().name;
+  j["gpu"] = m.gpu().name;
+  j["link"] = m.link().name;
+  j["tp"] = m.options().tensor_parallel;
+  j["kv_dtype"] = KvPrecisionName(m.options().kv_precision);
+  j["tokens"] = sc.prompt_tokens;
+  j["hit_rate"] = sc.hit_rate;
+  j["gpu_hour_usd"] = sc.usd_per_gpu_hour;
+  j["data_reduction_ratio"] = sc.data_reduction_ratio;
+  j["without_cache"] = CostPointJson(c.without_cache);
+  j["with_cache"] = CostPointJson(c.with_cache);
+  j["gpu_seconds_saved"] = c.gpu_seconds_saved;
+  j["gpu_time_saved_fraction"] = c.gpu_time_saved_fraction;
+  j["ttft_speedup"] = c.ttft_speedup;
+  j["kv_bytes_per_session"] = c.kv_bytes_per_session;
+  j["kv_bytes_per_session_reduced"] = c.kv_bytes_per_session_reduced;
+  j["curve"] = nlohmann::ordered_json::array();
+  for (const CostPoint& p : curve) j["curve"].push_back(CostPointJson(p));
+  j["api_prices"] = nlohmann::ordered_json::array();
+  for (const ApiPrice& p : prices) {
+    j["api_prices"].push_back({{"provider", p.provider},
+                               {"model", p.model},
+                               {"input_usd_per_m", p.input_usd_per_million},
+                               {"cached_input_usd_per_m", p.cached_input_usd_per_million},
+                               {"as_of", p.as_of},
+                               {"url", p.url}});
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string CostText(const PrefillModel& m, const CostScenario& sc, const CostComparison& c,
+                     const std::vector<CostPoint>& curve, const std::vector<ApiPrice>& prices) {
+  std::string out = Format(
+      "%s on %u x %s at $%.2f/GPU-hour, %llu-token prompts, KV %s reloaded over %s\n\n",
+      m.model().name.c_str(), m.options().tensor_parallel, m.gpu().name.c_str(),
+      sc.usd_per_gpu_hour, static_cast<unsigned long long>(sc.prompt_tokens),
+      std::string(KvPrecisionName(m.options().kv_precision)).c_str(), m.link().name.c_str());
+  const CostPoint& cold = c.without_cache;
+  const CostPoint& warm = c.with_cache;
+  out += Format("%-22s %16s %16s\n", "", "without cache",
+                Format("with (%.0f%% hit)", 100 * sc.hit_rate).c_str());
+  out += Format("%-22s %16.4f %16.4f   %+.1f%%\n", "$/M prompt tokens",
+                cold.usd_per_million_prompt_tokens, warm.usd_per_million_prompt_tokens,
+                100 * (warm.usd_per_million_prompt_tokens / cold.usd_per_million_prompt_tokens - 1));
+  out += Format("%-22s %16s %16s   %.1fx faster\n", "TTFT (prefill)",
+                FormatSeconds(cold.ttft_seconds).c_str(), FormatSeconds(warm.ttft_seconds).c_str(),
+                c.ttft_speedup);
+  out += Format("%-22s %16s %16s   saves %s (%.1f%%)\n", "GPU time per request",
+                (FormatSeconds(cold.gpu_seconds_per_prompt) + " GPU").c_str(),
+                (FormatSeconds(warm.gpu_seconds_per_prompt) + " GPU").c_str(),
+                (FormatSeconds(c.gpu_seconds_saved) + " GPU").c_str(),
+                100 * c.gpu_time_saved_fraction);
+  out += Format("%-22s %16s %16s   after %.2fx data reduction\n", "KV per session",
+                FormatBytes(c.kv_bytes_per_session).c_str(),
+                FormatBytes(c.kv_bytes_per_session_reduced).c_str(), sc.data_reduction_ratio);
+  out += Format("\n%8s %16s %14s %16s\n", "hit rate", "$/M prompt tok", "TTFT prefill",
+                "GPU time/request");
+  for (const CostPoint& p : curve) {
+    out += Format("%7.0f%% %16.4f %14s %16s\n", 100 * p.hit_rate, p.usd_per_million_prompt_tokens,
+                  FormatSeconds(p.ttft_seconds).c_str(),
+                  (FormatSeconds(p.gpu_seconds_per_prompt) + " GPU").c_str());
+  }
+  out += "\nCached input at public APIs (list prices as read on the date shown; --prices FILE "
+         "for your own table):\n";
+  out += Format("%-12s %-22s %10s %11s %13s  %s\n", "provider", "model", "input $/M",
+                "cached $/M", "cached/input", "as of");
+  for (const ApiPrice& p : prices) {
+    const double ratio = p.input_usd_per_million > 0
+                             ? p.cached_input_usd_per_million / p.input_usd_per_million
+                             : 0;
+    out += Format("%-12s %-22s %10.3f %11.3f %12.1f%%  %s\n", p.provider.c_str(), p.model.c_str(),
+                  p.input_usd_per_million, p.cached_input_usd_per_million, 100 * ratio,
+                  p.as_of.c_str());
+  }
+  out += Format("%-35s %10.4f %11.4f %12.1f%%  prefill cost computed here\n", "this scenario",
+                cold.usd_per_million_prompt_tokens, warm.usd_per_million_prompt_tokens,
+                100 * warm.usd_per_million_prompt_tokens / cold.usd_per_million_prompt_tokens);
+  return out;
+}
+
 void AddCostCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<CostFlags>();
-  CLI::App* cmd = app.add_subcommand("cost", "$ per million prompt tokens and TTFT against hit rate");
+  CLI::App* cmd = app.add_subcommand(
+      "cost", "$ per million prompt tokens, TTFT and GPU time with and without the cache");
   f->prefill.Register(cmd, true);
-  cmd->add_option("--gpu-hour-usd", f->usd_per_gpu_hour, "Price of one GPU-hour")->capture_default_str();
-  cmd->add_option("--tokens", f->tokens, "Prompt length")->capture_default_str();
-  cmd->add_option("--steps", f->steps, "Hit-rate steps between 0 and 1")->capture_default_str();
+  cmd->add_option("--gpu-hour-usd", f->scenario.usd_per_gpu_hour, "Price of one GPU-hour")
+      ->capture_default_str();
+  cmd->add_option("--tokens", f->scenario.prompt_tokens, "Prompt length")->capture_default_str();
+  cmd->add_option("--hit-rate", f->scenario.hit_rate,
+                  "Share of each prompt reloaded from the cache, [0, 1]")
+      ->capture_default_str();
+  cmd->add_option("--reduction", f->scenario.data_reduction_ratio,
+                  "Data-reduction ratio of the stored KV (kvtier's lossless compression), >= 1")
+      ->capture_default_str();
+  cmd->add_option("--steps", f->steps, "Hit-rate steps between 0 and 1 in the table")
+      ->capture_default_str();
+  cmd->add_option("--prices", f->prices,
+                  "API price table (TOML, as tools/planning/api_prices.toml); default: built in");
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
   cmd->add_option("--svg", f->svg, "Also write a chart of $/M tokens against hit rate");
   cmd->callback([f, exit_code] {
@@ -216,43 +326,34 @@ void AddCostCommand(CLI::App& app, int* exit_code) {
       *exit_code = Fail("cost", m.status());
       return;
     }
-    Result<std::vector<CostPoint>> curve = CostCurve(*m, f->usd_per_gpu_hour, f->tokens, f->steps);
+    Result<CostComparison> c = CompareCost(*m, f->scenario);
+    if (!c.ok()) {
+      *exit_code = Fail("cost", c.status());
+      return;
+    }
+    Result<std::vector<CostPoint>> curve =
+        CostCurve(*m, f->scenario.usd_per_gpu_hour, f->scenario.prompt_tokens, f->steps);
     if (!curve.ok()) {
       *exit_code = Fail("cost", curve.status());
       return;
     }
-    if (f->json) {
-      nlohmann::ordered_json j = nlohmann::ordered_json::array();
-      for (const CostPoint& p : *curve) {
-        j.push_back({{"hit_rate", p.hit_rate},
-                     {"usd_per_million_prompt_tokens", p.usd_per_million_prompt_tokens},
-                     {"ttft_seconds", p.ttft_seconds}});
-      }
-      std::printf("%s\n", j.dump(2).c_str());
-    } else {
-      std::printf("%s on %u x %s at $%.2f/GPU-hour, %llu-token prompts, reload over %s\n\n",
-                  m->model().name.c_str(), m->options().tensor_parallel, m->gpu().name.c_str(),
-                  f->usd_per_gpu_hour, static_cast<unsigned long long>(f->tokens), m->link().name.c_str());
-      std::printf("%8s %16s %14s\n", "hit rate", "$/M prompt tok", "TTFT prefill");
-      for (const CostPoint& p : *curve) {
-        std::printf("%7.0f%% %16.4f %14s\n", 100 * p.hit_rate, p.usd_per_million_prompt_tokens,
-                    FormatSeconds(p.ttft_seconds).c_str());
-      }
-      const CostPoint& cold = curve->front();
-      const CostPoint& warm = curve->back();
-      std::printf("\nTTFT without cache %s, with a full hit %s (%.1fx)\n",
-                  FormatSeconds(cold.ttft_seconds).c_str(), FormatSeconds(warm.ttft_seconds).c_str(),
-                  cold.ttft_seconds / warm.ttft_seconds);
+    Result<std::vector<ApiPrice>> prices = LoadPrices(f->prices);
+    if (!prices.ok()) {
+      *exit_code = Fail("cost", prices.status());
+      return;
     }
+    const std::string text = f->json ? CostJson(*m, f->scenario, *c, *curve, *prices)
+                                     : CostText(*m, f->scenario, *c, *curve, *prices);
+    std::fputs(text.c_str(), stdout);
     if (!f->svg.empty()) {
       ChartSeries s{"$/M prompt tokens", {}, false};
       for (const CostPoint& p : *curve) s.points.push_back({p.hit_rate, p.usd_per_million_prompt_tokens});
       ChartOptions o;
       o.title = Format("%s on %u x %s: prefill cost vs prefix-cache hit rate (%llu tokens)",
                        m->model().name.c_str(), m->options().tensor_parallel, m->gpu().name.c_str(),
-                       static_cast<unsigned long long>(f->tokens));
+                       static_cast<unsigned long long>(f->scenario.prompt_tokens));
       o.x_label = "hit rate";
-      o.y_label = Format("$ per million prompt tokens at $%.2f/GPU-h", f->usd_per_gpu_hour);
+      o.y_label = Format("$ per million prompt tokens at $%.2f/GPU-h", f->scenario.usd_per_gpu_hour);
       Status st = WriteFile(f->svg, RenderLineChart(o, {s}));
       if (!st.ok()) {
         *exit_code = Fail("cost", st);

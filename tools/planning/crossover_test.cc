@@ -146,6 +146,73 @@ TEST(CostTest, CurveFallsWithHitRateAndRejectsBadInput) {
   EXPECT_FALSE(CostAtHitRate(m, 2.0, 0, 0.5).ok());
 }
 
+TEST(CostTest, PublishedWorkedExampleReloads128kTokensOfLlama70bFp8In859Ms) {
+  // Llama 3.3 70B, FP8 KV (80 layers x 8 KV heads x 128 x 2 x 1 byte = 163,840 B per token),
+  // 131,072 tokens = 21.47 GB, over one 25 GB/s link (200GbE): 858.99 ms plus 20 us latency.
+  PrefillOptions o;
+  o.kv_precision = KvPrecision::kFp8;
+  Result<PrefillModel> m =
+      PrefillModel::Create(*FindModel("llama-3.3-70b"), *FindGpu("h100"), *FindLink("200gbe"), o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_NEAR(m->ReloadSeconds(131072), 20e-6 + 131072.0 * 163840 / 25e9, 1e-12);
+  EXPECT_NEAR(m->ReloadSeconds(131072), 0.859, 0.0005);
+}
+
+TEST(CostTest, ComparisonSetsTheCacheAgainstNoCache) {
+  const PrefillModel m = Llama8b("h100", "pcie-gen5");
+  CostScenario sc;
+  sc.prompt_tokens = 1000;
+  sc.hit_rate = 0.5;
+  sc.usd_per_gpu_hour = 2.0;
+  sc.data_reduction_ratio = 1.25;
+  Result<CostComparison> c = CompareCost(m, sc);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  // The same figures as DollarsPerMillionTokensByHand, put side by side.
+  EXPECT_NEAR(c->without_cache.usd_per_million_prompt_tokens, 0.0159772, 1e-6);
+  EXPECT_NEAR(c->with_cache.usd_per_million_prompt_tokens, 0.0086367, 1e-6);
+  EXPECT_NEAR(c->gpu_seconds_saved,
+              c->without_cache.gpu_seconds_per_prompt - c->with_cache.gpu_seconds_per_prompt, 1e-15);
+  EXPECT_NEAR(c->gpu_time_saved_fraction, 1 - 0.0086367 / 0.0159772, 1e-4);
+  EXPECT_NEAR(c->ttft_speedup, c->without_cache.ttft_seconds / c->with_cache.ttft_seconds, 1e-12);
+  EXPECT_EQ(c->kv_bytes_per_session, 1000 * kKvBytesPerToken);
+  EXPECT_EQ(c->kv_bytes_per_session_reduced, 1000 * kKvBytesPerToken / 1.25);
+  sc.data_reduction_ratio = 0.9;
+  EXPECT_EQ(CompareCost(m, sc).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CostTest, PriceTablesParseAndBadOnesSayWhatIsWrong) {
+  Result<std::vector<ApiPrice>> builtin = ParseApiPrices(BuiltinApiPricesToml());
+  ASSERT_TRUE(builtin.ok()) << builtin.status().ToString();
+  ASSERT_GE(builtin->size(), 5u);
+  for (const ApiPrice& p : *builtin) {
+    EXPECT_FALSE(p.as_of.empty()) << p.model;
+    EXPECT_TRUE(p.url.starts_with("https://")) << p.model;
+  }
+  Result<std::vector<ApiPrice>> one = ParseApiPrices(
+      "[[price]]\nprovider = \"X\"\nmodel = \"m\"\ninput_usd_per_m = 2\n"
+      "cached_input_usd_per_m = 0.5\n");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ((*one)[0].input_usd_per_million, 2.0);
+  EXPECT_EQ((*one)[0].cached_input_usd_per_million, 0.5);
+  auto error = [](std::string_view text) {
+    Result<std::vector<ApiPrice>> r = ParseApiPrices(text);
+    EXPECT_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  EXPECT_NE(error("[[price]\n").find("not valid TOML"), std::string::npos);
+  EXPECT_NE(error("x = 1\n").find("no [[price]]"), std::string::npos);
+  EXPECT_NE(error("[[price]]\nprovider = \"X\"\nmodel = \"m\"\ninput_usd_per_m = 1\n")
+                .find("needs provider, model"),
+            std::string::npos);
+  EXPECT_NE(error("[[price]]\nprovider = \"X\"\nmodel = \"m\"\ninput_usd_per_m = 1\n"
+                  "cached_input_usd_per_m = 2\n")
+                .find("not above the input price"),
+            std::string::npos);
+  EXPECT_NE(error("[[price]]\nprovider = \"X\"\nmodel = \"m\"\ninput_usd = 1\n")
+                .find("unknown field 'input_usd'"),
+            std::string::npos);
+}
+
 }  // namespace
 TEST(CrossoverTest, MeasuredRatesStandInForTheCatalog) {
   cli::PrefillFlags f;
