@@ -266,6 +266,8 @@ struct StoreStats {
   // none for longer than G4 keeps them, or lost its record of them).
   uint64_t notice_gap_resets = 0;
   bool shared_janitor_lease = false;   // This node runs G4 housekeeping.
+  // This node and the others whose deletion notices it has read since it started.
+  uint64_t shared_nodes_seen = 0;
 
   // Movement between tiers.
   uint64_t demoted_blocks = 0;        // G2 evictions written to G3.

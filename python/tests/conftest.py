@@ -27,6 +27,17 @@ def kvtierd_path() -> str:
     return path
 
 
+def kvtier_cli_path() -> str:
+    """The kvtier CLI: $KVTIER_CLI, else beside $KVTIERD's build, else the release build."""
+    path = os.environ.get("KVTIER_CLI")
+    if not path:
+        daemon = Path(kvtierd_path()).resolve()
+        path = str(daemon.parents[2] / "tools/kvtier")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no kvtier CLI at {path}: build it (scripts/test does) or set KVTIER_CLI")
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

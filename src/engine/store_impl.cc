@@ -485,6 +485,7 @@ StoreStats StoreImpl::Stats() const {
     stats.shared_corrupt = g4.corrupt;
     stats.shared_errors = g4.errors;
     stats.shared_janitor_lease = g4.lease_held;
+    stats.shared_nodes_seen = 1 + other_nodes_seen_.load(std::memory_order_relaxed);
     if (uploader_) stats.shared_uploads_dropped = uploader_->dropped();
   }
   if (demoter_) {

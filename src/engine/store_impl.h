@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -170,7 +171,10 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::atomic<uint64_t> notices_applied_{0};
   std::atomic<uint64_t> notices_pending_{0};  // notice_retries_.size(), for Stats().
   std::atomic<uint64_t> notice_gap_resets_{0};
+  std::atomic<uint64_t> other_nodes_seen_{0};  // other_nodes_.size(), for Stats().
   Mutex notice_mu_;
+  // The other nodes whose deletion notices this node has read.
+  std::unordered_set<std::string> other_nodes_ ABSL_GUARDED_BY(notice_mu_);
   std::unique_ptr<NoticeFollower> follower_ ABSL_GUARDED_BY(notice_mu_);
   // Notices whose apply failed (a G3 or G4 error), applied again at each round until they
   // succeed; oldest first, at most kMaxNoticeRetries.

@@ -129,7 +129,11 @@ Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
     const std::string why = MissedNotices(last_notice_read_us_, now, options_.shared);
     if (!why.empty()) DropLocalCopies(why);
     last_notice_read_us_ = now;
-    for (DeletionNotice& n : *polled) todo.push_back(std::move(n));
+    for (DeletionNotice& n : *polled) {
+      if (n.node != node_id_) other_nodes_.insert(n.node);
+      todo.push_back(std::move(n));
+    }
+    other_nodes_seen_.store(other_nodes_.size(), std::memory_order_relaxed);
   }
   uint64_t applied = 0;
   for (DeletionNotice& n : todo) {

@@ -16,6 +16,11 @@
 #include "src/server/kv_events.h"
 
 namespace kvtier::server {
+
+// The pages compiled in from src/server (CMakeLists.txt, kvtier_embed_file).
+std::string_view DashboardPage();
+std::string_view PlanPage();
+
 namespace {
 
 using Action = ProtocolHandler::Outcome::Action;
@@ -218,9 +223,15 @@ class HttpHandler final : public ProtocolHandler {
       return {200, "text/plain; version=0.0.4; charset=utf-8",
               ctx_->metrics->RenderPrometheus(ctx_->store->Stats(), events ? &*events : nullptr)};
     }
-    if (req.path == "/") {
+    if (req.path == "/" || req.path == "/plan") {
+      if (req.method != "GET" && req.method != "HEAD") return {405, "text/plain", "use GET\n"};
+      return {200, "text/html; charset=utf-8",
+              std::string(req.path == "/" ? DashboardPage() : PlanPage())};
+    }
+    if (req.path == "/help") {
       return {200, "text/plain; charset=utf-8",
-              "kvtierd\n  GET /metrics          Prometheus metrics\n  GET /healthz          "
+              "kvtierd\n  GET /                 dashboard (HTML)\n  GET /plan             planner (HTML)\n"
+              "  GET /metrics          Prometheus metrics\n  GET /healthz          "
               "liveness\n  GET /admin/tenants    tenant statistics (JSON)\n  POST /admin/pin       "
               "{\"tenant\":..,\"keys\":[hex..]}\n  POST /admin/unpin     same\n  DELETE "
               "/admin/blocks/<hex key>?tenant=<name>\n  DELETE /admin/sessions/<id>?tenant=<name>\n"

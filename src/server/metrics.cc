@@ -284,6 +284,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
            s.shared_uploads_dropped);
   p.Single("kvtier_shared_janitor_lease", "gauge", "1 when this node runs G4 housekeeping.",
            s.shared_janitor_lease ? 1 : 0);
+  p.Single("kvtier_shared_nodes_seen", "gauge",
+           "Nodes seen in G4 since start: this one and those whose deletion notices it read.",
+           s.shared_nodes_seen);
   p.Single("kvtier_deletion_notices_published_total", "counter",
            "Deletions announced to the other nodes through G4.", s.deletion_notices_published);
   p.Single("kvtier_deletion_notices_applied_total", "counter",

@@ -11,6 +11,7 @@
 #include "tools/planning/chart.h"
 #include "tools/planning/cli_util.h"
 #include "tools/planning/cost.h"
+#include "tools/planning/plan_page.h"
 #include "tools/planning/sizing.h"
 #include "tools/planning/units.h"
 
@@ -364,6 +365,63 @@ void AddCostCommand(CLI::App& app, int* exit_code) {
   });
 }
 
+struct PlanFlags {
+  uint32_t tp = 8;
+  double mfu = 0.5;
+  double attention_mfu = 0;
+  std::string dtype = "bf16";
+  bool fp8_compute = false;
+  double usd_per_gpu_hour = 2.5;
+  std::string html;
+};
+
+void AddPlanCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Interactive planner page: model, GPU, link, prompt length and hit rate sliders");
+  cmd->add_option("--html", f->html, "Write the self-contained page here")->required();
+  cmd->add_option("--tp", f->tp, "Tensor-parallel degree")->capture_default_str();
+  cmd->add_option("--mfu", f->mfu, "Fraction of the dense peak prefill achieves, (0, 1]")
+      ->capture_default_str();
+  cmd->add_option("--attention-mfu", f->attention_mfu,
+                  "Fraction of the peak the attention kernels achieve, [0, 1]; 0 = --mfu")
+      ->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "KV cache dtype: bf16, fp8, fp4")->capture_default_str();
+  cmd->add_flag("--fp8-compute", f->fp8_compute, "Prefill at the GPUs' FP8 peak");
+  cmd->add_option("--gpu-hour-usd", f->usd_per_gpu_hour, "Price of one GPU-hour")
+      ->capture_default_str();
+  cmd->callback([f, exit_code] {
+    Result<KvPrecision> precision = ParseKvPrecision(f->dtype);
+    if (!precision.ok()) {
+      *exit_code = Fail("plan", precision.status());
+      return;
+    }
+    PlanPageOptions o;
+    o.prefill.tensor_parallel = f->tp;
+    o.prefill.mfu = f->mfu;
+    o.prefill.attention_mfu = f->attention_mfu;
+    o.prefill.kv_precision = *precision;
+    o.prefill.fp8_compute = f->fp8_compute;
+    o.usd_per_gpu_hour = f->usd_per_gpu_hour;
+    o.command = Format("kvtier plan --tp %u --mfu %g%s --dtype %s%s --gpu-hour-usd %g", f->tp,
+                       f->mfu,
+                       f->attention_mfu > 0 ? Format(" --attention-mfu %g", f->attention_mfu).c_str()
+                                            : "",
+                       f->dtype.c_str(), f->fp8_compute ? " --fp8-compute" : "",
+                       f->usd_per_gpu_hour);
+    Result<std::string> page = PlanPageHtml(o);
+    if (!page.ok()) {
+      *exit_code = Fail("plan", page.status());
+      return;
+    }
+    if (Status s = WriteFile(f->html, *page); !s.ok()) {
+      *exit_code = Fail("plan", s);
+      return;
+    }
+    *exit_code = 0;
+  });
+}
+
 struct SizeFlags {
   std::string scenario_path;
   std::string format = "text";
@@ -439,6 +497,7 @@ void AddPlanningCommands(CLI::App& app, int* exit_code) {
   AddModelCommand(app, exit_code);
   AddCrossoverCommand(app, exit_code);
   AddCostCommand(app, exit_code);
+  AddPlanCommand(app, exit_code);
   AddSizeCommand(app, exit_code);
   planning::cli::AddTraceAndReplayCommands(app, exit_code);
 }

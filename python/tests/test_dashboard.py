@@ -1,0 +1,144 @@
+"""kvtierd's dashboard at ``/`` in headless Chromium: it renders, refreshes by itself, shows what
+``/metrics`` says after known traffic, and a screenshot of it is not blank."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from chromium import Page, assert_not_blank
+from conftest import Daemon
+
+import kvtier
+
+
+def metrics(daemon: Daemon) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{daemon.http_port}/metrics") as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def binary(n: float) -> str:
+    """The dashboard's byte format (binary units, two decimals)."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    i = 0
+    while n >= 1024 and i < len(units) - 1:
+        n /= 1024
+        i += 1
+    return f"{int(n)} B" if i == 0 else f"{n:.2f} {units[i]}"
+
+
+@pytest.fixture
+def dashboard(make_daemon: type[Daemon], tmp_path: Path) -> Iterator[tuple[Daemon, Page]]:
+    g3 = f'[disk]\ndir = "{tmp_path / "g3"}"\ncapacity = "64MiB"\nsegment_bytes = "8MiB"\n'
+    d = make_daemon(extra=g3)
+    page = Page(f"http://127.0.0.1:{d.http_port}/", tmp_path / "chromium")
+    yield d, page
+    page.close()
+
+
+def samples(page: Page) -> int:
+    return int(page.evaluate("Number(document.body.dataset.samples || 0)"))
+
+
+def test_the_dashboard_shows_what_metrics_says_after_known_traffic(
+    dashboard: tuple[Daemon, Page], tmp_path: Path
+) -> None:
+    daemon, page = dashboard
+    page.wait_for("Number(document.body.dataset.samples) >= 1", "its first refresh")
+    assert page.text("health") == "ok"
+    assert page.text("g4-name") == "G4" and "not configured" in page.text("g4-status")
+
+    # Known traffic, after the page's first sample: acme stores 20 blocks of 64 KiB and asks
+    # for 24 keys, 16 of them stored (16 hits, 8 misses: 66.7%); default stores 3.
+    keys = [bytes([i]) * 32 for i in range(24)]
+    with kvtier.Client(daemon.tcp_url, "acme-token", tenant="acme") as acme:
+        for k in keys[:20]:
+            acme.put(k, k[:1] * 65536)
+        found = [acme.get(k) is not None for k in keys[4:]]
+    assert found == [True] * 16 + [False] * 4
+    with kvtier.Client(daemon.tcp_url) as default:
+        for k in keys[:3]:
+            default.put(k, b"x" * 1000)
+        assert default.get(b"\xff" * 32) is None
+
+    # The page refreshes by itself: wait for a sample taken after the traffic.
+    after = samples(page) + 1
+    page.wait_for(f"Number(document.body.dataset.samples) > {after}", "a refresh after the traffic")
+    m = metrics(daemon)
+    assert page.text("tenant-acme-blocks") == "20"
+    assert page.text("tenant-acme-hits") == str(int(m['kvtier_tenant_hits_total{tenant="acme"}']))
+    assert page.text("tenant-acme-hits") == "16"
+    assert page.text("tenant-acme-misses") == "4"
+    assert page.text("tenant-acme-puts") == "20"
+    assert page.text("tenant-acme-window-ratio") == "80.0%"
+    assert page.text("tenant-default-blocks") == "3"
+    assert page.text("tenant-acme-bytes") == binary(m['kvtier_tenant_bytes{tenant="acme"}'])
+    assert page.text("g2-capacity") == binary(m['kvtier_tier_capacity_bytes{tier="g2"}'])
+    assert page.text("g2-capacity") == "256.00 MiB"
+    assert page.text("g2-used").endswith(binary(m['kvtier_tier_used_bytes{tier="g2"}']))
+    assert page.text("g2-blocks") == "23"
+    assert page.text("g3-capacity") == "64.00 MiB"
+    # G2: 16 hits of 16 + 5 lookups (acme's 4 misses and default's one).
+    assert page.text("g2-window-ratio") == "76.2%"
+    assert page.text("g2-ratio") == "76.2%"
+    # Connections: the two clients came and went over the native protocol.
+    assert int(page.text("conn-native-opened")) == int(
+        m['kvtier_connections_opened_total{protocol="native"}']
+    )
+    assert int(page.text("conn-native-opened")) >= 2
+    assert page.text("g2-evictions") == "0"
+    assert_not_blank(page.screenshot(tmp_path / "dashboard.png"))
+
+
+def test_the_dashboard_and_planner_are_served_with_their_assets_inside(daemon: Daemon) -> None:
+    base = f"http://127.0.0.1:{daemon.http_port}"
+    for path, marker in (("/", "kvtier_tenant_hits_total"), ("/plan", "const PLAN = {")):
+        with urllib.request.urlopen(base + path) as r:
+            assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+            page = r.read().decode()
+        assert marker in page
+        # Works offline: no script, style or image from anywhere else.
+        assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+        assert "https://" not in page and "src=" not in page
+
+
+def test_the_g4_panel_shows_the_other_node_and_its_deletion_notices(
+    make_daemon: type[Daemon], tmp_path: Path
+) -> None:
+    g4 = tmp_path / "g4"
+    g4.mkdir()
+    shared = f'[shared]\nlocation = "{g4}"\nwrite_policy = "on_put"\nnotice_poll_ms = 100\n'
+    a = make_daemon(extra=shared + 'node_id = "node-a"\n')
+    b = make_daemon(extra=shared + 'node_id = "node-b"\n')
+    page = Page(f"http://127.0.0.1:{a.http_port}/", tmp_path / "chromium")
+    try:
+        page.wait_for("document.getElementById('g4-nodes') !== null", "the G4 panel")
+        assert page.text("g4-nodes") == "1"
+        assert page.text("g4-capacity") == "shared"
+        # A deletion on node B reaches node A as a notice: A has seen two nodes.
+        with kvtier.Client(b.tcp_url) as client:
+            client.put(b"\x07" * 32, b"v" * 4096)
+            assert client.delete(b"\x07" * 32)
+        page.wait_for(
+            "document.getElementById('g4-nodes').textContent === '2'", "node B in the G4 panel"
+        )
+        m = metrics(a)
+        assert m["kvtier_shared_nodes_seen"] == 2
+        page.wait_for(
+            "document.getElementById('g4-notices-applied').textContent !== '0'", "B's notice"
+        )
+        assert (
+            int(page.text("g4-notices-applied"))
+            <= metrics(a)["kvtier_deletion_notices_applied_total"]
+        )
+        assert page.text("g4-notices-pending") == "0"
+    finally:
+        page.close()
