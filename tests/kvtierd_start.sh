@@ -4,6 +4,7 @@
 # $unix_socket, $g2_arena_file). Exits the test when kvtierd dies or does not start.
 start_kvtierd() {
   local binary=$1 config=$2 dir=$3
+  rm -f "$dir/ports"  # A previous run's.
   "$binary" --config "$config" --port-file "$dir/ports" 2>"$dir/log" &
   PID=$!
   for _ in $(seq 600); do

@@ -351,7 +351,7 @@ int Top(const AdminOptions& o) {
 void AddAdminCommand(CLI::App& app, int* exit_code) {
   CLI::App* admin = app.add_subcommand(
       "admin", "Drive a running kvtierd through its HTTP endpoint: status, tenants, pin, "
-               "unpin, delete, shred, top.");
+               "unpin, delete, shred, top; check its G3 or G4 offline: fsck.");
   admin->require_subcommand(1);
   auto o = std::make_shared<AdminOptions>();
   const char* url = std::getenv("KVTIER_ADMIN_URL");
@@ -424,6 +424,8 @@ void AddAdminCommand(CLI::App& app, int* exit_code) {
   top->add_option("--iterations", o->iterations, "Frames to show, then exit (0 = until Ctrl-C)")
       ->capture_default_str();
   top->callback(run(Top));
+
+  AddFsckCommand(admin, exit_code);
 }
 
 }  // namespace kvtier::cli

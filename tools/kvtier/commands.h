@@ -15,6 +15,8 @@ void AddPlanningCommands(CLI::App& app, int* exit_code);
 void AddKvCommand(CLI::App& app, int* exit_code);
 // admin: a running kvtierd through its HTTP endpoint (tools/kvtier/admin.cc).
 void AddAdminCommand(CLI::App& app, int* exit_code);
+// kvtier admin fsck (fsck.cc), added under `admin`.
+void AddFsckCommand(CLI::App* admin, int* exit_code);
 
 }  // namespace kvtier::cli
 

@@ -19,6 +19,18 @@ uint64_t Hash(std::span<const std::byte> in, size_t n) { return Checksum64(in.fi
 
 }  // namespace
 
+bool ParseSegmentFileName(std::string_view name, uint32_t* id) {
+  if (name.size() != 14 || name.substr(10) != ".seg") return false;
+  uint64_t v = 0;
+  for (size_t i = 0; i < 10; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  if (v == 0 || v >= UINT32_MAX) return false;
+  *id = static_cast<uint32_t>(v);
+  return true;
+}
+
 size_t RecordHeaderBytes(size_t tenant_bytes) {
   return Align8(kRecordFixedBytes + tenant_bytes) + 8;
 }

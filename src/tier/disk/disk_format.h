@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvtier/block_key.h"
@@ -99,6 +100,9 @@ struct Trailer {
   uint64_t footer_bytes = 0;   // Body length, excluding padding and the trailer page.
   uint64_t footer_checksum = 0;
 };
+
+// Parses a segment file name, "0000000042.seg" (10 digits, 1 to 2^32 - 2); false for any other.
+bool ParseSegmentFileName(std::string_view name, uint32_t* id);
 
 // Bytes of a record header for a tenant name of `tenant_bytes`: a multiple of 8.
 size_t RecordHeaderBytes(size_t tenant_bytes);

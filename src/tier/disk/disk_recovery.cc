@@ -14,19 +14,6 @@
 namespace kvtier::disk {
 namespace {
 
-// Parses "0000000042.seg"; false for any other name.
-bool ParseSegmentName(const std::string& name, uint32_t* id) {
-  if (name.size() != 14 || name.substr(10) != ".seg") return false;
-  uint64_t v = 0;
-  for (size_t i = 0; i < 10; ++i) {
-    if (name[i] < '0' || name[i] > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
-  }
-  if (v == 0 || v >= UINT32_MAX) return false;
-  *id = static_cast<uint32_t>(v);
-  return true;
-}
-
 struct TenantKey {
   uint16_t tenant;
   BlockKey key;
@@ -55,7 +42,7 @@ Status DiskTierImpl::Recover() {
   std::vector<uint32_t> ids;
   for (const std::string& name : *names) {
     uint32_t id;
-    if (ParseSegmentName(name, &id)) ids.push_back(id);
+    if (ParseSegmentFileName(name, &id)) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
 
