@@ -336,6 +336,13 @@ class Store {
   virtual Status Delete(TenantId tenant, const BlockKey& key) = 0;
   virtual std::vector<Status> DeleteMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
 
+  // Records a failed authentication in the audit log (OK, and nothing written, without one):
+  // `tenant` the configured tenant the client named, or ""; `peer` who it was ("tcp:10.0.0.5",
+  // "unix:uid=1000"); `protocol` ("native", "resp", "http"); `lockout` whether it locked the
+  // peer out. Tokens are never passed, so none can reach the log.
+  virtual Status RecordAuthFailure(std::string_view tenant, std::string_view peer,
+                                   std::string_view protocol, bool lockout) = 0;
+
   // Deletes every block put with `session`, on every tier. `actor` (an identifier: letters,
   // digits and ._-@:) names who asked, for the audit log. Pinned blocks are deleted too.
   virtual Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,

@@ -117,6 +117,19 @@ void StoreImpl::Audit(const audit::AuditEvent& event) {
   if (!s.ok()) options_.env->Log("audit log append failed: " + s.ToString());
 }
 
+Status StoreImpl::RecordAuthFailure(std::string_view tenant, std::string_view peer,
+                                    std::string_view protocol, bool lockout) {
+  if (!services_.audit) return Status::OK();
+  audit::AuditEvent event;
+  event.op = lockout ? audit::AuditOp::kAuthLockout : audit::AuditOp::kAuthFailure;
+  event.scope = audit::AuditScope::kNode;
+  event.tenant = std::string(tenant);
+  event.actor = std::string(peer);
+  event.scope_id = std::string(protocol);
+  event.result = StatusCode::kUnauthenticated;
+  return services_.audit->Append(event);
+}
+
 Result<TenantId> StoreImpl::FindTenant(std::string_view name) const {
   auto it = tenant_ids_.find(std::string(name));
   if (it == tenant_ids_.end()) return Status::NotFound("unknown tenant '" + std::string(name) + "'");

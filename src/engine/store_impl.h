@@ -66,6 +66,8 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   ~StoreImpl() override;
 
   Result<TenantId> FindTenant(std::string_view name) const override;
+  Status RecordAuthFailure(std::string_view tenant, std::string_view peer,
+                           std::string_view protocol, bool lockout) override;
   Status Put(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
              const PutOptions& options) override;
   std::vector<Status> PutMany(TenantId tenant, std::span<const BlockWrite> writes) override;

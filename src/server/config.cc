@@ -1,5 +1,8 @@
 #include "src/server/config.h"
 
+#include <grp.h>
+#include <pwd.h>
+
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +26,8 @@ data_dir = "./kvtier-data"
 [server]
 native_listen = "127.0.0.1:7380"   # kvtier native protocol over TCP ("" = off, port 0 = any)
 unix_socket = "kvtierd.sock"       # native protocol over a Unix socket, under data_dir ("" = off)
+unix_socket_mode = ""              # e.g. "0660": who may connect ("" = as the umask leaves it)
+unix_socket_group = ""             # group of the socket file, name or id ("" = kvtierd's)
 resp_listen = "127.0.0.1:6380"     # RESP2 (Redis protocol) subset ("" = off)
 http_listen = "127.0.0.1:7381"     # /metrics, /healthz, /admin/ ("" = off)
 threads = 0                        # event-loop threads; 0 = one per core, at most 8
@@ -38,6 +43,8 @@ shutdown_grace_seconds = 5         # on SIGTERM, time to flush replies already c
 # "" = every client must present a tenant token. Remote clients always must.
 anonymous_tenant = "default"
 admin_token = ""                   # if set, /admin/ needs "Authorization: Bearer <token>"
+max_failures = 10                  # failed authentications in a row before a peer is locked out
+lockout_seconds = 60               # first lockout; doubled at each further one, up to an hour
 
 [tls]
 # TLS 1.3 (only) on the TCP listeners; off while cert_file is "". The Unix socket stays
@@ -124,6 +131,9 @@ retention_scan_seconds = 60        # background removal of expired blocks; 0 = o
 [[tenants]]
 name = "default"
 token = ""                         # secret clients present for this tenant ("" = none)
+admin_token = ""                   # admin API token for this tenant only ("" = none)
+unix_uids = []                     # Unix-socket peers with these uids (or names) are this
+unix_gids = []                     #   tenant without a token; likewise these gids
 memory_budget = 0                  # bytes of G2; 0 = no limit
 disk_budget = 0                    # bytes of G3; 0 = no limit
 ttl_seconds = 0                    # expire blocks idle this long; 0 = never
@@ -162,6 +172,28 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 }
 
 namespace {
+
+bool UserId(const std::string& name, uint32_t* id) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return false;
+  }
+  *id = found->pw_uid;
+  return true;
+}
+
+bool GroupId(const std::string& name, uint32_t* id) {
+  std::vector<char> buf(16384);
+  group gr{};
+  group* found = nullptr;
+  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return false;
+  }
+  *id = found->gr_gid;
+  return true;
+}
 
 // Reads typed values out of one TOML table, remembering errors and the keys it saw so that
 // unknown keys (typos) are reported instead of ignored.
@@ -223,6 +255,31 @@ class TableReader {
     }
     *out = static_cast<T>(bytes);
   }
+  // An array of user or group ids: numbers, or names looked up with `resolve` (getpwnam_r,
+  // getgrnam_r), which returns false for an unknown name.
+  void IdList(const char* key, std::vector<uint32_t>* out, bool (*resolve)(const std::string&, uint32_t*)) {
+    const toml::node* n = Find(key);
+    if (n == nullptr) return;
+    const toml::array* list = n->as_array();
+    if (list == nullptr) {
+      Fail(key, "an array of ids or names");
+      return;
+    }
+    out->clear();
+    for (const toml::node& item : *list) {
+      uint32_t id = 0;
+      if (auto v = item.value<int64_t>(); v && *v >= 0 && *v <= UINT32_MAX) {
+        id = static_cast<uint32_t>(*v);
+      } else if (auto name = item.value<std::string>(); name && resolve(*name, &id)) {
+      } else {
+        SetError(path_ + "." + key + ": '" +
+                 (item.value<std::string>() ? *item.value<std::string>() : std::string("?")) +
+                 "' is neither an id nor a known name");
+        return;
+      }
+      out->push_back(id);
+    }
+  }
   // A string naming one of `choices` ("name" and the value it stands for), e.g. an enum value.
   template <typename T>
   void Choice(const char* key, std::initializer_list<std::pair<const char*, T>> choices, T* out) {
@@ -281,6 +338,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   TableReader server(root["server"].as_table(), "server", error);
   server.String("native_listen", &c->native_listen);
   server.String("unix_socket", &c->unix_socket);
+  server.String("unix_socket_mode", &c->unix_socket_mode);
+  server.String("unix_socket_group", &c->unix_socket_group);
   server.String("resp_listen", &c->resp_listen);
   server.String("http_listen", &c->http_listen);
   server.Uint("threads", &c->threads);
@@ -295,6 +354,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   TableReader auth(root["auth"].as_table(), "auth", error);
   auth.String("anonymous_tenant", &c->anonymous_tenant);
   auth.String("admin_token", &c->admin_token);
+  auth.Uint("max_failures", &c->auth_max_failures);
+  auth.Uint("lockout_seconds", &c->auth_lockout_seconds);
   auth.RejectUnknown();
 
   TableReader tls(root["tls"].as_table(), "tls", error);
@@ -407,6 +468,9 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
       TableReader r(t, "tenants[" + std::to_string(i) + "]", error);
       r.String("name", &tc.options.name);
       r.String("token", &tc.token);
+      r.String("admin_token", &tc.admin_token);
+      r.IdList("unix_uids", &tc.unix_uids, UserId);
+      r.IdList("unix_gids", &tc.unix_gids, GroupId);
       r.Size("memory_budget", &tc.options.memory_budget_bytes);
       r.Size("disk_budget", &tc.options.disk_budget_bytes);
       r.Uint("ttl_seconds", &tc.options.ttl_seconds);
@@ -473,6 +537,9 @@ Status ServerConfig::Validate() const {
   if (tenants.empty()) return Status::InvalidArgument("at least one [[tenants]] entry is required");
   std::set<std::string> names;
   std::set<std::string> tokens;
+  std::set<uint32_t> uids;
+  std::set<uint32_t> gids;
+  if (!admin_token.empty()) tokens.insert(admin_token);
   for (const TenantConfig& t : tenants) {
     if (t.options.name.empty()) return Status::InvalidArgument("a tenant has an empty name");
     if (!names.insert(t.options.name).second) {
@@ -481,10 +548,29 @@ Status ServerConfig::Validate() const {
     if (!t.token.empty() && !tokens.insert(t.token).second) {
       return Status::InvalidArgument("two tenants share a token; tokens must be unique");
     }
+    if (!t.admin_token.empty() && !tokens.insert(t.admin_token).second) {
+      return Status::InvalidArgument("tenant '" + t.options.name + "': its admin_token is "
+                                     "another token too; every token must be unique");
+    }
+    for (uint32_t uid : t.unix_uids) {
+      if (!uids.insert(uid).second) {
+        return Status::InvalidArgument("uid " + std::to_string(uid) + " is listed by two tenants");
+      }
+    }
+    for (uint32_t gid : t.unix_gids) {
+      if (!gids.insert(gid).second) {
+        return Status::InvalidArgument("gid " + std::to_string(gid) + " is listed by two tenants");
+      }
+    }
   }
   if (!anonymous_tenant.empty() && !names.count(anonymous_tenant)) {
     return Status::InvalidArgument("auth.anonymous_tenant '" + anonymous_tenant +
                                    "' is not a configured tenant");
+  }
+  if (!unix_socket_mode.empty() &&
+      (unix_socket_mode.size() > 4 || unix_socket_mode.find_first_not_of("01234567") != std::string::npos)) {
+    return Status::InvalidArgument("server.unix_socket_mode must be octal like \"0660\", got '" +
+                                   unix_socket_mode + "'");
   }
   if (native_listen.empty() && unix_socket.empty() && resp_listen.empty() && http_listen.empty()) {
     return Status::InvalidArgument("every listener is disabled; nothing to serve");

@@ -24,8 +24,14 @@ extern const std::string_view kDefaultConfigToml;
 struct TenantConfig {
   TenantOptions options;
   // The secret a client presents for this tenant. Empty: the tenant cannot be reached by
-  // token (only as the anonymous tenant).
+  // token (only as the anonymous tenant, or by uid/gid).
   std::string token;
+  // An admin API token that acts on this tenant only. Empty: none.
+  std::string admin_token;
+  // Unix-socket clients whose peer uid (or gid) is listed are this tenant without a token
+  // (SO_PEERCRED: the kernel says who they are). A uid or gid belongs to one tenant at most.
+  std::vector<uint32_t> unix_uids;
+  std::vector<uint32_t> unix_gids;
 };
 
 // TLS 1.3 on the TCP listeners ([tls]). Off while cert_file is empty. The Unix socket is never
@@ -76,6 +82,10 @@ struct ServerConfig {
   std::string native_listen = "127.0.0.1:7380";
   // Path of the native protocol's Unix socket, relative to data_dir unless absolute.
   std::string unix_socket = "kvtierd.sock";
+  // Mode of the socket file, octal ("0660"); "" = what the umask leaves. Set before it listens.
+  std::string unix_socket_mode;
+  // Group of the socket file, a name or a number; "" = kvtierd's.
+  std::string unix_socket_group;
   std::string resp_listen = "127.0.0.1:6380";
   std::string http_listen = "127.0.0.1:7381";
 
@@ -102,6 +112,10 @@ struct ServerConfig {
   // Required as "Authorization: Bearer <token>" for /admin/ endpoints. Empty: the admin API is
   // open to whoever reaches the HTTP listener (keep it on localhost then).
   std::string admin_token;
+  // Failed authentications in a row before a peer (an address, a uid) is locked out for
+  // auth_lockout_seconds, doubled at each further lockout up to an hour. 0 = no lockouts.
+  uint32_t auth_max_failures = 10;
+  uint32_t auth_lockout_seconds = 60;
 
   TlsConfig tls;
 

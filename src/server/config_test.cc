@@ -125,12 +125,53 @@ TEST(ConfigTest, TyposAndBadValuesAreNamed) {
 
 TEST(ConfigTest, ValidateRejectsDuplicateTokensAndUnknownAnonymousTenant) {
   ServerConfig c = Defaults();
-  c.tenants.push_back({{"a"}, "same"});
-  c.tenants.push_back({{"b"}, "same"});
+  auto tenant = [](const char* name, const char* token) {
+    TenantConfig t;
+    t.options.name = name;
+    t.token = token;
+    return t;
+  };
+  c.tenants.push_back(tenant("a", "same"));
+  c.tenants.push_back(tenant("b", "same"));
   EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
   c = Defaults();
   c.anonymous_tenant = "nobody";
   EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  // A tenant's admin token may not be a client token too, nor a uid belong to two tenants.
+  c = Defaults();
+  c.tenants.push_back(tenant("a", "client-token"));
+  c.tenants.push_back(tenant("b", ""));
+  c.tenants.back().admin_token = "client-token";
+  EXPECT_NE(c.Validate().message().find("every token must be unique"), std::string::npos);
+  c.tenants.back().admin_token = "";
+  c.tenants[c.tenants.size() - 2].unix_uids = {1000};
+  c.tenants.back().unix_uids = {1000};
+  EXPECT_NE(c.Validate().message().find("uid 1000 is listed by two tenants"), std::string::npos);
+}
+
+TEST(ConfigTest, UnixPeersAndLockoutsAreRead) {
+  ServerConfig c = Defaults();
+  ASSERT_TRUE(ApplyConfigToml("[server]\nunix_socket_mode = \"0660\"\nunix_socket_group = \"0\"\n"
+                              "[auth]\nmax_failures = 5\nlockout_seconds = 30\n"
+                              "[[tenants]]\nname = \"engine\"\nunix_uids = [1000, \"root\"]\n"
+                              "unix_gids = [\"root\"]\nadmin_token = \"engine-admin\"\n",
+                              "x.toml", &c)
+                  .ok());
+  EXPECT_EQ(c.unix_socket_mode, "0660");
+  EXPECT_EQ(c.auth_max_failures, 5u);
+  EXPECT_EQ(c.auth_lockout_seconds, 30u);
+  ASSERT_EQ(c.tenants.size(), 1u);
+  EXPECT_EQ(c.tenants[0].unix_uids, (std::vector<uint32_t>{1000, 0}));
+  EXPECT_EQ(c.tenants[0].unix_gids, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(c.tenants[0].admin_token, "engine-admin");
+  Status s = ApplyConfigToml("[[tenants]]\nname = \"x\"\nunix_uids = [\"no-such-user-kvtier\"]\n",
+                             "y.toml", &c);
+  EXPECT_NE(s.message().find("'no-such-user-kvtier' is neither an id nor a known name"),
+            std::string::npos)
+      << s.ToString();
+  c = Defaults();
+  c.unix_socket_mode = "rw";
+  EXPECT_NE(c.Validate().message().find("unix_socket_mode must be octal"), std::string::npos);
 }
 
 TEST(ConfigTest, ByteSizes) {

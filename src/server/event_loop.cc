@@ -379,10 +379,10 @@ void EventLoop::AddListener(int fd, Proto proto, bool tls) {
 
 void EventLoop::Start() { thread_ = std::thread([this] { Run(); }); }
 
-void EventLoop::Adopt(int fd, Proto proto, bool local_peer, bool tls) {
+void EventLoop::Adopt(int fd, Proto proto, PeerInfo peer, bool tls) {
   {
     MutexLock lock(&mu_);
-    adopted_.push_back({fd, proto, local_peer, tls});
+    adopted_.push_back({fd, proto, std::move(peer), tls});
   }
   uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof(one));
@@ -419,9 +419,8 @@ void EventLoop::Accept(const Listener& listener) {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // Fails harmlessly on Unix.
-    bool local = IsLocalPeer(fd);
     EventLoop* target = (*loops_)[next_loop_++ % loops_->size()];
-    target->Adopt(fd, listener.proto, local, listener.tls);
+    target->Adopt(fd, listener.proto, DescribePeer(fd), listener.tls);
   }
 }
 
@@ -441,12 +440,10 @@ void EventLoop::TakeAdopted() {
     }
     std::unique_ptr<ProtocolHandler> handler;
     switch (p.proto) {
-      case Proto::kNative:
-        handler = NewNativeHandler(ctx_, p.local_peer, IsUnixSocket(p.fd));
-        break;
-      case Proto::kResp: handler = NewRespHandler(ctx_, p.local_peer); break;
+      case Proto::kNative: handler = NewNativeHandler(ctx_, p.peer); break;
+      case Proto::kResp: handler = NewRespHandler(ctx_, p.peer); break;
       case Proto::kHttp:
-      case Proto::kCount: handler = NewHttpHandler(ctx_); break;
+      case Proto::kCount: handler = NewHttpHandler(ctx_, p.peer); break;
     }
     std::unique_ptr<TlsSession> tls;
     if (p.tls) {

@@ -43,7 +43,7 @@ class EventLoop {
 
   // Thread-safe: gives an accepted socket to this loop (which then owns it). `tls`: the loop
   // runs the TLS handshake (non-blocking, bounded by the idle timeout) before any request.
-  void Adopt(int fd, Proto proto, bool local_peer, bool tls);
+  void Adopt(int fd, Proto proto, PeerInfo peer, bool tls);
   // Thread-safe: closes the listeners, stops reading, flushes, closes; the thread then exits.
   void BeginShutdown();
   // Waits for the thread to exit. REQUIRES: BeginShutdown was called.
@@ -59,7 +59,7 @@ class EventLoop {
   struct Pending {
     int fd;
     Proto proto;
-    bool local_peer;
+    PeerInfo peer;
     bool tls;
   };
 

@@ -6,6 +6,7 @@
 #ifndef KVTIER_SERVER_HANDLER_H_
 #define KVTIER_SERVER_HANDLER_H_
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -14,21 +15,28 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "kvtier/status.h"
 #include "kvtier/store.h"
+#include "src/common/mutex.h"
 #include "src/server/buffers.h"
 #include "src/server/config.h"
 #include "src/server/metrics.h"
+#include "src/server/net.h"
 
 namespace kvtier::server {
 
 class TlsContext;
 class KvEventPublisher;
 
-// Tenant authentication: tenant tokens from the config, and the anonymous tenant for local
-// clients. Immutable after construction; thread-safe.
+// Tenant authentication: tenant tokens from the config, tenants of Unix-socket peers by their
+// uid or gid (SO_PEERCRED), the anonymous tenant for local clients, and admin tokens (global or
+// scoped to a tenant). Tokens are kept as SHA-256 digests and compared in constant time: how
+// long a check takes says nothing about how much of a token matched, nor its length.
+// Immutable after construction; thread-safe.
 class Authenticator {
  public:
   static Result<Authenticator> Create(const ServerConfig& config, const Store& store);
@@ -41,17 +49,64 @@ class Authenticator {
   // Unauthenticated when the pair does not match a configured tenant (the message does not
   // say which half was wrong).
   Result<Principal> Authenticate(std::string_view tenant, std::string_view token) const;
-  // The tenant of a client that did not authenticate: the anonymous tenant for a local client
-  // when one is configured, else nullopt.
-  std::optional<Principal> Anonymous(bool local_peer) const;
+  // The tenant of a client that did not authenticate: for a Unix-socket peer whose uid or gid
+  // a tenant lists (unix_uids, unix_gids), that tenant; otherwise, for a local peer, the
+  // anonymous tenant when one is configured; otherwise nullopt.
+  std::optional<Principal> Anonymous(const PeerInfo& peer) const;
+
+  // Who an admin API request is: every tenant (the [auth] admin_token), one tenant (its
+  // admin_token), or nullopt for a wrong or missing token. With no admin token configured at
+  // all, everyone is the global admin (the API is then as open as the HTTP listener).
+  struct AdminScope {
+    std::optional<std::string> tenant;  // nullopt = every tenant.
+  };
+  std::optional<AdminScope> Admin(std::string_view bearer_token) const;
+  bool admin_tokens_configured() const { return admin_tokens_configured_; }
 
  private:
+  using Digest = std::array<uint8_t, 32>;
   struct Entry {
     Principal principal;
-    std::string token;
+    std::optional<Digest> token;
+    std::optional<Digest> admin_token;
+    std::vector<uint32_t> unix_uids;
+    std::vector<uint32_t> unix_gids;
   };
   std::vector<Entry> entries_;
   std::optional<Principal> anonymous_;
+  std::optional<Digest> admin_token_;
+  bool admin_tokens_configured_ = false;
+};
+
+// Failed authentications per peer (PeerInfo::id), on every protocol: after max_failures in a
+// row a peer is locked out for lockout_seconds, doubled at each further lockout (up to an
+// hour); while locked out its attempts are refused before any token is looked at, so guessing
+// gets nowhere. The first failure of a peer and each lockout go to the audit log and the
+// operator's log, once each, so an attacker cannot flood either. A success clears the peer.
+// Thread-safe.
+class AuthGuard {
+ public:
+  AuthGuard(const ServerConfig& config, Store* store, Metrics* metrics);
+
+  // ResourceExhausted, saying for how long, while `peer` is locked out; OK otherwise.
+  Status Admit(const PeerInfo& peer, Proto proto);
+  // `claimed_tenant` is what the client asked for (audited only when it is a real tenant).
+  void Failed(const PeerInfo& peer, Proto proto, std::string_view claimed_tenant);
+  void Succeeded(const PeerInfo& peer);
+
+ private:
+  struct State {
+    uint32_t failures = 0;
+    uint32_t lockouts = 0;
+    std::chrono::steady_clock::time_point locked_until{};
+    std::chrono::steady_clock::time_point last_failure{};
+  };
+  const uint32_t max_failures_;
+  const std::chrono::seconds lockout_;
+  Store* const store_;
+  Metrics* const metrics_;
+  Mutex mu_;
+  std::unordered_map<std::string, State> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 // Shared by every connection of the server. The pointed-to objects outlive all connections.
@@ -61,6 +116,7 @@ struct ServerContext {
   Metrics* metrics = nullptr;
   const KvEventPublisher* events = nullptr;  // Null when [events] is off.
   const Authenticator* auth = nullptr;
+  AuthGuard* auth_guard = nullptr;
   const TlsContext* tls = nullptr;  // Null when TLS is off.
   uint32_t max_frame_bytes = 0;  // ServerConfig::EffectiveMaxFrameBytes().
   std::chrono::steady_clock::time_point started;  // When the server started (for uptime).
@@ -95,14 +151,11 @@ class ProtocolHandler {
   virtual Proto proto() const = 0;
 };
 
-// Creates the handler for a new connection. `local_peer`: the client is on this host (Unix
-// socket or loopback), which is what entitles it to the anonymous tenant.
-// `unix_socket`: the connection is on the Unix socket, where the shared-memory fast path is
-// offered.
-std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, bool local_peer,
-                                                  bool unix_socket = false);
-std::unique_ptr<ProtocolHandler> NewRespHandler(const ServerContext* ctx, bool local_peer);
-std::unique_ptr<ProtocolHandler> NewHttpHandler(const ServerContext* ctx);
+// Creates the handler for a new connection with `peer` on the other end: a local peer may get
+// the anonymous tenant, a Unix-socket peer its uid's tenant and the shared-memory fast path.
+std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, const PeerInfo& peer);
+std::unique_ptr<ProtocolHandler> NewRespHandler(const ServerContext* ctx, const PeerInfo& peer);
+std::unique_ptr<ProtocolHandler> NewHttpHandler(const ServerContext* ctx, const PeerInfo& peer);
 
 // The bytes a client refused at max_connections is sent before its socket is closed.
 std::string RefusalMessage(Proto proto);

@@ -49,11 +49,13 @@ std::string_view Reason(int status) {
     case 200: return "OK";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 411: return "Length Required";
     case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
@@ -115,7 +117,7 @@ json StatsJson(const TenantStats& t) {
 
 class HttpHandler final : public ProtocolHandler {
  public:
-  explicit HttpHandler(const ServerContext* ctx) : ctx_(ctx) {}
+  HttpHandler(const ServerContext* ctx, PeerInfo peer) : ctx_(ctx), peer_(std::move(peer)) {}
 
   Proto proto() const override { return Proto::kHttp; }
 
@@ -238,16 +240,32 @@ class HttpHandler final : public ProtocolHandler {
               "  DELETE /admin/tenants/<name>\n  POST /admin/tenants/<name>/shred\n"};
     }
     if (!req.path.starts_with("/admin/")) return {404, "text/plain", "not found\n"};
-    if (!ctx_->config->admin_token.empty() &&
-        req.authorization != "Bearer " + ctx_->config->admin_token) {
-      ctx_->metrics->AuthFailure(Proto::kHttp);
-      return JsonError(401, "admin API needs 'Authorization: Bearer <admin_token>'");
+    if (ctx_->auth->admin_tokens_configured()) {
+      if (Status admit = ctx_->auth_guard->Admit(peer_, Proto::kHttp); !admit.ok()) {
+        return JsonError(429, admit.message());
+      }
+      constexpr std::string_view kBearer = "Bearer ";
+      const std::string_view bearer = std::string_view(req.authorization).starts_with(kBearer)
+                                          ? std::string_view(req.authorization).substr(kBearer.size())
+                                          : std::string_view();
+      std::optional<Authenticator::AdminScope> scope = ctx_->auth->Admin(bearer);
+      if (!scope) {
+        ctx_->auth_guard->Failed(peer_, Proto::kHttp, "");
+        return JsonError(401, "admin API needs 'Authorization: Bearer <admin_token>' (the [auth] "
+                              "admin_token, or a tenant's admin_token for that tenant)");
+      }
+      ctx_->auth_guard->Succeeded(peer_);
+      scope_ = *scope;
+    } else {
+      scope_ = Authenticator::AdminScope{};
     }
     if (req.path == "/admin/tenants") {
       if (req.method != "GET") return JsonError(405, "use GET");
       StoreStats stats = ctx_->store->Stats();
       json tenants = json::array();
-      for (const TenantStats& t : stats.tenants) tenants.push_back(StatsJson(t));
+      for (const TenantStats& t : stats.tenants) {
+        if (!scope_.tenant || *scope_.tenant == t.name) tenants.push_back(StatsJson(t));
+      }
       return Json(200, json{{"tenants", tenants}});
     }
     if (req.path == "/admin/pin" || req.path == "/admin/unpin") {
@@ -266,9 +284,17 @@ class HttpHandler final : public ProtocolHandler {
     return JsonError(404, "no such admin endpoint");
   }
 
+  // The tenant a request names, if this request's admin token may act on it.
   Result<TenantId> Tenant(const std::string& name) {
     if (name.empty()) return Status::InvalidArgument("name the tenant");
+    if (scope_.tenant && *scope_.tenant != name) {
+      return Status::PermissionDenied("this admin token acts on tenant '" + *scope_.tenant +
+                                      "' only");
+    }
     return ctx_->store->FindTenant(name);
+  }
+  static int TenantHttpStatus(const Status& s) {
+    return s.code() == StatusCode::kPermissionDenied ? 403 : 404;
   }
 
   Response Pin(const Request& req, bool pin) {
@@ -278,7 +304,7 @@ class HttpHandler final : public ProtocolHandler {
       return JsonError(400, "expected {\"tenant\": \"<name>\", \"keys\": [\"<64 hex digits>\", ...]}");
     }
     Result<TenantId> tenant = Tenant(body["tenant"].get<std::string>());
-    if (!tenant.ok()) return JsonError(404, tenant.status().ToString());
+    if (!tenant.ok()) return JsonError(TenantHttpStatus(tenant.status()), tenant.status().ToString());
     std::vector<BlockKey> keys;
     for (const json& k : body["keys"]) {
       Result<BlockKey> key = k.is_string() ? BlockKey::FromHex(k.get<std::string>())
@@ -302,7 +328,9 @@ class HttpHandler final : public ProtocolHandler {
     Result<BlockKey> key = BlockKey::FromHex(std::string_view(req.path).substr(strlen("/admin/blocks/")));
     if (!key.ok()) return JsonError(400, key.status().ToString());
     Result<TenantId> tenant = Tenant(QueryParam(req.query, "tenant"));
-    if (!tenant.ok()) return JsonError(404, "?tenant=: " + tenant.status().ToString());
+    if (!tenant.ok()) {
+      return JsonError(TenantHttpStatus(tenant.status()), "?tenant=: " + tenant.status().ToString());
+    }
     Status s = ctx_->store->Delete(*tenant, *key);
     if (s.code() == StatusCode::kNotFound) return Json(404, json{{"deleted", false}});
     if (!s.ok()) return JsonError(500, s.ToString());
@@ -323,8 +351,10 @@ class HttpHandler final : public ProtocolHandler {
     if (session == 0) return JsonError(400, "session 0 means \"no session\"; name one");
     std::string name = QueryParam(req.query, "tenant");
     Result<TenantId> tenant = Tenant(name);
-    if (!tenant.ok()) return JsonError(404, "?tenant=: " + tenant.status().ToString());
-    return DeletionJson(ctx_->store->DeleteSession(*tenant, session, kAdminActor),
+    if (!tenant.ok()) {
+      return JsonError(TenantHttpStatus(tenant.status()), "?tenant=: " + tenant.status().ToString());
+    }
+    return DeletionJson(ctx_->store->DeleteSession(*tenant, session, Actor()),
                         json{{"tenant", name}, {"session", session}});
   }
 
@@ -341,12 +371,12 @@ class HttpHandler final : public ProtocolHandler {
     if (!shred && req.method != "DELETE") return JsonError(405, "use DELETE");
     std::string name(rest);
     Result<TenantId> tenant = Tenant(name);
-    if (!tenant.ok()) return JsonError(404, tenant.status().ToString());
+    if (!tenant.ok()) return JsonError(TenantHttpStatus(tenant.status()), tenant.status().ToString());
     if (shred) {
-      return DeletionJson(ctx_->store->ShredTenant(*tenant, kAdminActor),
+      return DeletionJson(ctx_->store->ShredTenant(*tenant, Actor()),
                           json{{"tenant", name}, {"shredded", true}});
     }
-    return DeletionJson(ctx_->store->DeleteTenant(*tenant, kAdminActor), json{{"tenant", name}});
+    return DeletionJson(ctx_->store->DeleteTenant(*tenant, Actor()), json{{"tenant", name}});
   }
 
   // 200 with `fields` plus the report's counts, or the error with a status that says whether
@@ -370,16 +400,19 @@ class HttpHandler final : public ProtocolHandler {
     return Json(200, fields);
   }
 
-  // Recorded in the audit log for deletions and shreds asked for over the admin API.
-  static constexpr std::string_view kAdminActor = "admin";
+  // Recorded in the audit log for deletions and shreds asked for over the admin API: "admin",
+  // or "admin:<tenant>" for a tenant's admin token.
+  std::string Actor() const { return scope_.tenant ? "admin:" + *scope_.tenant : "admin"; }
 
   const ServerContext* ctx_;
+  const PeerInfo peer_;
+  Authenticator::AdminScope scope_;  // Of the request being handled.
 };
 
 }  // namespace
 
-std::unique_ptr<ProtocolHandler> NewHttpHandler(const ServerContext* ctx) {
-  return std::make_unique<HttpHandler>(ctx);
+std::unique_ptr<ProtocolHandler> NewHttpHandler(const ServerContext* ctx, const PeerInfo& peer) {
+  return std::make_unique<HttpHandler>(ctx, peer);
 }
 
 }  // namespace kvtier::server

@@ -38,9 +38,19 @@ constexpr const char* kDescription =
     "Settings come from the built-in defaults (see --print-default-config), then the --config\n"
     "file, then the flags below. SIGTERM or Ctrl-C shuts down cleanly.";
 
+// A configuration is a few KiB; anything near this is not one.
+constexpr std::streamoff kMaxConfigBytes = 1 << 20;
+
 Status ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound("cannot read config file " + path);
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > kMaxConfigBytes) {
+    return Status::InvalidArgument("config file " + path + " is " + std::to_string(size) +
+                                   " bytes; a configuration is at most 1 MiB");
+  }
+  in.seekg(0);
   std::stringstream ss;
   ss << in.rdbuf();
   *out = ss.str();

@@ -155,6 +155,12 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
             "Requests rejected as malformed, oversized or unknown.", &ProtoCounters::protocol_errors);
   per_proto("kvtier_auth_failures_total", "counter", "Failed authentication attempts.",
             &ProtoCounters::auth_failures);
+  per_proto("kvtier_auth_lockouts_total", "counter",
+            "Peers locked out after failed authentications in a row ([auth] max_failures).",
+            &ProtoCounters::auth_lockouts);
+  per_proto("kvtier_auth_refused_total", "counter",
+            "Authentications refused unchecked because the peer was locked out.",
+            &ProtoCounters::auth_refused);
   per_proto("kvtier_idle_closed_total", "counter", "Connections closed by the idle timeout.",
             &ProtoCounters::idle_closed);
   per_proto("kvtier_network_received_bytes_total", "counter", "Bytes read from clients.",

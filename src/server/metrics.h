@@ -48,6 +48,8 @@ class Metrics {
   void ConnectionRefused(Proto p) { Add(&per_proto_[Index(p)].refused, 1); }
   void ProtocolError(Proto p) { Add(&per_proto_[Index(p)].protocol_errors, 1); }
   void AuthFailure(Proto p) { Add(&per_proto_[Index(p)].auth_failures, 1); }
+  void AuthLockout(Proto p) { Add(&per_proto_[Index(p)].auth_lockouts, 1); }
+  void AuthRefused(Proto p) { Add(&per_proto_[Index(p)].auth_refused, 1); }
   void IdleClosed(Proto p) { Add(&per_proto_[Index(p)].idle_closed, 1); }
   void LowWaterStall() { Add(&low_water_stalls_, 1); }
   void BytesReceived(Proto p, uint64_t n) { Add(&per_proto_[Index(p)].bytes_in, n); }
@@ -72,6 +74,8 @@ class Metrics {
     std::atomic<uint64_t> refused{0};
     std::atomic<uint64_t> protocol_errors{0};
     std::atomic<uint64_t> auth_failures{0};
+    std::atomic<uint64_t> auth_lockouts{0};
+    std::atomic<uint64_t> auth_refused{0};
     std::atomic<uint64_t> idle_closed{0};
     std::atomic<uint64_t> bytes_in{0};
     std::atomic<uint64_t> bytes_out{0};

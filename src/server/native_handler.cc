@@ -48,8 +48,8 @@ Op OpFor(uint8_t opcode) {
 
 class NativeHandler final : public ProtocolHandler {
  public:
-  NativeHandler(const ServerContext* ctx, bool local_peer, bool unix_socket)
-      : ctx_(ctx), local_peer_(local_peer), shm_(ctx, unix_socket) {}
+  NativeHandler(const ServerContext* ctx, PeerInfo peer)
+      : ctx_(ctx), peer_(std::move(peer)), shm_(ctx, peer_.unix_socket) {}
 
   Proto proto() const override { return Proto::kNative; }
 
@@ -153,14 +153,25 @@ class NativeHandler final : public ProtocolHandler {
     SendFrame(out, opcode, id, scratch_);
   }
 
-  // Resolves HELLO/AUTH credentials. Unauthenticated when they do not match.
+  // Resolves HELLO/AUTH credentials: Unauthenticated when they do not match (counted by the
+  // AuthGuard), ResourceExhausted while this peer is locked out after too many failures.
   Result<Authenticator::Principal> Resolve(const std::string& tenant, const std::string& token) {
-    if (!token.empty()) return ctx_->auth->Authenticate(tenant, token);
-    std::optional<Authenticator::Principal> anon = ctx_->auth->Anonymous(local_peer_);
-    if (anon && (tenant.empty() || tenant == anon->name)) return *anon;
-    return Status::Unauthenticated(
-        tenant.empty() ? "authentication required: send a tenant and its token in HELLO"
-                       : "tenant '" + tenant + "' needs its token");
+    if (token.empty()) {
+      std::optional<Authenticator::Principal> anon = ctx_->auth->Anonymous(peer_);
+      if (anon && (tenant.empty() || tenant == anon->name)) return *anon;
+      ctx_->metrics->AuthFailure(Proto::kNative);
+      return Status::Unauthenticated(
+          tenant.empty() ? "authentication required: send a tenant and its token in HELLO"
+                         : "tenant '" + tenant + "' needs its token");
+    }
+    KVTIER_RETURN_IF_ERROR(ctx_->auth_guard->Admit(peer_, Proto::kNative));
+    Result<Authenticator::Principal> who = ctx_->auth->Authenticate(tenant, token);
+    if (who.ok()) {
+      ctx_->auth_guard->Succeeded(peer_);
+    } else {
+      ctx_->auth_guard->Failed(peer_, Proto::kNative, tenant);
+    }
+    return who;
   }
 
   bool Hello(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
@@ -181,7 +192,6 @@ class NativeHandler final : public ProtocolHandler {
     }
     Result<Authenticator::Principal> who = Resolve(req->tenant, req->token);
     if (!who.ok()) {
-      ctx_->metrics->AuthFailure(Proto::kNative);
       Reply(out, h.opcode, h.request_id, who.status());
       return false;
     }
@@ -207,7 +217,6 @@ class NativeHandler final : public ProtocolHandler {
     }
     Result<Authenticator::Principal> who = Resolve(req->tenant, req->token);
     if (!who.ok()) {
-      ctx_->metrics->AuthFailure(Proto::kNative);
       Reply(out, h.opcode, h.request_id, who.status());
       return false;
     }
@@ -377,7 +386,7 @@ class NativeHandler final : public ProtocolHandler {
   }
 
   const ServerContext* ctx_;
-  bool local_peer_;
+  const PeerInfo peer_;
   std::optional<Authenticator::Principal> principal_;
   std::string scratch_;  // Reused for reply bodies.
   ShmHandler shm_;       // SHM_* requests; its leases and allocations end with the connection.
@@ -385,9 +394,8 @@ class NativeHandler final : public ProtocolHandler {
 
 }  // namespace
 
-std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, bool local_peer,
-                                                  bool unix_socket) {
-  return std::make_unique<NativeHandler>(ctx, local_peer, unix_socket);
+std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, const PeerInfo& peer) {
+  return std::make_unique<NativeHandler>(ctx, peer);
 }
 
 }  // namespace kvtier::server

@@ -1,6 +1,7 @@
 #include "src/server/net.h"
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace kvtier::server {
 namespace {
@@ -85,7 +87,42 @@ Result<int> ListenTcp(std::string_view address, uint16_t* bound_port) {
   return Status::Unavailable("cannot listen on " + std::string(address) + ": " + last_error);
 }
 
-Result<int> ListenUnix(const std::string& path) {
+namespace {
+
+Status ApplyAccess(const std::string& path, const UnixSocketAccess& access) {
+  if (!access.group.empty()) {
+    gid_t gid = 0;
+    if (access.group.find_first_not_of("0123456789") == std::string::npos) {
+      gid = static_cast<gid_t>(std::stoul(access.group));
+    } else {
+      std::vector<char> buf(16384);
+      group g{};
+      group* found = nullptr;
+      if (getgrnam_r(access.group.c_str(), &g, buf.data(), buf.size(), &found) != 0 ||
+          found == nullptr) {
+        return Status::InvalidArgument("server.unix_socket_group: no group '" + access.group + "'");
+      }
+      gid = found->gr_gid;
+    }
+    if (chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+      return Status::Unavailable(Errno("cannot give " + path + " to group " + access.group));
+    }
+  }
+  if (!access.mode.empty()) {
+    if (access.mode.size() > 4 || access.mode.find_first_not_of("01234567") != std::string::npos) {
+      return Status::InvalidArgument("server.unix_socket_mode must be octal like \"0660\", got '" +
+                                     access.mode + "'");
+    }
+    if (chmod(path.c_str(), static_cast<mode_t>(std::stoul(access.mode, nullptr, 8))) != 0) {
+      return Status::Unavailable(Errno("cannot set the mode of " + path));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<int> ListenUnix(const std::string& path, const UnixSocketAccess& access) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
@@ -111,9 +148,16 @@ Result<int> ListenUnix(const std::string& path) {
     }
     unlink(path.c_str());
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 1024) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     Status s = Status::Unavailable(Errno("cannot listen on " + path));
     close(fd);
+    return s;
+  }
+  // Nobody can connect before listen(): set who may, then listen.
+  if (Status s = ApplyAccess(path, access); !s.ok() || listen(fd, 1024) != 0) {
+    if (s.ok()) s = Status::Unavailable(Errno("cannot listen on " + path));
+    close(fd);
+    unlink(path.c_str());
     return s;
   }
   return fd;
@@ -128,28 +172,40 @@ uint16_t BoundPort(int fd) {
   return 0;
 }
 
-bool IsLocalPeer(int fd) {
+PeerInfo DescribePeer(int fd) {
+  PeerInfo info;
   sockaddr_storage peer{};
   socklen_t len = sizeof(peer);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
-  if (peer.ss_family == AF_UNIX) return true;
-  if (peer.ss_family == AF_INET) {
-    uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(&peer)->sin_addr.s_addr);
-    return (a >> 24) == 127;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+    info.id = "unknown";
+    return info;
   }
-  if (peer.ss_family == AF_INET6) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (peer.ss_family == AF_UNIX) {
+    info.local = true;
+    info.unix_socket = true;
+    ucred cred{};
+    socklen_t cred_len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
+      info.has_credentials = true;
+      info.uid = cred.uid;
+      info.gid = cred.gid;
+      info.id = "unix:uid=" + std::to_string(cred.uid);
+    } else {
+      info.id = "unix";
+    }
+  } else if (peer.ss_family == AF_INET) {
+    const in_addr& a = reinterpret_cast<sockaddr_in*>(&peer)->sin_addr;
+    info.local = (ntohl(a.s_addr) >> 24) == 127;
+    inet_ntop(AF_INET, &a, text, sizeof(text));
+    info.id = std::string("tcp:") + text;
+  } else if (peer.ss_family == AF_INET6) {
     const in6_addr& a = reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
-    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+    info.local = IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+    inet_ntop(AF_INET6, &a, text, sizeof(text));
+    info.id = std::string("tcp:") + text;
   }
-  return false;
-}
-
-bool IsUnixSocket(int fd) {
-  sockaddr_storage local{};
-  socklen_t len = sizeof(local);
-  return getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-         local.ss_family == AF_UNIX;
+  return info;
 }
 
 }  // namespace kvtier::server

@@ -23,19 +23,36 @@ Result<HostPort> SplitHostPort(std::string_view address);
 // receives the port actually bound. Unavailable (naming the address and errno) on failure.
 Result<int> ListenTcp(std::string_view address, uint16_t* bound_port);
 
+// Who may connect to a Unix socket: its file's mode ("0660"; "" = what the umask gives) and
+// group (a name or a number; "" = the daemon's).
+struct UnixSocketAccess {
+  std::string mode;
+  std::string group;
+};
+
 // A listening Unix stream socket at `path`. A stale socket file left by a dead kvtierd is
-// replaced; a path another live process is listening on is FailedPrecondition.
-Result<int> ListenUnix(const std::string& path);
+// replaced; a path another live process is listening on is FailedPrecondition. `access` is
+// applied before the socket listens, so nobody connects under a looser mode. InvalidArgument
+// for a mode that is not octal or an unknown group.
+Result<int> ListenUnix(const std::string& path, const UnixSocketAccess& access = {});
 
 // The port a TCP socket is bound to (0 when it is not a TCP socket).
 uint16_t BoundPort(int fd);
 
-// True when the peer of connected socket `fd` is on this host: a Unix socket or a loopback
-// address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104).
-bool IsLocalPeer(int fd);
+// Who is on the other end of a connection, as the kernel says.
+struct PeerInfo {
+  // On this host: a Unix socket or a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104).
+  bool local = false;
+  bool unix_socket = false;
+  // A Unix socket's peer credentials (SO_PEERCRED) at connect time.
+  bool has_credentials = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  // Who it is, for rate limits and the audit log: "tcp:<address>" (no port) or "unix:uid=<n>".
+  std::string id;
+};
 
-// True when connected socket `fd` is a Unix-domain socket (which can pass descriptors).
-bool IsUnixSocket(int fd);
+PeerInfo DescribePeer(int fd);
 
 }  // namespace kvtier::server
 

@@ -33,8 +33,8 @@ std::string ErrorFor(const Status& s) {
 
 class RespHandler final : public ProtocolHandler {
  public:
-  RespHandler(const ServerContext* ctx, bool local_peer) : ctx_(ctx) {
-    principal_ = ctx_->auth->Anonymous(local_peer);
+  RespHandler(const ServerContext* ctx, PeerInfo peer) : ctx_(ctx), peer_(std::move(peer)) {
+    principal_ = ctx_->auth->Anonymous(peer_);
     limits_.max_bulk_bytes = ctx_->config->store.max_block_bytes;
     limits_.max_command_bytes = ctx_->max_frame_bytes;
     limits_.max_args = 2 * static_cast<size_t>(ctx_->config->max_batch) + 8;
@@ -194,14 +194,25 @@ class RespHandler final : public ProtocolHandler {
   }
 
   void Authenticate(std::string_view tenant, std::string_view token) {
+    if (Check(tenant, token)) AppendSimpleString("OK", &reply_);
+  }
+
+  // AUTH and HELLO's AUTH option: true and principal_ set when the pair matches; otherwise
+  // the error reply is queued (WRONGPASS, or a lockout after too many failures).
+  bool Check(std::string_view tenant, std::string_view token) {
+    if (Status admit = ctx_->auth_guard->Admit(peer_, Proto::kResp); !admit.ok()) {
+      AppendError("ERR " + std::string(admit.message()), &reply_);
+      return false;
+    }
     Result<Authenticator::Principal> who = ctx_->auth->Authenticate(tenant, token);
     if (!who.ok()) {
-      ctx_->metrics->AuthFailure(Proto::kResp);
+      ctx_->auth_guard->Failed(peer_, Proto::kResp, tenant);
       AppendError("WRONGPASS invalid username-password pair or user is disabled.", &reply_);
-      return;
+      return false;
     }
+    ctx_->auth_guard->Succeeded(peer_);
     principal_ = *who;
-    AppendSimpleString("OK", &reply_);
+    return true;
   }
 
   void Hello() {
@@ -217,13 +228,7 @@ class RespHandler final : public ProtocolHandler {
     for (size_t i = 2; i < argc; ++i) {
       std::string opt = Lower(args_[i]);
       if (opt == "auth" && i + 2 < argc) {
-        Result<Authenticator::Principal> who = ctx_->auth->Authenticate(args_[i + 1], args_[i + 2]);
-        if (!who.ok()) {
-          ctx_->metrics->AuthFailure(Proto::kResp);
-          AppendError("WRONGPASS invalid username-password pair or user is disabled.", &reply_);
-          return;
-        }
-        principal_ = *who;
+        if (!Check(args_[i + 1], args_[i + 2])) return;
         i += 2;
       } else if (opt == "setname" && i + 1 < argc) {
         client_name_ = std::string(args_[++i]);
@@ -438,6 +443,7 @@ class RespHandler final : public ProtocolHandler {
   }
 
   const ServerContext* ctx_;
+  const PeerInfo peer_;
   std::optional<Authenticator::Principal> principal_;
   protocol::RespLimits limits_;
   std::vector<std::string_view> args_;
@@ -447,8 +453,8 @@ class RespHandler final : public ProtocolHandler {
 
 }  // namespace
 
-std::unique_ptr<ProtocolHandler> NewRespHandler(const ServerContext* ctx, bool local_peer) {
-  return std::make_unique<RespHandler>(ctx, local_peer);
+std::unique_ptr<ProtocolHandler> NewRespHandler(const ServerContext* ctx, const PeerInfo& peer) {
+  return std::make_unique<RespHandler>(ctx, peer);
 }
 
 }  // namespace kvtier::server

@@ -60,6 +60,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
   s->ctx_.metrics = &s->metrics_;
   s->ctx_.events = s->events_.get();
   s->ctx_.auth = s->auth_.get();
+  s->auth_guard_ = std::make_unique<AuthGuard>(s->config_, s->store_.get(), &s->metrics_);
+  s->ctx_.auth_guard = s->auth_guard_.get();
   s->ctx_.max_frame_bytes = static_cast<uint32_t>(s->config_.EffectiveMaxFrameBytes());
   s->ctx_.started = std::chrono::steady_clock::now();
 
@@ -105,7 +107,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
     std::string path = config.unix_socket[0] == '/' ? config.unix_socket
                                                      : config.data_dir + "/" + config.unix_socket;
     Result<int> fd = std::exchange(unused.unix_socket, -1);
-    if (*fd < 0) fd = ListenUnix(path);
+    if (*fd < 0) fd = ListenUnix(path, {config.unix_socket_mode, config.unix_socket_group});
     if (!fd.ok()) return fd.status();
     s->unix_path_ = path;
     acceptor->AddListener(*fd, Proto::kNative, /*tls=*/false);  // Local: always plaintext.

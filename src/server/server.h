@@ -70,6 +70,7 @@ class Server {
   std::unique_ptr<Store> store_;
   Metrics metrics_;
   std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<AuthGuard> auth_guard_;
   std::unique_ptr<TlsContext> tls_;  // Null when TLS is off. Outlives the loops.
   ServerContext ctx_;
   std::vector<std::unique_ptr<EventLoop>> loops_;

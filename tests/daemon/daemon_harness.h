@@ -7,6 +7,7 @@
 #ifndef KVTIER_TESTS_DAEMON_DAEMON_HARNESS_H_
 #define KVTIER_TESTS_DAEMON_DAEMON_HARNESS_H_
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +109,7 @@ token = "acme-token"
   }
 
   ~Daemon() {
+    if (::testing::Test::HasFailure()) std::fprintf(stderr, "kvtierd's log:\n%s", Log().c_str());
     if (pid_ > 0) {
       kill(pid_, SIGTERM);
       int status = 0;
@@ -142,8 +145,12 @@ token = "acme-token"
     std::string port_file = (dir_ / (take_over ? "ports.new" : "ports")).string();
     std::filesystem::remove(port_file);
     std::string config_file = (dir_ / "kvtierd.toml").string();
+    const std::string log_file = (dir_ / "kvtierd.log").string();
     pid_ = fork();
     if (pid_ == 0) {
+      // kvtierd's log goes to a file (Log() reads it; a failed test prints it).
+      const int log = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (log >= 0) dup2(log, STDERR_FILENO);
       if (take_over) {
         execl(KVTIERD_PATH, "kvtierd", "--config", config_file.c_str(), "--port-file",
               port_file.c_str(), "--take-over", static_cast<char*>(nullptr));
@@ -227,6 +234,12 @@ token = "acme-token"
   std::string tcp_endpoint() const { return "127.0.0.1:" + std::to_string(native_port()); }
   std::string unix_endpoint() const { return "unix:" + unix_socket(); }
   bool running() const { return pid_ > 0; }
+  // The data directory, and everything kvtierd has logged so far.
+  const std::filesystem::path& dir() const { return dir_; }
+  std::string Log() const {
+    std::ifstream in(dir_ / "kvtierd.log");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
 
  private:
   static inline int counter_ = 0;
@@ -295,6 +308,31 @@ inline std::string Http(uint16_t port, const std::string& request) {
     out.append(buf, static_cast<size_t>(n));
   }
   close(fd);
+  return out;
+}
+
+// Reads one RESP reply (simple, error, integer, bulk, or array of those) as raw text.
+inline std::string ReadResp(int fd) {
+  std::string line;
+  for (;;) {
+    std::string c = RecvN(fd, 1);
+    if (c.empty()) return line;
+    line += c;
+    if (line.size() >= 2 && line.ends_with("\r\n")) break;
+  }
+  if (line[0] == '$') {
+    long n = std::stol(line.substr(1));
+    if (n >= 0) line += RecvN(fd, static_cast<size_t>(n) + 2);
+  } else if (line[0] == '*') {
+    long n = std::stol(line.substr(1));
+    for (long i = 0; i < n; ++i) line += ReadResp(fd);
+  }
+  return line;
+}
+
+inline std::string Command(std::initializer_list<std::string_view> args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view a : args) out += "$" + std::to_string(a.size()) + "\r\n" + std::string(a) + "\r\n";
   return out;
 }
 

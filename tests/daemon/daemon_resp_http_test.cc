@@ -12,31 +12,6 @@
 namespace kvtier::daemon_test {
 namespace {
 
-// Reads one RESP reply (simple, error, integer, bulk, or array of those) as raw text.
-std::string ReadResp(int fd) {
-  std::string line;
-  for (;;) {
-    std::string c = RecvN(fd, 1);
-    if (c.empty()) return line;
-    line += c;
-    if (line.size() >= 2 && line.ends_with("\r\n")) break;
-  }
-  if (line[0] == '$') {
-    long n = std::stol(line.substr(1));
-    if (n >= 0) line += RecvN(fd, static_cast<size_t>(n) + 2);
-  } else if (line[0] == '*') {
-    long n = std::stol(line.substr(1));
-    for (long i = 0; i < n; ++i) line += ReadResp(fd);
-  }
-  return line;
-}
-
-std::string Command(std::initializer_list<std::string_view> args) {
-  std::string out = "*" + std::to_string(args.size()) + "\r\n";
-  for (std::string_view a : args) out += "$" + std::to_string(a.size()) + "\r\n" + std::string(a) + "\r\n";
-  return out;
-}
-
 // LMCache's RESP adapters SET each chunk once under a content hash: a SET of a new key must
 // not delete anything nor announce a deletion to the other nodes through G4.
 TEST(DaemonRespTest, SetOfANewKeyOrOfTheSameBytesDeletesNothing) {

@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     in = in.subspan(1);
   }
   input.insert(input.end(), in.begin(), in.end());
-  auto handler = server::NewNativeHandler(server->ctx(), /*local_peer=*/true);
+  auto handler = server::NewNativeHandler(server->ctx(), fuzz::FuzzServer::LocalPeer(false));
   fuzz::FuzzServer::Drive(handler.get(), std::move(input));
   return 0;
 }

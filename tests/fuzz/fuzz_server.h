@@ -38,6 +38,8 @@ class FuzzServer {
     ctx_.store = store_.get();
     ctx_.metrics = &metrics_;
     ctx_.auth = auth_.get();
+    auth_guard_ = std::make_unique<server::AuthGuard>(config_, store_.get(), &metrics_);
+    ctx_.auth_guard = auth_guard_.get();
     ctx_.max_frame_bytes = static_cast<uint32_t>(config_.EffectiveMaxFrameBytes());
   }
 
@@ -55,12 +57,21 @@ class FuzzServer {
   }
 
   const server::ServerContext* ctx() const { return &ctx_; }
+  // The peer the fuzzed connections come from: local, on the Unix socket or not.
+  static server::PeerInfo LocalPeer(bool unix_socket) {
+    server::PeerInfo peer;
+    peer.local = true;
+    peer.unix_socket = unix_socket;
+    peer.id = unix_socket ? "unix" : "tcp:127.0.0.1";
+    return peer;
+  }
 
  private:
   server::ServerConfig config_;
   std::unique_ptr<Store> store_;
   server::Metrics metrics_;
   std::unique_ptr<server::Authenticator> auth_;
+  std::unique_ptr<server::AuthGuard> auth_guard_;
   server::ServerContext ctx_;
 };
 

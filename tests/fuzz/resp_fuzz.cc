@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   auto* b = reinterpret_cast<const std::byte*>(data);
-  auto handler = kvtier::server::NewRespHandler(server->ctx(), /*local_peer=*/true);
+  auto handler = kvtier::server::NewRespHandler(server->ctx(), kvtier::fuzz::FuzzServer::LocalPeer(false));
   kvtier::fuzz::FuzzServer::Drive(handler.get(), std::vector<std::byte>(b, b + size));
   return 0;
 }

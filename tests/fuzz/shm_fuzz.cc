@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Frame(protocol::Opcode::kHello, body, &input);
   Frame(protocol::Opcode::kShmAttach, "", &input);
   input.insert(input.end(), in.begin(), in.end());
-  auto handler = server::NewNativeHandler(server->ctx(), /*local_peer=*/true, /*unix_socket=*/true);
+  auto handler = server::NewNativeHandler(server->ctx(), fuzz::FuzzServer::LocalPeer(true));
   fuzz::FuzzServer::Drive(handler.get(), std::move(input));
   return 0;
 }

@@ -79,6 +79,8 @@ std::string_view AuditOpName(AuditOp op) {
     case AuditOp::kSetQuota: return "set_quota";
     case AuditOp::kSetRetention: return "set_retention";
     case AuditOp::kAdminChange: return "admin_change";
+    case AuditOp::kAuthFailure: return "auth_failure";
+    case AuditOp::kAuthLockout: return "auth_lockout";
   }
   return "unknown";
 }

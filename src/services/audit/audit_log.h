@@ -46,6 +46,8 @@ enum class AuditOp : uint8_t {
   kSetQuota,         // A tenant's capacity budget changed (bytes = the new budget).
   kSetRetention,     // A tenant's TTL or maximum age changed.
   kAdminChange,      // Any other configuration change by an operator.
+  kAuthFailure,      // A peer's first failed authentication (actor: the peer).
+  kAuthLockout,      // A peer locked out after failed authentications in a row.
 };
 
 // "delete_blocks", "shred_tenant", ...
