@@ -10,12 +10,7 @@ KVTIER=${2:?usage: admin_cli_test.sh KVTIERD KVTIER}
 command -v redis-cli >/dev/null || { echo "skipped: no redis-cli"; exit 77; }
 DIR=$(mktemp -d)
 PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+trap 'stop_kvtierd; rm -rf "$DIR"' EXIT
 
 cat >"$DIR/kvtierd.toml" <<TOML
 data_dir = "$DIR"

@@ -17,12 +17,7 @@ BUILD=$(cd "${1:?usage: deploy_test.sh BUILD_DIR SOURCE_DIR}" && pwd)
 SRC=$(cd "${2:?usage: deploy_test.sh BUILD_DIR SOURCE_DIR}" && pwd)
 WORK=$(mktemp -d)
 PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+trap 'stop_kvtierd; rm -rf "$WORK"' EXIT
 for tool in promtool systemd-analyze dpkg-deb pkg-config cc curl; do
   command -v "$tool" >/dev/null || { echo "skipped: no $tool"; exit 77; }
 done

@@ -11,11 +11,7 @@ KVTIER=${2:?usage: fsck_test.sh KVTIERD KVTIER}
 command -v redis-cli >/dev/null || { echo "skipped: no redis-cli"; exit 77; }
 DIR=$(mktemp -d)
 PID=""
-stop() {
-  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" || true; PID=""; fi
-}
-trap 'stop; rm -rf "$DIR"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+trap 'stop_kvtierd; rm -rf "$DIR"' EXIT
 
 mkdir "$DIR/g4"
 cat >"$DIR/kvtierd.toml" <<TOML
@@ -61,7 +57,7 @@ fsck 8 --g3 "$DIR/disk"
 grep -q "stop the kvtierd" <<<"$out" || fail "G3 in use: $out"
 fsck 0 --g4 "$DIR/g4" --json  # G4 is shared: checked while nodes run.
 [ "$(json_field objects)" = "$N" ] || fail "G4 objects: $out"
-stop
+stop_kvtierd
 
 fsck 0 --g3 "$DIR/disk" --json
 [ "$(json_field live_blocks)" = "$N" ] || fail "G3 live blocks: $out"

@@ -1,7 +1,22 @@
-# Sourced by the shell tests that start a kvtierd. start_kvtierd BINARY CONFIG DIR starts it in
-# the background (its pid in $PID, its stderr in DIR/log), waits, bounded, for the port file it
-# writes once it serves, and sources that file ($native_port, $resp_port, $http_port,
-# $unix_socket, $g2_arena_file). Exits the test when kvtierd dies or does not start.
+# Sourced by the shell tests that start a kvtierd. fail MESSAGE... ends the test.
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+# stop_kvtierd: SIGTERM to the kvtierd start_kvtierd started, and waits for it to exit.
+stop_kvtierd() {
+  if [ -n "${PID:-}" ]; then
+    kill -TERM "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+    PID=""
+  fi
+}
+
+# start_kvtierd BINARY CONFIG DIR starts it in the background (its pid in $PID, its stderr in
+# DIR/log), waits, bounded, for the port file it writes once it serves, and sources that file
+# ($native_port, $resp_port, $http_port, $unix_socket, $g2_arena_file). Exits the test when
+# kvtierd dies or does not start.
 start_kvtierd() {
   local binary=$1 config=$2 dir=$3
   rm -f "$dir/ports"  # A previous run's.

@@ -11,6 +11,7 @@
 #include "src/common/checksum.h"
 #include "src/env/aligned_buffer.h"
 #include "src/tier/disk/disk_format.h"
+#include "src/tier/disk/tenant_keys.h"
 
 namespace kvtier::disk {
 namespace {
@@ -146,25 +147,8 @@ void ScanSegment(std::span<const std::byte> file, Segment* seg, DiskCheckReport*
   }
 }
 
-struct TenantKey {
-  std::string tenant;
-  BlockKey key;
-  friend bool operator==(const TenantKey&, const TenantKey&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const TenantKey& k) {
-    return H::combine(std::move(h), k.tenant, k.key.Hash64());
-  }
-};
-
-struct TenantSession {
-  std::string tenant;
-  uint64_t session;
-  friend bool operator==(const TenantSession&, const TenantSession&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const TenantSession& s) {
-    return H::combine(std::move(h), s.tenant, s.session);
-  }
-};
+using TenantKey = TenantKeyOf<std::string>;
+using TenantSession = TenantSessionOf<std::string>;
 
 // Marks the records that matter, as an open applies them by sequence: the newest copy of each
 // block that no newer tombstone deletes, and the tombstones that still delete an older block.
@@ -172,30 +156,20 @@ void MarkLive(std::vector<Segment>* segments) {
   absl::flat_hash_map<std::string, uint64_t> erased_tenants;
   absl::flat_hash_map<TenantKey, uint64_t> erased_keys, newest;
   absl::flat_hash_map<TenantSession, uint64_t> erased_sessions;
+  auto keep_max = [](auto& map, auto k, uint64_t v) {
+    uint64_t& newest_so_far = map[std::move(k)];
+    newest_so_far = std::max(newest_so_far, v);
+  };
   for (const Segment& s : *segments) {
     for (const Record& r : s.records) {
       const RecordHeader& h = r.header;
       switch (h.kind) {
-        case RecordKind::kEraseTenant: {
-          uint64_t& v = erased_tenants[h.tenant];
-          v = std::max(v, h.sequence);
+        case RecordKind::kEraseTenant: keep_max(erased_tenants, h.tenant, h.sequence); break;
+        case RecordKind::kEraseKey: keep_max(erased_keys, TenantKey{h.tenant, h.key}, h.sequence); break;
+        case RecordKind::kEraseSession:
+          keep_max(erased_sessions, TenantSession{h.tenant, h.session}, h.sequence);
           break;
-        }
-        case RecordKind::kEraseKey: {
-          uint64_t& v = erased_keys[TenantKey{h.tenant, h.key}];
-          v = std::max(v, h.sequence);
-          break;
-        }
-        case RecordKind::kEraseSession: {
-          uint64_t& v = erased_sessions[TenantSession{h.tenant, h.session}];
-          v = std::max(v, h.sequence);
-          break;
-        }
-        case RecordKind::kBlock: {
-          uint64_t& v = newest[TenantKey{h.tenant, h.key}];
-          v = std::max(v, h.sequence);
-          break;
-        }
+        case RecordKind::kBlock: keep_max(newest, TenantKey{h.tenant, h.key}, h.sequence); break;
       }
     }
   }

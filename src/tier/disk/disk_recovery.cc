@@ -10,29 +10,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "src/tier/disk/disk_tier_impl.h"
+#include "src/tier/disk/tenant_keys.h"
 
 namespace kvtier::disk {
 namespace {
 
-struct TenantKey {
-  uint16_t tenant;
-  BlockKey key;
-  friend bool operator==(const TenantKey&, const TenantKey&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const TenantKey& k) {
-    return H::combine(std::move(h), k.tenant, k.key.Hash64());
-  }
-};
-
-struct TenantSession {
-  uint16_t tenant;
-  uint64_t session;
-  friend bool operator==(const TenantSession&, const TenantSession&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const TenantSession& s) {
-    return H::combine(std::move(h), s.tenant, s.session);
-  }
-};
+using TenantKey = TenantKeyOf<uint16_t>;
+using TenantSession = TenantSessionOf<uint16_t>;
 
 }  // namespace
 
