@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,6 +159,17 @@ class Daemon:
     @property
     def http_port(self) -> int:
         return int(self.ports["http_port"])
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample of /metrics, by name with its labels (``name{a="b"}``)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics") as r:
+            text = r.read().decode()
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                samples[name] = float(value)
+        return samples
 
     def close(self) -> None:
         if self.proc is not None:

@@ -14,17 +14,6 @@ from conftest import Daemon
 import kvtier
 
 
-def metrics(daemon: Daemon) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{daemon.http_port}/metrics") as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
 def binary(n: float) -> str:
     """The dashboard's byte format (binary units, two decimals)."""
     units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
@@ -72,7 +61,7 @@ def test_the_dashboard_shows_what_metrics_says_after_known_traffic(
     # The page refreshes by itself: wait for a sample taken after the traffic.
     after = samples(page) + 1
     page.wait_for(f"Number(document.body.dataset.samples) > {after}", "a refresh after the traffic")
-    m = metrics(daemon)
+    m = daemon.metrics()
     assert page.text("tenant-acme-blocks") == "20"
     assert page.text("tenant-acme-hits") == str(int(m['kvtier_tenant_hits_total{tenant="acme"}']))
     assert page.text("tenant-acme-hits") == "16"
@@ -130,14 +119,14 @@ def test_the_g4_panel_shows_the_other_node_and_its_deletion_notices(
         page.wait_for(
             "document.getElementById('g4-nodes').textContent === '2'", "node B in the G4 panel"
         )
-        m = metrics(a)
+        m = a.metrics()
         assert m["kvtier_shared_nodes_seen"] == 2
         page.wait_for(
             "document.getElementById('g4-notices-applied').textContent !== '0'", "B's notice"
         )
         assert (
             int(page.text("g4-notices-applied"))
-            <= metrics(a)["kvtier_deletion_notices_applied_total"]
+            <= a.metrics()["kvtier_deletion_notices_applied_total"]
         )
         assert page.text("g4-notices-pending") == "0"
     finally:

@@ -5,14 +5,13 @@ socket for what the subscriber missed."""
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import zmq
-from conftest import DEADLINE
+from conftest import DEADLINE, Daemon
 from vllm.distributed.kv_events import (
     AllBlocksCleared,
     BlockRemoved,
@@ -114,15 +113,13 @@ def removed(events: list[Any], medium: str) -> set[Any]:
     }
 
 
-def metric(d: Any, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{d.http_port}/metrics") as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
+def metric(d: Daemon, name: str) -> float:
+    samples = d.metrics()
+    assert name in samples, f"{name} not in /metrics"
+    return samples[name]
 
 
-def wait_for_messages(d: Any, n: int) -> None:
+def wait_for_messages(d: Daemon, n: int) -> None:
     """Returns once kvtierd has sent `n` KV-event messages (bounded)."""
     deadline = time.monotonic() + DEADLINE
     while metric(d, "kvtier_events_messages_total") < n:

@@ -137,20 +137,34 @@ void AuthGuard::Failed(const PeerInfo& peer, Proto proto, std::string_view claim
     }
   }
   if (!first && !lockout) return;
-  if (lockout) metrics_->AuthLockout(proto);
-  const std::string_view protocol = ProtoName(proto);
-  Env::Default()->Log("kvtierd: " +
-                      (lockout ? std::to_string(failures) + " failed authentications in a row from " +
-                                     peer.id + " over " + std::string(protocol) +
-                                     ": locked out for " + std::to_string(duration.count()) + " s"
-                               : "failed authentication from " + peer.id + " over " +
-                                     std::string(protocol) + " (later ones are counted in " +
-                                     "kvtier_auth_failures_total until a lockout)"));
+  const std::string over = " from " + peer.id + " over " + std::string(ProtoName(proto));
+  if (lockout) {
+    metrics_->AuthLockout(proto);
+    Env::Default()->Log("kvtierd: " + std::to_string(failures) + " failed authentications in a row" +
+                        over + ": locked out for " + std::to_string(duration.count()) + " s");
+  } else {
+    Env::Default()->Log("kvtierd: failed authentication" + over + " (later ones are counted in "
+                        "kvtier_auth_failures_total until a lockout)");
+  }
   // Only a configured tenant's name is recorded: what a client claims is not trusted text.
   const bool known = store_->FindTenant(claimed_tenant).ok();
   const Status s =
-      store_->RecordAuthFailure(known ? claimed_tenant : "", peer.id, protocol, lockout);
+      store_->RecordAuthFailure(known ? claimed_tenant : "", peer.id, ProtoName(proto), lockout);
   if (!s.ok()) Env::Default()->Log("kvtierd: authentication failure not audited: " + s.ToString());
+}
+
+Result<Authenticator::Principal> AuthGuard::Authenticate(const Authenticator& auth,
+                                                         const PeerInfo& peer, Proto proto,
+                                                         std::string_view tenant,
+                                                         std::string_view token) {
+  KVTIER_RETURN_IF_ERROR(Admit(peer, proto));
+  Result<Authenticator::Principal> who = auth.Authenticate(tenant, token);
+  if (who.ok()) {
+    Succeeded(peer);
+  } else {
+    Failed(peer, proto, tenant);
+  }
+  return who;
 }
 
 void AuthGuard::Succeeded(const PeerInfo& peer) {

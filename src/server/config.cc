@@ -1,8 +1,5 @@
 #include "src/server/config.h"
 
-#include <grp.h>
-#include <pwd.h>
-
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "src/common/checksum.h"
+#include "src/server/net.h"
 
 namespace kvtier::server {
 
@@ -173,28 +171,6 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 
 namespace {
 
-bool UserId(const std::string& name, uint32_t* id) {
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-    return false;
-  }
-  *id = found->pw_uid;
-  return true;
-}
-
-bool GroupId(const std::string& name, uint32_t* id) {
-  std::vector<char> buf(16384);
-  group gr{};
-  group* found = nullptr;
-  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-    return false;
-  }
-  *id = found->gr_gid;
-  return true;
-}
-
 // Reads typed values out of one TOML table, remembering errors and the keys it saw so that
 // unknown keys (typos) are reported instead of ignored.
 class TableReader {
@@ -255,9 +231,10 @@ class TableReader {
     }
     *out = static_cast<T>(bytes);
   }
-  // An array of user or group ids: numbers, or names looked up with `resolve` (getpwnam_r,
-  // getgrnam_r), which returns false for an unknown name.
-  void IdList(const char* key, std::vector<uint32_t>* out, bool (*resolve)(const std::string&, uint32_t*)) {
+  // An array of user or group ids: numbers, or names looked up with `resolve` (UserIdOf,
+  // GroupIdOf), which returns nullopt for an unknown name.
+  void IdList(const char* key, std::vector<uint32_t>* out,
+              std::optional<uint32_t> (*resolve)(const std::string&)) {
     const toml::node* n = Find(key);
     if (n == nullptr) return;
     const toml::array* list = n->as_array();
@@ -267,17 +244,19 @@ class TableReader {
     }
     out->clear();
     for (const toml::node& item : *list) {
-      uint32_t id = 0;
+      std::optional<uint32_t> id;
       if (auto v = item.value<int64_t>(); v && *v >= 0 && *v <= UINT32_MAX) {
         id = static_cast<uint32_t>(*v);
-      } else if (auto name = item.value<std::string>(); name && resolve(*name, &id)) {
-      } else {
+      } else if (auto name = item.value<std::string>()) {
+        id = resolve(*name);
+      }
+      if (!id) {
         SetError(path_ + "." + key + ": '" +
                  (item.value<std::string>() ? *item.value<std::string>() : std::string("?")) +
                  "' is neither an id nor a known name");
         return;
       }
-      out->push_back(id);
+      out->push_back(*id);
     }
   }
   // A string naming one of `choices` ("name" and the value it stands for), e.g. an enum value.
@@ -469,8 +448,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
       r.String("name", &tc.options.name);
       r.String("token", &tc.token);
       r.String("admin_token", &tc.admin_token);
-      r.IdList("unix_uids", &tc.unix_uids, UserId);
-      r.IdList("unix_gids", &tc.unix_gids, GroupId);
+      r.IdList("unix_uids", &tc.unix_uids, UserIdOf);
+      r.IdList("unix_gids", &tc.unix_gids, GroupIdOf);
       r.Size("memory_budget", &tc.options.memory_budget_bytes);
       r.Size("disk_budget", &tc.options.disk_budget_bytes);
       r.Uint("ttl_seconds", &tc.options.ttl_seconds);
@@ -567,8 +546,7 @@ Status ServerConfig::Validate() const {
     return Status::InvalidArgument("auth.anonymous_tenant '" + anonymous_tenant +
                                    "' is not a configured tenant");
   }
-  if (!unix_socket_mode.empty() &&
-      (unix_socket_mode.size() > 4 || unix_socket_mode.find_first_not_of("01234567") != std::string::npos)) {
+  if (!unix_socket_mode.empty() && !ParseFileMode(unix_socket_mode)) {
     return Status::InvalidArgument("server.unix_socket_mode must be octal like \"0660\", got '" +
                                    unix_socket_mode + "'");
   }

@@ -93,6 +93,11 @@ class AuthGuard {
   // `claimed_tenant` is what the client asked for (audited only when it is a real tenant).
   void Failed(const PeerInfo& peer, Proto proto, std::string_view claimed_tenant);
   void Succeeded(const PeerInfo& peer);
+  // auth.Authenticate behind the guard, as the native protocol and RESP use it: Admit, then
+  // Failed or Succeeded by the outcome.
+  Result<Authenticator::Principal> Authenticate(const Authenticator& auth, const PeerInfo& peer,
+                                                Proto proto, std::string_view tenant,
+                                                std::string_view token);
 
  private:
   struct State {

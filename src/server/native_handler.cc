@@ -164,14 +164,7 @@ class NativeHandler final : public ProtocolHandler {
           tenant.empty() ? "authentication required: send a tenant and its token in HELLO"
                          : "tenant '" + tenant + "' needs its token");
     }
-    KVTIER_RETURN_IF_ERROR(ctx_->auth_guard->Admit(peer_, Proto::kNative));
-    Result<Authenticator::Principal> who = ctx_->auth->Authenticate(tenant, token);
-    if (who.ok()) {
-      ctx_->auth_guard->Succeeded(peer_);
-    } else {
-      ctx_->auth_guard->Failed(peer_, Proto::kNative, tenant);
-    }
-    return who;
+    return ctx_->auth_guard->Authenticate(*ctx_->auth, peer_, Proto::kNative, tenant, token);
   }
 
   bool Hello(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {

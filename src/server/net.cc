@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <grp.h>
 #include <netdb.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <vector>
 
@@ -87,33 +89,56 @@ Result<int> ListenTcp(std::string_view address, uint16_t* bound_port) {
   return Status::Unavailable("cannot listen on " + std::string(address) + ": " + last_error);
 }
 
+std::optional<uint32_t> UserIdOf(const std::string& name) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return found->pw_uid;
+}
+
+std::optional<uint32_t> GroupIdOf(const std::string& name) {
+  std::vector<char> buf(16384);
+  group gr{};
+  group* found = nullptr;
+  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return found->gr_gid;
+}
+
+std::optional<uint32_t> ParseFileMode(std::string_view octal) {
+  if (octal.empty() || octal.size() > 4 || octal.find_first_not_of("01234567") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  uint32_t mode = 0;
+  for (char c : octal) mode = mode * 8 + static_cast<uint32_t>(c - '0');
+  return mode;
+}
+
 namespace {
 
 Status ApplyAccess(const std::string& path, const UnixSocketAccess& access) {
   if (!access.group.empty()) {
-    gid_t gid = 0;
-    if (access.group.find_first_not_of("0123456789") == std::string::npos) {
-      gid = static_cast<gid_t>(std::stoul(access.group));
-    } else {
-      std::vector<char> buf(16384);
-      group g{};
-      group* found = nullptr;
-      if (getgrnam_r(access.group.c_str(), &g, buf.data(), buf.size(), &found) != 0 ||
-          found == nullptr) {
-        return Status::InvalidArgument("server.unix_socket_group: no group '" + access.group + "'");
-      }
-      gid = found->gr_gid;
-    }
-    if (chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    uint32_t number = 0;
+    const char* end = access.group.data() + access.group.size();
+    const auto [at, error] = std::from_chars(access.group.data(), end, number);
+    const std::optional<uint32_t> gid =
+        error == std::errc() && at == end ? std::optional<uint32_t>(number) : GroupIdOf(access.group);
+    if (!gid) return Status::InvalidArgument("server.unix_socket_group: no group '" + access.group + "'");
+    if (chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(*gid)) != 0) {
       return Status::Unavailable(Errno("cannot give " + path + " to group " + access.group));
     }
   }
   if (!access.mode.empty()) {
-    if (access.mode.size() > 4 || access.mode.find_first_not_of("01234567") != std::string::npos) {
+    std::optional<uint32_t> mode = ParseFileMode(access.mode);
+    if (!mode) {
       return Status::InvalidArgument("server.unix_socket_mode must be octal like \"0660\", got '" +
                                      access.mode + "'");
     }
-    if (chmod(path.c_str(), static_cast<mode_t>(std::stoul(access.mode, nullptr, 8))) != 0) {
+    if (chmod(path.c_str(), static_cast<mode_t>(*mode)) != 0) {
       return Status::Unavailable(Errno("cannot set the mode of " + path));
     }
   }

@@ -4,6 +4,7 @@
 #define KVTIER_SERVER_NET_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,12 @@ Result<HostPort> SplitHostPort(std::string_view address);
 // A listening TCP socket on `address` ("127.0.0.1:7380"; port 0 picks one). *bound_port
 // receives the port actually bound. Unavailable (naming the address and errno) on failure.
 Result<int> ListenTcp(std::string_view address, uint16_t* bound_port);
+
+// A user's or group's id from its name (getpwnam_r, getgrnam_r); nullopt for an unknown name.
+std::optional<uint32_t> UserIdOf(const std::string& name);
+std::optional<uint32_t> GroupIdOf(const std::string& name);
+// A file mode written in octal, at most 4 digits ("0660", "660"); nullopt for anything else.
+std::optional<uint32_t> ParseFileMode(std::string_view octal);
 
 // Who may connect to a Unix socket: its file's mode ("0660"; "" = what the umask gives) and
 // group (a name or a number; "" = the daemon's).

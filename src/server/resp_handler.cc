@@ -200,17 +200,16 @@ class RespHandler final : public ProtocolHandler {
   // AUTH and HELLO's AUTH option: true and principal_ set when the pair matches; otherwise
   // the error reply is queued (WRONGPASS, or a lockout after too many failures).
   bool Check(std::string_view tenant, std::string_view token) {
-    if (Status admit = ctx_->auth_guard->Admit(peer_, Proto::kResp); !admit.ok()) {
-      AppendError("ERR " + std::string(admit.message()), &reply_);
+    Result<Authenticator::Principal> who =
+        ctx_->auth_guard->Authenticate(*ctx_->auth, peer_, Proto::kResp, tenant, token);
+    if (who.status().code() == StatusCode::kResourceExhausted) {  // Locked out.
+      AppendError("ERR " + std::string(who.status().message()), &reply_);
       return false;
     }
-    Result<Authenticator::Principal> who = ctx_->auth->Authenticate(tenant, token);
     if (!who.ok()) {
-      ctx_->auth_guard->Failed(peer_, Proto::kResp, tenant);
       AppendError("WRONGPASS invalid username-password pair or user is disabled.", &reply_);
       return false;
     }
-    ctx_->auth_guard->Succeeded(peer_);
     principal_ = *who;
     return true;
   }

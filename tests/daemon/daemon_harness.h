@@ -76,6 +76,12 @@ inline std::vector<std::byte> PatternValue(uint32_t seed, size_t size) {
   return v;
 }
 
+// The whole file ("" when it cannot be read).
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 class Daemon {
  public:
   // Starts kvtierd with `extra_toml` appended to a test config (ports 0, a temp data dir,
@@ -236,10 +242,7 @@ token = "acme-token"
   bool running() const { return pid_ > 0; }
   // The data directory, and everything kvtierd has logged so far.
   const std::filesystem::path& dir() const { return dir_; }
-  std::string Log() const {
-    std::ifstream in(dir_ / "kvtierd.log");
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
+  std::string Log() const { return ReadFile(dir_ / "kvtierd.log"); }
 
  private:
   static inline int counter_ = 0;

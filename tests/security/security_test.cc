@@ -42,11 +42,6 @@ std::unique_ptr<Client> Connect(const std::string& endpoint, const std::string& 
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // One RESP connection: sends each command and returns the replies, raw.
 std::vector<std::string> Resp(uint16_t port, std::initializer_list<std::string> commands) {
   int fd = ConnectTcp(port);

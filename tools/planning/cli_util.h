@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "kvtier/status.h"
@@ -24,6 +25,13 @@ inline constexpr int kExitFailure = 1;
 inline int Fail(const std::string& command, const Status& status) {
   std::fprintf(stderr, "kvtier %s: %s\n", command.c_str(), std::string(status.message()).c_str());
   return kExitFailure;
+}
+
+// The whole file; NotFound naming `what` and the path when it cannot be read.
+inline Result<std::string> ReadFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read " + what + " '" + path + "'");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 inline Status WriteFile(const std::string& path, const std::string& contents) {
@@ -57,14 +65,7 @@ struct PrefillFlags {
       cmd->add_option("--link", link, "Reload link (pcie-gen4/5/6, 100/200/400/800gbe, nvme-gen4/5)")
           ->capture_default_str();
     }
-    cmd->add_option("--tp", tp, "Tensor-parallel degree")->capture_default_str();
-    cmd->add_option("--mfu", mfu, "Fraction of the dense peak prefill achieves, (0, 1]")
-        ->capture_default_str();
-    cmd->add_option("--attention-mfu", attention_mfu,
-                    "Fraction of the peak the attention kernels achieve, [0, 1]; 0 = --mfu")
-        ->capture_default_str();
-    cmd->add_option("--dtype", dtype, "KV cache dtype: bf16, fp8, fp4")->capture_default_str();
-    cmd->add_flag("--fp8-compute", fp8_compute, "Prefill at the GPU's FP8 peak");
+    RegisterRun(cmd);
     cmd->add_option("--gpu-tflops", gpu_tflops,
                     "Instead of --gpu: an accelerator of this dense TFLOP/s (measured, say; then "
                     "--mfu 1)")
@@ -76,6 +77,32 @@ struct PrefillFlags {
                       "The --link-gbps link's fixed cost per reload, microseconds")
           ->check(CLI::NonNegativeNumber);
     }
+  }
+
+  // How the model runs, whatever the model, GPU and link: --tp, --mfu, --attention-mfu,
+  // --dtype, --fp8-compute (for commands that span the catalog, like plan).
+  void RegisterRun(CLI::App* cmd) {
+    cmd->add_option("--tp", tp, "Tensor-parallel degree")->capture_default_str();
+    cmd->add_option("--mfu", mfu, "Fraction of the dense peak prefill achieves, (0, 1]")
+        ->capture_default_str();
+    cmd->add_option("--attention-mfu", attention_mfu,
+                    "Fraction of the peak the attention kernels achieve, [0, 1]; 0 = --mfu")
+        ->capture_default_str();
+    cmd->add_option("--dtype", dtype, "KV cache dtype: bf16, fp8, fp4")->capture_default_str();
+    cmd->add_flag("--fp8-compute", fp8_compute, "Prefill at the GPU's FP8 peak");
+  }
+
+  // The options RegisterRun reads. InvalidArgument for an unknown dtype.
+  Result<PrefillOptions> Options() const {
+    Result<KvPrecision> precision = ParseKvPrecision(dtype);
+    if (!precision.ok()) return precision.status();
+    PrefillOptions o;
+    o.tensor_parallel = tp;
+    o.mfu = mfu;
+    o.attention_mfu = attention_mfu;
+    o.kv_precision = *precision;
+    o.fp8_compute = fp8_compute;
+    return o;
   }
 
   Result<PrefillModel> Build(const std::string& link_name) const {
@@ -91,15 +118,9 @@ struct PrefillFlags {
                                     link_latency_us, true})
         : FindLink(link_name);
     if (!l.ok()) return l.status();
-    Result<KvPrecision> precision = ParseKvPrecision(dtype);
-    if (!precision.ok()) return precision.status();
-    PrefillOptions o;
-    o.tensor_parallel = tp;
-    o.mfu = mfu;
-    o.attention_mfu = attention_mfu;
-    o.kv_precision = *precision;
-    o.fp8_compute = fp8_compute;
-    return PrefillModel::Create(*spec, *g, *l, o);
+    Result<PrefillOptions> o = Options();
+    if (!o.ok()) return o.status();
+    return PrefillModel::Create(*spec, *g, *l, *o);
   }
   Result<PrefillModel> Build() const { return Build(link); }
 };

@@ -2,10 +2,8 @@
 // live in commands_replay.cc).
 
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "tools/kvtier/commands.h"
 #include "tools/planning/chart.h"
@@ -21,6 +19,7 @@ namespace {
 using namespace kvtier::planning;  // NOLINT: this file is the planning library's CLI face.
 using planning::cli::Fail;
 using planning::cli::PrefillFlags;
+using planning::cli::ReadFile;
 using planning::cli::WriteFile;
 
 std::string Billions(uint64_t n) { return Format("%.2fB", static_cast<double>(n) / 1e9); }
@@ -204,11 +203,9 @@ struct CostFlags {
 
 Result<std::vector<ApiPrice>> LoadPrices(const std::string& path) {
   if (path.empty()) return ParseApiPrices(BuiltinApiPricesToml());
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read price table '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseApiPrices(text.str());
+  Result<std::string> text = ReadFile(path, "price table");
+  if (!text.ok()) return text.status();
+  return ParseApiPrices(*text);
 }
 
 nlohmann::ordered_json CostPointJson(const CostPoint& p) {
@@ -366,49 +363,34 @@ void AddCostCommand(CLI::App& app, int* exit_code) {
 }
 
 struct PlanFlags {
-  uint32_t tp = 8;
-  double mfu = 0.5;
-  double attention_mfu = 0;
-  std::string dtype = "bf16";
-  bool fp8_compute = false;
+  PrefillFlags prefill;  // The run options only: the page spans every model, GPU and link.
   double usd_per_gpu_hour = 2.5;
   std::string html;
 };
 
 void AddPlanCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<PlanFlags>();
+  f->prefill.tp = 8;
   CLI::App* cmd = app.add_subcommand(
       "plan", "Interactive planner page: model, GPU, link, prompt length and hit rate sliders");
   cmd->add_option("--html", f->html, "Write the self-contained page here")->required();
-  cmd->add_option("--tp", f->tp, "Tensor-parallel degree")->capture_default_str();
-  cmd->add_option("--mfu", f->mfu, "Fraction of the dense peak prefill achieves, (0, 1]")
-      ->capture_default_str();
-  cmd->add_option("--attention-mfu", f->attention_mfu,
-                  "Fraction of the peak the attention kernels achieve, [0, 1]; 0 = --mfu")
-      ->capture_default_str();
-  cmd->add_option("--dtype", f->dtype, "KV cache dtype: bf16, fp8, fp4")->capture_default_str();
-  cmd->add_flag("--fp8-compute", f->fp8_compute, "Prefill at the GPUs' FP8 peak");
+  f->prefill.RegisterRun(cmd);
   cmd->add_option("--gpu-hour-usd", f->usd_per_gpu_hour, "Price of one GPU-hour")
       ->capture_default_str();
   cmd->callback([f, exit_code] {
-    Result<KvPrecision> precision = ParseKvPrecision(f->dtype);
-    if (!precision.ok()) {
-      *exit_code = Fail("plan", precision.status());
+    Result<PrefillOptions> prefill = f->prefill.Options();
+    if (!prefill.ok()) {
+      *exit_code = Fail("plan", prefill.status());
       return;
     }
     PlanPageOptions o;
-    o.prefill.tensor_parallel = f->tp;
-    o.prefill.mfu = f->mfu;
-    o.prefill.attention_mfu = f->attention_mfu;
-    o.prefill.kv_precision = *precision;
-    o.prefill.fp8_compute = f->fp8_compute;
+    o.prefill = *prefill;
     o.usd_per_gpu_hour = f->usd_per_gpu_hour;
-    o.command = Format("kvtier plan --tp %u --mfu %g%s --dtype %s%s --gpu-hour-usd %g", f->tp,
-                       f->mfu,
-                       f->attention_mfu > 0 ? Format(" --attention-mfu %g", f->attention_mfu).c_str()
-                                            : "",
-                       f->dtype.c_str(), f->fp8_compute ? " --fp8-compute" : "",
-                       f->usd_per_gpu_hour);
+    const PrefillFlags& p = f->prefill;
+    o.command = Format("kvtier plan --tp %u --mfu %g%s --dtype %s%s --gpu-hour-usd %g", p.tp, p.mfu,
+                       p.attention_mfu > 0 ? Format(" --attention-mfu %g", p.attention_mfu).c_str()
+                                           : "",
+                       p.dtype.c_str(), p.fp8_compute ? " --fp8-compute" : "", f->usd_per_gpu_hour);
     Result<std::string> page = PlanPageHtml(o);
     if (!page.ok()) {
       *exit_code = Fail("plan", page.status());
@@ -445,16 +427,13 @@ void AddSizeCommand(CLI::App& app, int* exit_code) {
   cmd->callback([f, exit_code] {
     Scenario scenario;
     if (!f->scenario_path.empty()) {
-      std::ifstream in(f->scenario_path);
-      if (!in) {
-        *exit_code = Fail("size", Status::NotFound("cannot read scenario '" + f->scenario_path + "'"));
+      Result<std::string> text = ReadFile(f->scenario_path, "scenario");
+      if (!text.ok()) {
+        *exit_code = Fail("size", text.status());
         return;
       }
-      std::stringstream text;
-      text << in.rdbuf();
-      const bool toml = f->scenario_path.size() >= 5 &&
-                        f->scenario_path.compare(f->scenario_path.size() - 5, 5, ".toml") == 0;
-      Result<Scenario> parsed = toml ? ParseScenarioToml(text.str()) : ParseScenarioJson(text.str());
+      const bool toml = f->scenario_path.ends_with(".toml");
+      Result<Scenario> parsed = toml ? ParseScenarioToml(*text) : ParseScenarioJson(*text);
       if (!parsed.ok()) {
         *exit_code = Fail("size", parsed.status());
         return;

@@ -76,6 +76,7 @@ Result<std::string> PlanGridJson(const PlanPageOptions& o) {
   // grid[model][gpu][link]: null where the GPU cannot run the options.
   Json grid = Json::array();
   int usable = 0;
+  Status last_refusal;  // Why the last combination that cannot run was refused.
   for (const ModelSpec& model : BuiltinModels()) {
     Json by_gpu = Json::array();
     for (const GpuSpec& gpu : BuiltinGpus()) {
@@ -83,6 +84,7 @@ Result<std::string> PlanGridJson(const PlanPageOptions& o) {
       for (const LinkSpec& link : BuiltinLinks()) {
         Result<PrefillModel> m = PrefillModel::Create(model, gpu, link, o.prefill);
         if (!m.ok()) {
+          last_refusal = m.status();
           by_link.push_back(nullptr);
           continue;
         }
@@ -95,12 +97,7 @@ Result<std::string> PlanGridJson(const PlanPageOptions& o) {
     }
     grid.push_back(std::move(by_gpu));
   }
-  if (usable == 0) {
-    Result<PrefillModel> m = PrefillModel::Create(BuiltinModels()[0], BuiltinGpus()[0],
-                                                  BuiltinLinks()[0], o.prefill);
-    return m.ok() ? Status::InvalidArgument("no GPU in the catalog can run these options")
-                  : m.status();
-  }
+  if (usable == 0) return last_refusal;
   j["grid"] = std::move(grid);
   return j.dump();
 }
