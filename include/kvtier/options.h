@@ -41,10 +41,10 @@ struct TenantOptions {
   uint64_t max_age_seconds = 0;
 };
 
-// The G2 tier: host DRAM in one shared-memory arena.
+// The G2 tier: host DRAM in a shared-memory arena, one sparse region per tenant.
 struct MemoryTierOptions {
-  // Size of the arena. Never exceeded: puts evict or fail instead. Must hold at least one
-  // block of max_block_bytes.
+  // Size of G2, shared by every tenant. Never exceeded: puts evict or fail instead. Must hold
+  // at least one block of max_block_bytes.
   uint64_t capacity_bytes = 1 * kGiB;
 
   // Allocation granule, a power of two from 4 KiB to 2 MiB. Blocks are stored as runs of whole
@@ -52,8 +52,8 @@ struct MemoryTierOptions {
   // allocator's free map larger when memory is fragmented.
   uint32_t page_bytes = 4 * kKiB;
 
-  // Touch every page of the arena at open so the first puts do not pay page faults. Costs
-  // start-up time and commits the memory at once.
+  // Allocate each block's pages when the block is (fallocate) rather than at the first write
+  // into them: the copy in then pays no page allocation. Always so with arena_file.
   bool prefault = false;
 
   // Eviction keeps blocks read again in a reused queue, the rest on probation (docs/store.md).
@@ -63,12 +63,13 @@ struct MemoryTierOptions {
   double initial_reused_share = 0.0;
   double max_reused_share = 0.9;
 
-  // Warm restart. When set, the arena is this file instead of an anonymous memfd: a file on
-  // tmpfs (/dev/shm) or hugetlbfs, which outlives the process. Closing the store writes the
-  // index of G2 beside it (arena_file + ".index"), each block with its checksum; the next open
-  // with the same file adopts the blocks in place, serving again every block whose checksum
-  // still matches (docs/operations.md). A crash leaves no index, and the next open starts
-  // empty. One process at a time (arena_file + ".lock"). Empty = G2 is gone with the process.
+  // Warm restart. When set, the regions are files named after this one instead of anonymous
+  // memfds (arena_file + "." + a hash of the tenant's name): on tmpfs (/dev/shm) or
+  // hugetlbfs, which outlive the process. Closing the store writes the index of G2 beside them
+  // (arena_file + ".index"), each block with its checksum; the next open with the same
+  // arena_file adopts the blocks in place, serving again every block whose checksum still
+  // matches (docs/operations.md). A crash leaves no index, and the next open starts empty. One
+  // process at a time (arena_file + ".lock"). Empty = G2 is gone with the process.
   std::string arena_file;
 };
 

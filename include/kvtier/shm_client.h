@@ -1,19 +1,21 @@
 // ShmClient: the shared-memory fast path to a kvtierd on the same host (docs/protocol.md,
-// "Shared-memory fast path"). It connects to the daemon's Unix socket, receives the G2 arena's
-// memfd and maps it, so that block bytes never travel through the socket:
+// "Shared-memory fast path"). It connects to the daemon's Unix socket, receives its tenant's
+// G2 region (read-only) and a staging file of its own (read-write) and maps both, so that
+// block bytes never travel through the socket:
 //   - Get returns views straight into the mapping, under read leases: the daemon keeps those
 //     bytes valid and unchanged (even if the block is deleted or evicted meanwhile) until the
 //     leases are released. Read copies a block out and releases at once.
-//   - Put reserves space in the arena, copies the value into the mapping, then commits it;
-//     Allocate and Commit are its two halves, for writers that produce the bytes in place.
+//   - Put reserves space in G2 and in the staging file, copies the value into the staging
+//     file, then commits it (the daemon copies it into G2); Allocate and Commit are its two
+//     halves, for writers that produce the bytes in place.
 // Only request/reply metadata (keys, lease ids, offsets) goes through the socket.
 //
 // Every offset and length the daemon sends is checked against the mapping before it is used.
 // When the client process dies, the daemon releases its leases and aborts its allocations:
 // nothing leaks.
 //
-// Trust: the mapping covers the whole arena, every tenant's blocks, read and write. Give
-// access to kvtierd's Unix socket only to processes trusted with all of it (see the docs).
+// Isolation: the region holds this tenant's blocks and no other's, and cannot be written
+// through; a committed block cannot change (docs/security.md).
 //
 // Thread safety: every ShmClient method may be called from any thread; requests on one client
 // are serialised (one round trip at a time); use one client per thread for parallelism.
@@ -45,9 +47,8 @@ struct ShmClientOptions {
   std::string token;
   // Shown in the daemon's logs.
   std::string client_name = "kvtier-shm";
-  // Fault the whole mapping in when connecting (MAP_POPULATE), so that the first read of each
-  // block does not pay a page fault per page. Costs page tables (about 2 MiB per GiB of arena)
-  // and time at connect; turn it off for short-lived clients of a large arena.
+  // Map each leased block's pages in one call (MADV_POPULATE_READ) when Get returns it, so
+  // that the first read of the block does not pay a page fault per page.
   bool populate = true;
   // Before blocking for a reply, poll the socket for it this long (microseconds): a daemon on
   // the same host answers within microseconds, while waking a blocked thread takes tens of
@@ -135,7 +136,7 @@ class ShmAllocation {
 
 class ShmClient {
  public:
-  // Connects, says HELLO asking for SHARED_MEMORY, attaches and maps the arena.
+  // Connects, says HELLO asking for SHARED_MEMORY, attaches and maps the tenant's region.
   // Unavailable when the daemon cannot be reached; Unauthenticated for a wrong tenant or
   // token; FailedPrecondition when the daemon does not grant shared memory (not a Unix socket,
   // or a store without a payload arena).
@@ -145,7 +146,7 @@ class ShmClient {
   ShmClient(const ShmClient&) = delete;
   ShmClient& operator=(const ShmClient&) = delete;
 
-  // Size of the mapped arena, and limits the daemon set for this connection.
+  // Size of the mapped G2 region, and limits the daemon set for this connection.
   uint64_t arena_size() const;
   uint32_t max_leases() const;
   uint32_t max_allocations() const;

@@ -124,9 +124,10 @@ class BlockHandle {
   std::vector<std::byte> owned_;
 };
 
-// The G2 arena as a same-host client maps it (the shared-memory fast path): a memfd of `size`
-// bytes, mapped at `base` in this process. An offset into it names the same bytes in every
-// process that maps the fd.
+// One tenant's region of the G2 arena, as a same-host client of that tenant maps it (the
+// shared-memory fast path): a read-only descriptor of a file of `size` bytes that holds that
+// tenant's blocks and no other's, mapped (writable) at `base` in this process. An offset into
+// it names the same bytes in every process that maps the fd.
 struct SharedArena {
   int fd = -1;
   std::byte* base = nullptr;
@@ -134,7 +135,8 @@ struct SharedArena {
 };
 
 // Space for one block in the G2 arena, reserved by Store::Allocate, filled in place (through
-// extents() in this process, or through the arena's fd by a same-host client), then published
+// extents() in this process; a same-host client writes elsewhere, which its connection copies
+// here: docs/protocol.md), then published
 // by Store::Commit. Until then no reader sees it. Destroying an allocation that was not
 // committed gives the space back. Move-only; not thread-safe itself.
 class BlockAllocation {
@@ -363,8 +365,8 @@ class Store {
   virtual std::vector<Status> UnpinMany(TenantId tenant, std::span<const BlockKey> keys) = 0;
 
   // ---- Shared-memory fast path (same-host clients; docs/protocol.md) ----
-  // The G2 arena; nullopt for a payload-free store.
-  virtual std::optional<SharedArena> shared_arena() const = 0;
+  // The G2 region of `tenant`; nullopt for a payload-free store or an unknown tenant.
+  virtual std::optional<SharedArena> shared_arena(TenantId tenant) const = 0;
   // Reserves G2 space for a block of `size` bytes, evicting as Put does. AlreadyExists when the
   // key is present (nothing to write); Put's errors otherwise.
   virtual Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) = 0;

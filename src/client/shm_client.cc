@@ -33,6 +33,9 @@ namespace {
 
 std::string Errno() { return std::strerror(errno); }
 
+// MADV_POPULATE_READ, which older C libraries do not name.
+constexpr int kMadvPopulateRead = 22;
+
 }  // namespace
 
 // One connection and the arena mapping. Thread-safe: one request at a time under mu_.
@@ -49,8 +52,13 @@ class Connection {
   // Reads the replies of every SendIds so far.
   Status Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::byte* base() const { return base_; }
+  // The tenant's G2 region (read-only) and the connection's staging file (read-write).
+  const std::byte* base() const { return base_; }
   uint64_t arena_size() const { return attach_.arena_size; }
+  std::byte* staging() const { return staging_; }
+  // Maps the pages of a leased piece in one call (ShmClientOptions::populate).
+  void Populate(std::span<const std::byte> piece) const;
+  uint64_t staging_size() const { return attach_.staging_size; }
   const protocol::ShmAttachReply& attach() const { return attach_; }
   const protocol::HelloResponse& hello() const { return hello_; }
 
@@ -59,20 +67,27 @@ class Connection {
   Status Handshake(const ShmClientOptions& options) ABSL_LOCKS_EXCLUDED(mu_);
   Status WriteFrame(Opcode opcode, uint64_t id, const std::string& body)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads n bytes; when `fd_out` is set, also accepts one descriptor passed with them (any
+  // Reads n bytes; when `fds` is set, also accepts the descriptors passed with them (any
   // other descriptor received is closed).
-  Status ReadExact(std::byte* out, size_t n, int* fd_out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status ReadExact(std::byte* out, size_t n, std::vector<int>* fds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one reply frame.
-  Status ReadFrame(FrameHeader* header, std::vector<std::byte>* body, int* fd_out)
+  Status ReadFrame(FrameHeader* header, std::vector<std::byte>* body, std::vector<int>* fds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads replies until the one for `id`; release replies met on the way are consumed.
-  Result<std::vector<std::byte>> AwaitReply(uint64_t id, int* fd_out)
+  Result<std::vector<std::byte>> AwaitReply(uint64_t id, std::vector<int>* fds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Fail(Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks the SHM_ATTACH reply and maps the two files whose descriptors came with it.
+  Status Attach(const Result<std::vector<std::byte>>& reply, const std::vector<int>& fds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr size_t kMaxFds = 2;
 
   const int fd_;
   const std::chrono::microseconds spin_;  // ShmClientOptions::spin_us.
   std::byte* base_ = nullptr;
+  std::byte* staging_ = nullptr;
+  bool populate_ = false;
   protocol::HelloResponse hello_;
   protocol::ShmAttachReply attach_;
   Mutex mu_;
@@ -108,6 +123,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(const ShmClientOptions& opt
 
 Connection::~Connection() {
   if (base_ != nullptr) munmap(base_, attach_.arena_size);
+  if (staging_ != nullptr) munmap(staging_, attach_.staging_size);
   close(fd_);  // The daemon ends every lease and allocation of the connection.
 }
 
@@ -134,32 +150,62 @@ Status Connection::Handshake(const ShmClientOptions& options) {
 
   id = next_id_++;
   KVTIER_RETURN_IF_ERROR(WriteFrame(Opcode::kShmAttach, id, ""));
-  int arena_fd = -1;
-  reply = AwaitReply(id, &arena_fd);
+  std::vector<int> fds;
+  reply = AwaitReply(id, &fds);
+  populate_ = options.populate;
+  Status attached = Attach(reply, fds);
+  for (int fd : fds) close(fd);  // The mappings keep the files.
+  return attached;
+}
+
+Status Connection::Attach(const Result<std::vector<std::byte>>& reply,
+                          const std::vector<int>& fds) {
   Result<protocol::ShmAttachReply> attach =
       reply.ok() ? protocol::DecodeShmAttachReply(*reply)
                  : Result<protocol::ShmAttachReply>(reply.status());
-  if (!attach.ok() || arena_fd < 0) {
-    if (arena_fd >= 0) close(arena_fd);
-    return attach.ok() ? Status::Internal("kvtierd sent no arena descriptor with SHM_ATTACH")
-                       : attach.status();
+  if (!attach.ok()) return attach.status();
+  if (fds.size() != 2) {
+    return Status::Internal("kvtierd sent " + std::to_string(fds.size()) +
+                            " descriptors with SHM_ATTACH, not its G2 region and a staging file");
   }
-  struct stat st{};
-  if (fstat(arena_fd, &st) != 0 || attach->arena_size == 0 ||
-      static_cast<uint64_t>(st.st_size) < attach->arena_size ||
-      attach->arena_size > static_cast<uint64_t>(SIZE_MAX)) {
-    close(arena_fd);
-    return Status::Internal("the arena descriptor kvtierd sent is smaller than the " +
-                            std::to_string(attach->arena_size) + " bytes it announced");
+  attach_ = *attach;  // The sizes the destructor unmaps.
+  // The region is mapped read-only (its descriptor allows nothing else); the staging file is
+  // this connection's own, for writing new blocks.
+  struct Part {
+    int fd;
+    uint64_t size;
+    int prot;
+    std::byte** base;
+    const char* what;
+  };
+  const Part parts[] = {{fds[0], attach->arena_size, PROT_READ, &base_, "G2 region"},
+                        {fds[1], attach->staging_size, PROT_READ | PROT_WRITE, &staging_,
+                         "staging file"}};
+  for (const Part& part : parts) {
+    struct stat st{};
+    if (fstat(part.fd, &st) != 0 || part.size == 0 ||
+        static_cast<uint64_t>(st.st_size) < part.size || part.size > uint64_t{SIZE_MAX}) {
+      return Status::Internal(std::string("the ") + part.what + " descriptor kvtierd sent is smaller than the " +
+                              std::to_string(part.size) + " bytes it announced");
+    }
+    // Never MAP_POPULATE: the files are sparse, and faulting in a hole takes memory.
+    void* p = mmap(nullptr, part.size, part.prot, MAP_SHARED, part.fd, 0);
+    if (p == MAP_FAILED) {
+      return Status::ResourceExhausted(std::string("cannot map the ") + part.what + ": " + Errno());
+    }
+    madvise(p, part.size, MADV_HUGEPAGE);  // A hint; fine to be refused.
+    *part.base = static_cast<std::byte*>(p);
   }
-  int flags = MAP_SHARED | (options.populate ? MAP_POPULATE : 0);
-  void* p = mmap(nullptr, attach->arena_size, PROT_READ | PROT_WRITE, flags, arena_fd, 0);
-  close(arena_fd);  // The mapping keeps the file.
-  if (p == MAP_FAILED) return Status::ResourceExhausted("cannot map the arena: " + Errno());
-  madvise(p, attach->arena_size, MADV_HUGEPAGE);  // A hint; fine to be refused.
-  base_ = static_cast<std::byte*>(p);
-  attach_ = *attach;
   return Status::OK();
+}
+
+void Connection::Populate(std::span<const std::byte> piece) const {
+  if (!populate_ || piece.empty()) return;
+  static const uintptr_t kPage = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(piece.data()) & ~(kPage - 1);
+  const auto end = reinterpret_cast<uintptr_t>(piece.data() + piece.size());
+  // A hint (Linux 5.14+); the first read faults the pages in otherwise.
+  madvise(reinterpret_cast<void*>(begin), end - begin, kMadvPopulateRead);
 }
 
 Status Connection::Fail(Status s) {
@@ -197,7 +243,7 @@ Status Connection::WriteFrame(Opcode opcode, uint64_t id, const std::string& bod
   return Status::OK();
 }
 
-Status Connection::ReadExact(std::byte* out, size_t n, int* fd_out) {
+Status Connection::ReadExact(std::byte* out, size_t n, std::vector<int>* fds) {
   while (n > 0) {
     if (read_begin_ < read_end_) {
       size_t take = std::min(n, read_end_ - read_begin_);
@@ -214,7 +260,7 @@ Status Connection::ReadExact(std::byte* out, size_t n, int* fd_out) {
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
     msg.msg_control = control;
     msg.msg_controllen = sizeof(control);
     ssize_t r = -1;
@@ -240,10 +286,10 @@ Status Connection::ReadExact(std::byte* out, size_t n, int* fd_out) {
       for (size_t i = 0; i < count; ++i) {
         int passed;
         std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (fd_out != nullptr && *fd_out < 0) {
-          *fd_out = passed;
+        if (fds != nullptr && fds->size() < kMaxFds) {
+          fds->push_back(passed);
         } else {
-          close(passed);  // Only the SHM_ATTACH reply brings one, and only one.
+          close(passed);  // Only the SHM_ATTACH reply brings any: two.
         }
       }
     }
@@ -258,9 +304,10 @@ Status Connection::ReadExact(std::byte* out, size_t n, int* fd_out) {
   return Status::OK();
 }
 
-Status Connection::ReadFrame(FrameHeader* header, std::vector<std::byte>* body, int* fd_out) {
+Status Connection::ReadFrame(FrameHeader* header, std::vector<std::byte>* body,
+                             std::vector<int>* fds) {
   std::byte head[protocol::kHeaderSize];
-  KVTIER_RETURN_IF_ERROR(ReadExact(head, sizeof(head), fd_out));
+  KVTIER_RETURN_IF_ERROR(ReadExact(head, sizeof(head), fds));
   uint32_t limit = hello_.max_frame_bytes == 0 ? (1u << 20) : hello_.max_frame_bytes + (1u << 20);
   protocol::DecodedFrame f = protocol::DecodeFrame(std::span(head, sizeof(head)), limit);
   if (f.state == protocol::DecodedFrame::State::kError) return Fail(f.error);
@@ -277,11 +324,11 @@ Status Connection::ReadFrame(FrameHeader* header, std::vector<std::byte>* body, 
   return Status::OK();
 }
 
-Result<std::vector<std::byte>> Connection::AwaitReply(uint64_t id, int* fd_out) {
+Result<std::vector<std::byte>> Connection::AwaitReply(uint64_t id, std::vector<int>* fds) {
   for (;;) {
     FrameHeader h;
     std::vector<std::byte> body;
-    KVTIER_RETURN_IF_ERROR(ReadFrame(&h, &body, fd_out));
+    KVTIER_RETURN_IF_ERROR(ReadFrame(&h, &body, fds));
     if (h.request_id == id) return body;
     if (unread_releases_.erase(h.request_id) == 0) {
       return Fail(Status::Internal("kvtierd replied to unknown request id " +
@@ -438,13 +485,13 @@ Result<ShmAllocation> ShmClient::Allocate(const BlockKey& key, size_t size,
   ShmAllocation a;
   a.conn_ = conn_;
   a.id_ = item.allocation;  // Aborted by `a` on any error below.
-  Status valid = protocol::CheckExtents(item.extents, size, conn_->arena_size());
+  Status valid = protocol::CheckExtents(item.extents, size, conn_->staging_size());
   if (!valid.ok()) {
     return Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
   }
   a.size_ = size;
   for (const protocol::ShmExtent& e : item.extents) {
-    a.pieces_.emplace_back(conn_->base() + e.offset, e.length);
+    a.pieces_.emplace_back(conn_->staging() + e.offset, e.length);
   }
   return a;
 }
@@ -500,6 +547,7 @@ Result<ShmBlocks> ShmClient::Get(std::span<const BlockKey> keys) {
     }
     for (const protocol::ShmExtent& e : item.extents) {
       b.pieces.emplace_back(conn_->base() + e.offset, e.length);
+      conn_->Populate(b.pieces.back());
     }
   }
   return out;
@@ -552,7 +600,7 @@ std::vector<Status> ShmClient::PutMany(std::span<const BlockWrite> writes) {
         continue;
       }
       Status valid =
-          protocol::CheckExtents(item.extents, batch[i].value.size(), conn_->arena_size());
+          protocol::CheckExtents(item.extents, batch[i].value.size(), conn_->staging_size());
       if (!valid.ok()) {
         out[start + i] =
             Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
@@ -561,7 +609,7 @@ std::vector<Status> ShmClient::PutMany(std::span<const BlockWrite> writes) {
       }
       size_t offset = 0;
       for (const protocol::ShmExtent& e : item.extents) {
-        std::memcpy(conn_->base() + e.offset, batch[i].value.data() + offset, e.length);
+        std::memcpy(conn_->staging() + e.offset, batch[i].value.data() + offset, e.length);
         offset += e.length;
       }
       commit.push_back(item.allocation);

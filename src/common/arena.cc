@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,62 +11,122 @@
 
 namespace kvtier {
 
-Result<std::unique_ptr<Arena>> Arena::Map(int fd, uint64_t size, bool prefault,
-                                          const std::string& what) {
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+Result<std::unique_ptr<Arena>> Arena::Reserve(size_t count, uint64_t region_bytes) {
+  if (count == 0 || region_bytes == 0) return Status::InvalidArgument("arena size is 0");
+  if (region_bytes > UINT64_MAX / count) return Status::InvalidArgument("arena too large");
+  // Address space only: each region is mapped over its part of it.
+  void* p = mmap(nullptr, count * region_bytes, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::ResourceExhausted("reserving " + std::to_string(count * region_bytes) +
+                                     " bytes of address space for the G2 arena (" +
+                                     std::to_string(count) + " tenants of " +
+                                     std::to_string(region_bytes) + " bytes): " +
+                                     std::strerror(errno));
+  }
+  std::unique_ptr<Arena> arena(new Arena(static_cast<std::byte*>(p), region_bytes));
+  arena->reserved_ = count;
+  arena->regions_.reserve(count);
+  return arena;
+}
+
+Status Arena::AddRegion(int fd, const std::string& what) {
+  if (ftruncate(fd, static_cast<off_t>(region_bytes_)) != 0) {
     int err = errno;
     close(fd);
-    return Status::ResourceExhausted("sizing " + what + " to " + std::to_string(size) +
+    return Status::ResourceExhausted("sizing " + what + " to " + std::to_string(region_bytes_) +
                                      " bytes: " + std::strerror(err));
   }
-  int flags = MAP_SHARED | (prefault ? MAP_POPULATE : 0);
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, flags, fd, 0);
-  if (p == MAP_FAILED) {
+  // The read-only descriptor is a second open of the same file, so the kernel checks every
+  // use of it against O_RDONLY.
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  int ro = open(self.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ro < 0) {
     int err = errno;
     close(fd);
-    return Status::ResourceExhausted("mapping " + what + " of " + std::to_string(size) +
+    return Status::Unavailable("opening " + what + " read-only through " + self + ": " +
+                               std::strerror(err) + " (is /proc mounted?)");
+  }
+  std::byte* at = base(regions_.size());
+  // MAP_NORESERVE: a hugetlbfs file would otherwise reserve every huge page of the region at
+  // once; pages are taken as blocks are allocated instead (Back).
+  void* p = mmap(at, region_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+                 fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    close(ro);
+    close(fd);
+    return Status::ResourceExhausted("mapping " + what + " of " + std::to_string(region_bytes_) +
                                      " bytes: " + std::strerror(err));
   }
   // Transparent huge pages cut TLB misses on 2 MiB-scale copies; advisory only.
-  madvise(p, size, MADV_HUGEPAGE);
-  return std::unique_ptr<Arena>(new Arena(fd, static_cast<std::byte*>(p), size));
+  madvise(p, region_bytes_, MADV_HUGEPAGE);
+  regions_.push_back({fd, ro});
+  return Status::OK();
 }
 
-Result<std::unique_ptr<Arena>> Arena::Create(uint64_t size, bool prefault) {
-  if (size == 0) return Status::InvalidArgument("arena size is 0");
-  int fd = memfd_create("kvtier-g2", MFD_CLOEXEC);
-  if (fd < 0) return Status::Internal(std::string("memfd_create: ") + std::strerror(errno));
-  return Map(fd, size, prefault, "the G2 arena");
+Result<std::unique_ptr<Arena>> Arena::Create(size_t regions, uint64_t region_bytes) {
+  Result<std::unique_ptr<Arena>> arena = Reserve(regions, region_bytes);
+  if (!arena.ok()) return arena.status();
+  for (size_t i = 0; i < regions; ++i) {
+    int fd = memfd_create("kvtier-g2", MFD_CLOEXEC);
+    if (fd < 0) return Status::Internal(std::string("memfd_create: ") + std::strerror(errno));
+    KVTIER_RETURN_IF_ERROR((*arena)->AddRegion(fd, "the G2 arena"));
+  }
+  return arena;
 }
 
-Result<std::unique_ptr<Arena>> Arena::OpenFile(const std::string& path, uint64_t size, bool keep,
-                                               bool prefault) {
-  if (size == 0) return Status::InvalidArgument("arena size is 0");
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    int err = errno;
-    return (err == EACCES || err == EPERM ? Status::PermissionDenied : Status::Unavailable)(
-        "opening the G2 arena file " + path + ": " + std::strerror(err));
+Result<std::unique_ptr<Arena>> Arena::OpenFiles(const std::vector<std::string>& paths,
+                                                uint64_t region_bytes, bool keep) {
+  Result<std::unique_ptr<Arena>> arena = Reserve(paths.size(), region_bytes);
+  if (!arena.ok()) return arena.status();
+  for (const std::string& path : paths) {
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      int err = errno;
+      return (err == EACCES || err == EPERM ? Status::PermissionDenied : Status::Unavailable)(
+          "opening the G2 arena file " + path + ": " + std::strerror(err));
+    }
+    if (!keep && ftruncate(fd, 0) != 0) {
+      int err = errno;
+      close(fd);
+      return Status::Unavailable("emptying the G2 arena file " + path + ": " +
+                                 std::strerror(err));
+    }
+    KVTIER_RETURN_IF_ERROR((*arena)->AddRegion(fd, "the G2 arena file " + path));
   }
-  if (!keep && ftruncate(fd, 0) != 0) {
-    int err = errno;
-    close(fd);
-    return Status::Unavailable("emptying the G2 arena file " + path + ": " + std::strerror(err));
+  return arena;
+}
+
+uint64_t Arena::BackedBytes(size_t region) const {
+  struct stat st{};
+  if (fstat(regions_[region].fd, &st) != 0) return 0;
+  return uint64_t(st.st_blocks) * 512;
+}
+
+Status Arena::Back(size_t region, uint64_t offset, uint64_t length) const {
+  if (int err = posix_fallocate(regions_[region].fd, static_cast<off_t>(offset),
+                                static_cast<off_t>(length));
+      err != 0) {
+    return Status::ResourceExhausted("taking " + std::to_string(length) +
+                                     " bytes of memory for G2: " + std::strerror(err));
   }
-  // The pages are taken now: on a file system that fills up, a sparse mapping would fault
-  // (SIGBUS) on the first write past what is left, long after start-up. Map then cuts off
-  // what lies past `size`.
-  if (int err = posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0) {
-    close(fd);
-    return Status::ResourceExhausted("reserving " + std::to_string(size) + " bytes for the G2 arena file " +
-                                     path + ": " + std::strerror(err));
-  }
-  return Map(fd, size, prefault, "the G2 arena file " + path);
+  return Status::OK();
+}
+
+void Arena::Discard(size_t region, uint64_t offset, uint64_t length) const {
+  // Cannot fail on tmpfs, hugetlbfs or a memfd for whole pages; if it did, the pages would
+  // simply stay allocated.
+  (void)fallocate(regions_[region].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  static_cast<off_t>(offset), static_cast<off_t>(length));
 }
 
 Arena::~Arena() {
-  munmap(base_, size_);
-  close(fd_);
+  munmap(base_, reserved_ * region_bytes_);
+  for (const Region& r : regions_) {
+    close(r.read_only_fd);
+    close(r.fd);
+  }
 }
 
 }  // namespace kvtier

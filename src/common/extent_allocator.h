@@ -46,6 +46,11 @@ class ExtentAllocator {
   uint32_t free_pages() const { return free_pages_; }
   uint32_t largest_free_run() const;
   size_t free_runs() const { return by_start_.size(); }
+  // Calls fn(extent) for each free run, in page order.
+  template <typename Fn>
+  void ForEachFreeRun(Fn fn) const {
+    for (const auto& [first, count] : by_start_) fn(Extent{first, count});
+  }
   // Approximate heap bytes of the free map (B-tree nodes at typical fill).
   size_t MemoryUsage() const;
 

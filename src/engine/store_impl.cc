@@ -163,10 +163,11 @@ Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std:
   return s;
 }
 
-std::optional<SharedArena> StoreImpl::shared_arena() const {
+std::optional<SharedArena> StoreImpl::shared_arena(TenantId tenant) const {
   const Arena* arena = memory_->arena();
-  if (arena == nullptr) return std::nullopt;
-  return SharedArena{arena->fd(), arena->base(), arena->size()};
+  if (arena == nullptr || tenant.value >= arena->regions()) return std::nullopt;
+  return SharedArena{arena->read_only_fd(tenant.value), arena->base(tenant.value),
+                     arena->region_bytes()};
 }
 
 Result<BlockAllocation> StoreImpl::Allocate(TenantId tenant, const BlockKey& key, size_t size) {

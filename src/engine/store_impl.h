@@ -99,7 +99,7 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
                                        std::string_view actor) override;
   Result<DeletionReport> DeleteTenant(TenantId tenant, std::string_view actor) override;
   Result<DeletionReport> ShredTenant(TenantId tenant, std::string_view actor) override;
-  std::optional<SharedArena> shared_arena() const override;
+  std::optional<SharedArena> shared_arena(TenantId tenant) const override;
   Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) override;
   Status Commit(BlockAllocation allocation, const PutOptions& options) override;
 

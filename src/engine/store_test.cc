@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -480,7 +482,7 @@ namespace {
 
 TEST_F(StoreTest, AllocationIsFilledInPlaceAndInvisibleUntilCommitted) {
   Open(4);
-  std::optional<SharedArena> arena = store_->shared_arena();
+  std::optional<SharedArena> arena = store_->shared_arena(tenant_);
   ASSERT_TRUE(arena.has_value());
   EXPECT_GE(arena->fd, 0);
   EXPECT_EQ(arena->size, 4 * kBlock);
@@ -510,6 +512,46 @@ TEST_F(StoreTest, AllocationIsFilledInPlaceAndInvisibleUntilCommitted) {
             StatusCode::kInvalidArgument);
 }
 
+// Each tenant's blocks live in a file of its own, which is what a same-host client of that
+// tenant maps; the capacity is still shared exactly, and an evicted block's memory goes back.
+TEST_F(StoreTest, TenantsHaveRegionsOfTheirOwnAndShareTheCapacityExactly) {
+  Open(4, {TenantOptions{"a"}, TenantOptions{"b"}});
+  const TenantId a = *store_->FindTenant("a");
+  const TenantId b = *store_->FindTenant("b");
+  const SharedArena ra = *store_->shared_arena(a);
+  const SharedArena rb = *store_->shared_arena(b);
+  EXPECT_NE(ra.base, rb.base);
+  auto backed = [](const SharedArena& r) {
+    struct stat st{};
+    EXPECT_EQ(fstat(r.fd, &st), 0);
+    return uint64_t(st.st_blocks) * 512;
+  };
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(Put(k, std::nullopt, a).ok());
+  EXPECT_EQ(backed(ra), 4 * kBlock);
+  EXPECT_EQ(backed(rb), 0u);
+  // A put of b into a full G2 evicts a block of a, whose memory goes back at once.
+  ASSERT_TRUE(Put(10, std::nullopt, b).ok());
+  EXPECT_EQ(store_->Stats().memory_used_bytes, 4 * kBlock);
+  EXPECT_EQ(backed(ra), 3 * kBlock) << "an evicted block kept its memory";
+  EXPECT_EQ(backed(rb), kBlock);
+  // Deleted blocks too; then b can take the whole capacity, as in one shared arena.
+  for (uint64_t k = 0; k < 4; ++k) (void)store_->Delete(a, Key(k));
+  EXPECT_EQ(backed(ra), 0u);
+  for (uint64_t k = 11; k < 14; ++k) ASSERT_TRUE(Put(k, std::nullopt, b).ok());
+  EXPECT_EQ(store_->StatsForTenant(b)->bytes, 4 * kBlock);
+  EXPECT_EQ(backed(rb), 4 * kBlock);
+  // A block's bytes lie in its own tenant's region only.
+  Result<BlockHandle> h = store_->Get(b, Key(10));
+  ASSERT_TRUE(h.ok());
+  for (std::span<const std::byte> piece : h->extents()) {
+    EXPECT_GE(piece.data(), rb.base);
+    EXPECT_LE(piece.data() + piece.size(), rb.base + rb.size);
+  }
+  // The descriptor handed to clients is read-only.
+  EXPECT_EQ(mmap(nullptr, rb.size, PROT_READ | PROT_WRITE, MAP_SHARED, rb.fd, 0), MAP_FAILED);
+  EXPECT_EQ(ftruncate(rb.fd, 0), -1);
+}
+
 TEST_F(StoreTest, AbandonedAllocationsGiveTheirSpaceBack) {
   Open(4);
   const uint64_t used_before = store_->Stats().memory_used_bytes;
@@ -534,7 +576,7 @@ TEST_F(StoreTest, PayloadFreeStoreHasNoArenaToShare) {
   o.payload_free = true;
   Result<std::unique_ptr<Store>> s = Store::Open(o);
   ASSERT_TRUE(s.ok());
-  EXPECT_FALSE((*s)->shared_arena().has_value());
+  EXPECT_FALSE((*s)->shared_arena(*(*s)->FindTenant("default")).has_value());
   EXPECT_EQ((*s)->Allocate(*(*s)->FindTenant("default"), Key(1), 100).status().code(),
             StatusCode::kFailedPrecondition);
 }

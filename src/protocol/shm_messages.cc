@@ -72,6 +72,7 @@ void EncodeShmAttachReply(const ShmAttachReply& m, std::string* out) {
   w.U32(m.page_bytes);
   w.U32(m.max_leases);
   w.U32(m.max_allocations);
+  w.U64(m.staging_size);
 }
 
 Result<ShmAttachReply> DecodeShmAttachReply(std::span<const std::byte> body) {
@@ -82,6 +83,7 @@ Result<ShmAttachReply> DecodeShmAttachReply(std::span<const std::byte> body) {
   m.page_bytes = r.U32();
   m.max_leases = r.U32();
   m.max_allocations = r.U32();
+  m.staging_size = r.U64();
   if (!r.done()) return Malformed("SHM_ATTACH response");
   return m;
 }

@@ -39,11 +39,15 @@ struct ShmExtent {
 Status CheckExtents(std::span<const ShmExtent> extents, uint64_t block_size, uint64_t arena_size);
 
 // SHM_ATTACH reply (sent with the arena's memfd as SCM_RIGHTS on its first byte).
+// Two descriptors come with it: the tenant's G2 region (read-only; SHM_GET extents are offsets
+// into it) and the connection's staging file (read-write; SHM_ALLOC extents are offsets into
+// it).
 struct ShmAttachReply {
-  uint64_t arena_size = 0;       // Bytes of the memfd to map.
+  uint64_t arena_size = 0;       // Bytes of the region to map.
   uint32_t page_bytes = 0;       // The arena's allocation unit.
   uint32_t max_leases = 0;       // Most read leases this connection may hold at once.
   uint32_t max_allocations = 0;  // Most uncommitted allocations it may hold at once.
+  uint64_t staging_size = 0;     // Bytes of the staging file to map.
 };
 void EncodeShmAttachReply(const ShmAttachReply& m, std::string* out);
 Result<ShmAttachReply> DecodeShmAttachReply(std::span<const std::byte> body);

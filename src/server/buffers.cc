@@ -59,12 +59,14 @@ void OutputQueue::AppendLease(BlockHandle handle) {
   pending_ += p.size;
 }
 
-void OutputQueue::AppendWithFd(std::string_view bytes, int fd) {
+void OutputQueue::AppendWithFds(std::string_view bytes, std::initializer_list<int> fds) {
   if (bytes.empty()) return;
   Piece& p = pieces_.emplace_back();
   p.bytes.assign(bytes);
   p.size = p.bytes.size();
-  p.pass_fd = fd;
+  for (int fd : fds) {
+    if (p.pass_count < kMaxPassedFds) p.pass_fds[p.pass_count++] = fd;
+  }
   pending_ += p.size;
 }
 
@@ -73,7 +75,7 @@ size_t OutputQueue::Gather(iovec* iov, size_t max_iov) const {
   for (const Piece& p : pieces_) {
     if (n_iov == max_iov) break;
     // A descriptor goes with its piece's first byte: that byte starts a sendmsg of its own.
-    if (p.pass_fd >= 0 && p.sent == 0 && n_iov > 0) break;
+    if (p.pass_count > 0 && p.sent == 0 && n_iov > 0) break;
     size_t skip = p.sent;
     if (!p.is_lease) {
       iov[n_iov++] = {const_cast<char*>(p.bytes.data()) + skip, p.size - skip};
@@ -121,16 +123,17 @@ Result<size_t> OutputQueue::WriteTo(int fd, size_t max_bytes) {
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = n_iov;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (pieces_.front().pass_fd >= 0 && pieces_.front().sent == 0) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  if (const Piece& front = pieces_.front(); front.pass_count > 0 && front.sent == 0) {
+    const size_t fd_bytes = sizeof(int) * front.pass_count;
     std::memset(control, 0, sizeof(control));
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(fd_bytes);
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pieces_.front().pass_fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(fd_bytes);
+    std::memcpy(CMSG_DATA(c), front.pass_fds.data(), fd_bytes);
   }
   ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n < 0) {

@@ -4,8 +4,10 @@
 #ifndef KVTIER_SERVER_BUFFERS_H_
 #define KVTIER_SERVER_BUFFERS_H_
 
+#include <array>
 #include <cstddef>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -55,10 +57,12 @@ class OutputQueue {
   void Append(std::string_view bytes);
   // Queues the bytes of `handle` (which stays leased until they are written).
   void AppendLease(BlockHandle handle);
-  // Queues `bytes` with descriptor `fd` attached to their first byte (SCM_RIGHTS): the peer
-  // receives its own descriptor for the same file with them. Unix sockets only (WriteTo(int));
-  // `fd` stays owned by the caller and must stay open until the bytes are written.
-  void AppendWithFd(std::string_view bytes, int fd);
+  // Queues `bytes` with descriptors `fds` (at most kMaxPassedFds) attached to their first byte
+  // (SCM_RIGHTS): the peer receives its own descriptors for the same files with them. Unix
+  // sockets only (WriteTo(int)); the fds stay owned by the caller and must stay open until the
+  // bytes are written.
+  static constexpr size_t kMaxPassedFds = 2;
+  void AppendWithFds(std::string_view bytes, std::initializer_list<int> fds);
   size_t pending_bytes() const { return pending_; }
   bool empty() const { return pending_ == 0; }
   // Writes as much as the socket takes now. Returns the bytes written (0 when it would block);
@@ -80,7 +84,9 @@ class OutputQueue {
     std::string bytes;
     BlockHandle lease;
     bool is_lease = false;
-    int pass_fd = -1;  // Sent as SCM_RIGHTS with the piece's first byte.
+    // Sent as SCM_RIGHTS with the piece's first byte.
+    std::array<int, kMaxPassedFds> pass_fds{};
+    size_t pass_count = 0;
     size_t size = 0;
     size_t sent = 0;
   };

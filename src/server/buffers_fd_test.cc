@@ -43,7 +43,7 @@ TEST(OutputQueueFdTest, DescriptorTravelsWithItsFirstByte) {
 
   OutputQueue out;
   out.Append("before");
-  out.AppendWithFd("with-fd", file);
+  out.AppendWithFds("with-fd", {file});
   out.Append("after");
   while (!out.empty()) ASSERT_TRUE(out.WriteTo(fds[0]).ok());
 

@@ -70,7 +70,7 @@ max_engine_hashes = 262144         # engine block hashes remembered for a block'
 [memory]                           # G2: host DRAM
 capacity = "1GiB"
 page_bytes = "4KiB"
-prefault = false
+prefault = false                   # true: take a block's pages when it is allocated, not at the first write
 warm_restart = true                # keep G2 across a clean restart: the next kvtierd adopts it
 arena_file = ""                    # "" = /dev/shm/kvtier-g2-<hash of data_dir>; hugetlbfs for huge pages
 

@@ -190,7 +190,7 @@ class NativeHandler final : public ProtocolHandler {
     }
     principal_ = *who;
     protocol::HelloResponse resp;
-    resp.features = (req->features & protocol::kServerFeatures) | shm_.Negotiate(req->features);
+    resp.features = (req->features & protocol::kServerFeatures) | shm_.Negotiate(req->features, principal_->tenant);
     resp.max_frame_bytes = ctx_->max_frame_bytes;
     resp.max_block_bytes = ctx_->config->store.max_block_bytes;
     resp.max_batch = ctx_->config->max_batch;

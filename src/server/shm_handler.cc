@@ -1,5 +1,6 @@
 #include "src/server/shm_handler.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -11,9 +12,9 @@ namespace kvtier::server {
 using protocol::FrameHeader;
 using protocol::Opcode;
 
-uint64_t ShmHandler::Negotiate(uint64_t requested_features) {
+uint64_t ShmHandler::Negotiate(uint64_t requested_features, TenantId tenant) {
   granted_ = (requested_features & protocol::kFeatureSharedMemory) != 0 && unix_socket_ &&
-             ctx_->store->shared_arena().has_value();
+             ctx_->store->shared_arena(tenant).has_value();
   return granted_ ? protocol::kFeatureSharedMemory : 0;
 }
 
@@ -28,7 +29,7 @@ void ShmHandler::Handle(const FrameHeader& h, std::span<const std::byte> body, T
   }
   auto op = static_cast<Opcode>(h.opcode);
   if (op == Opcode::kShmAttach) {
-    Attach(h, out);
+    Attach(h, tenant, out);
     return;
   }
   if (!session_) {
@@ -37,7 +38,7 @@ void ShmHandler::Handle(const FrameHeader& h, std::span<const std::byte> body, T
   }
   switch (op) {
     case Opcode::kShmGet: Get(h, body, tenant, out); return;
-    case Opcode::kShmAlloc: Alloc(h, body, tenant, out); return;
+    case Opcode::kShmAlloc: Alloc(h, body, out); return;
     default: IdOp(h, body, out); return;
   }
 }
@@ -60,18 +61,30 @@ void ShmHandler::Reply(OutputQueue* out, const FrameHeader& request, const Statu
   Send(out, request);
 }
 
-void ShmHandler::Attach(const FrameHeader& h, OutputQueue* out) {
-  std::optional<SharedArena> arena = ctx_->store->shared_arena();
+void ShmHandler::Attach(const FrameHeader& h, TenantId tenant, OutputQueue* out) {
+  std::optional<SharedArena> arena = ctx_->store->shared_arena(tenant);
   if (!arena) {  // Negotiate saw one; a store does not lose its arena. Defensive only.
     Reply(out, h, Status::FailedPrecondition("the store has no shared arena"));
     return;
   }
-  if (!session_) session_.emplace(ctx_->store, *arena, limits_);
+  if (!session_) {
+    ShmSession::Limits limits = limits_;
+    limits.staging_bytes = std::max<uint64_t>(limits.staging_bytes,
+                                              ctx_->config->store.max_block_bytes);
+    Result<std::unique_ptr<ShmSession>> session = ShmSession::Create(
+        ctx_->store, tenant, *arena, ctx_->config->store.memory.page_bytes, limits);
+    if (!session.ok()) {
+      Reply(out, h, session.status());
+      return;
+    }
+    session_ = std::move(session).value();
+  }
   protocol::ShmAttachReply reply;
   reply.arena_size = arena->size;
   reply.page_bytes = ctx_->config->store.memory.page_bytes;
   reply.max_leases = limits_.max_leases;
   reply.max_allocations = limits_.max_allocations;
+  reply.staging_size = session_->staging_size();
   body_.clear();
   protocol::EncodeShmAttachReply(reply, &body_);
   FrameHeader rh;
@@ -82,9 +95,9 @@ void ShmHandler::Attach(const FrameHeader& h, OutputQueue* out) {
   std::string frame(protocol::kHeaderSize, '\0');
   protocol::EncodeHeader(rh, reinterpret_cast<std::byte*>(frame.data()));
   frame += body_;
-  // The memfd travels as SCM_RIGHTS on the reply's first byte; the client receives its own
-  // descriptor for the same file.
-  out->AppendWithFd(frame, arena->fd);
+  // The region's read-only descriptor and the staging file's travel as SCM_RIGHTS on the
+  // reply's first byte; the client receives its own descriptors for the same files.
+  out->AppendWithFds(frame, {arena->fd, session_->staging_fd()});
 }
 
 void ShmHandler::Get(const FrameHeader& h, std::span<const std::byte> body, TenantId tenant,
@@ -146,8 +159,7 @@ void ShmHandler::Get(const FrameHeader& h, std::span<const std::byte> body, Tena
   for (BlockHandle& v : inline_values) out->AppendLease(std::move(v));
 }
 
-void ShmHandler::Alloc(const FrameHeader& h, std::span<const std::byte> body, TenantId tenant,
-                       OutputQueue* out) {
+void ShmHandler::Alloc(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
   Result<std::vector<protocol::PutEntry>> entries = protocol::DecodeShmAllocRequest(
       body, ctx_->config->max_batch, ctx_->config->store.max_block_bytes);
   if (!entries.ok()) {
@@ -156,7 +168,7 @@ void ShmHandler::Alloc(const FrameHeader& h, std::span<const std::byte> body, Te
   }
   std::vector<protocol::ShmAllocItem> items(entries->size());
   for (size_t i = 0; i < items.size(); ++i) {
-    Result<uint64_t> id = session_->Allocate(tenant, (*entries)[i], &items[i].extents);
+    Result<uint64_t> id = session_->Allocate((*entries)[i], &items[i].extents);
     if (id.ok()) {
       items[i].allocation = *id;
     } else {

@@ -9,7 +9,7 @@
 #define KVTIER_SERVER_SHM_HANDLER_H_
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -28,21 +28,21 @@ class ShmHandler {
   ShmHandler(const ServerContext* ctx, bool unix_socket, ShmSession::Limits limits = {})
       : ctx_(ctx), unix_socket_(unix_socket), limits_(limits) {}
 
-  // The shared-memory feature bit to grant in HELLO: kFeatureSharedMemory when the client asks
-  // for it, the connection is on the Unix socket and the store has an arena; else 0.
-  uint64_t Negotiate(uint64_t requested_features);
+  // The shared-memory feature bit to grant in HELLO to a client of `tenant`:
+  // kFeatureSharedMemory when the client asks for it, the connection is on the Unix socket and
+  // the store has an arena; else 0.
+  uint64_t Negotiate(uint64_t requested_features, TenantId tenant);
 
   // Handles one SHM_* request for `tenant`, queuing its reply on `out`.
-  // REQUIRES: protocol::IsShmOpcode(header.opcode); HELLO succeeded.
+  // REQUIRES: protocol::IsShmOpcode(header.opcode); HELLO succeeded, for the same tenant.
   void Handle(const protocol::FrameHeader& header, std::span<const std::byte> body,
               TenantId tenant, OutputQueue* out);
 
  private:
-  void Attach(const protocol::FrameHeader& h, OutputQueue* out);
+  void Attach(const protocol::FrameHeader& h, TenantId tenant, OutputQueue* out);
   void Get(const protocol::FrameHeader& h, std::span<const std::byte> body, TenantId tenant,
            OutputQueue* out);
-  void Alloc(const protocol::FrameHeader& h, std::span<const std::byte> body, TenantId tenant,
-             OutputQueue* out);
+  void Alloc(const protocol::FrameHeader& h, std::span<const std::byte> body, OutputQueue* out);
   void IdOp(const protocol::FrameHeader& h, std::span<const std::byte> body, OutputQueue* out);
   // Header + body_ (+ extra_body_bytes the caller appends itself).
   void Send(OutputQueue* out, const protocol::FrameHeader& request, uint64_t extra_body_bytes = 0);
@@ -52,7 +52,7 @@ class ShmHandler {
   const bool unix_socket_;
   const ShmSession::Limits limits_;
   bool granted_ = false;
-  std::optional<ShmSession> session_;  // From the first SHM_ATTACH on.
+  std::unique_ptr<ShmSession> session_;  // From the first SHM_ATTACH on.
   std::string body_;                   // Reused for reply bodies.
 };
 

@@ -1,12 +1,36 @@
 #include "src/server/shm_session.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
 namespace kvtier::server {
 
-ShmSession::ShmSession(Store* store, const SharedArena& arena, const Limits& limits)
-    : store_(store), arena_(arena), limits_(limits) {}
+Result<std::unique_ptr<ShmSession>> ShmSession::Create(Store* store, TenantId tenant,
+                                                       const SharedArena& arena,
+                                                       uint32_t page_bytes, const Limits& limits) {
+  if (page_bytes == 0 || limits.staging_bytes < page_bytes ||
+      limits.staging_bytes / page_bytes > UINT32_MAX) {
+    return Status::InvalidArgument("staging of " + std::to_string(limits.staging_bytes) +
+                                   " bytes in pages of " + std::to_string(page_bytes));
+  }
+  const uint64_t bytes = limits.staging_bytes / page_bytes * page_bytes;
+  Result<std::unique_ptr<Arena>> staging = Arena::Create(1, bytes);
+  if (!staging.ok()) return staging.status();
+  return std::unique_ptr<ShmSession>(
+      new ShmSession(store, tenant, arena, page_bytes, limits, std::move(staging).value()));
+}
+
+ShmSession::ShmSession(Store* store, TenantId tenant, const SharedArena& arena,
+                       uint32_t page_bytes, const Limits& limits, std::unique_ptr<Arena> staging)
+    : store_(store),
+      tenant_(tenant),
+      arena_(arena),
+      page_bytes_(page_bytes),
+      limits_(limits),
+      staging_(std::move(staging)),
+      staging_pages_(static_cast<uint32_t>(staging_->region_bytes() / page_bytes)) {}
 
 ShmSession::~ShmSession() {
   // Dropping the handles ends the leases; dropping the allocations gives their space back.
@@ -51,24 +75,43 @@ Status ShmSession::Release(uint64_t lease) {
   return Status::OK();
 }
 
-Result<uint64_t> ShmSession::Allocate(TenantId tenant, const protocol::PutEntry& entry,
+Result<uint64_t> ShmSession::Allocate(const protocol::PutEntry& entry,
                                       std::vector<protocol::ShmExtent>* extents) {
   if (allocations_.size() >= limits_.max_allocations) {
     return Status::ResourceExhausted("this connection already holds max_allocations (" +
                                      std::to_string(limits_.max_allocations) +
                                      ") uncommitted allocations: commit or abort some first");
   }
-  Result<BlockAllocation> allocation = store_->Allocate(tenant, entry.key, entry.size);
+  Result<BlockAllocation> allocation = store_->Allocate(tenant_, entry.key, entry.size);
   if (!allocation.ok()) return allocation.status();
-  std::vector<std::span<const std::byte>> spans(allocation->extents().begin(),
-                                                allocation->extents().end());
-  if (!ToExtents(spans, extents)) {
-    return Status::Internal("the store allocated space outside its shared arena");
+  const uint64_t pages = (entry.size + page_bytes_ - 1) / page_bytes_;
+  if (pages > staging_pages_.free_pages()) {
+    return Status::ResourceExhausted(
+        "this connection's staging file (" + std::to_string(staging_->region_bytes()) +
+        " bytes) is full: commit or abort some allocations first");
+  }
+  std::vector<Extent> staged;
+  staging_pages_.Allocate(static_cast<uint32_t>(pages), &staged);
+  extents->clear();
+  uint64_t left = entry.size;
+  for (const Extent& x : staged) {
+    const uint64_t n = std::min<uint64_t>(left, uint64_t{x.num_pages} * page_bytes_);
+    extents->push_back({uint64_t{x.first_page} * page_bytes_, n});
+    left -= n;
   }
   const uint64_t id = next_id_++;
-  allocations_.emplace(
-      id, PendingPut{std::move(allocation).value(), {entry.parent, entry.session, entry.dtype}});
+  allocations_.emplace(id, PendingPut{std::move(allocation).value(),
+                                      {entry.parent, entry.session, entry.dtype},
+                                      std::move(staged)});
   return id;
+}
+
+void ShmSession::Unstage(const std::vector<Extent>& staged) {
+  for (const Extent& x : staged) {
+    staging_->Discard(0, uint64_t{x.first_page} * page_bytes_,
+                      uint64_t{x.num_pages} * page_bytes_);
+    staging_pages_.Free(x);
+  }
 }
 
 Status ShmSession::Commit(uint64_t allocation) {
@@ -78,13 +121,41 @@ Status ShmSession::Commit(uint64_t allocation) {
   }
   PendingPut put = std::move(it->second);
   allocations_.erase(it);
+  // The staged bytes, in order, into the allocation's pieces. The client may still be writing
+  // them: the block is what they hold at this copy, and nothing can change it afterwards.
+  std::vector<std::span<const std::byte>> from;
+  uint64_t left = put.allocation.size();
+  for (const Extent& x : put.staged) {
+    const uint64_t n = std::min<uint64_t>(left, uint64_t{x.num_pages} * page_bytes_);
+    from.emplace_back(staging_->base(0) + uint64_t{x.first_page} * page_bytes_, n);
+    left -= n;
+  }
+  size_t f = 0;
+  size_t f_off = 0;
+  for (std::span<std::byte> to : put.allocation.extents()) {
+    size_t done = 0;
+    while (done < to.size()) {
+      const size_t n = std::min(to.size() - done, from[f].size() - f_off);
+      std::memcpy(to.data() + done, from[f].data() + f_off, n);
+      done += n;
+      f_off += n;
+      if (f_off == from[f].size()) {
+        ++f;
+        f_off = 0;
+      }
+    }
+  }
+  Unstage(put.staged);
   return store_->Commit(std::move(put.allocation), put.options);
 }
 
 Status ShmSession::Abort(uint64_t allocation) {
-  if (allocations_.erase(allocation) == 0) {
+  auto it = allocations_.find(allocation);
+  if (it == allocations_.end()) {
     return Status::NotFound("no allocation " + std::to_string(allocation) + " on this connection");
   }
+  Unstage(it->second.staged);
+  allocations_.erase(it);
   return Status::OK();
 }
 

@@ -1,6 +1,12 @@
 // ShmSession: what one connection of the shared-memory fast path holds in the store — its read
 // leases (id -> BlockHandle) and its uncommitted allocations (id -> BlockAllocation) — and the
-// translation of their arena spans into offsets a client can use.
+// translation of their spans into offsets a client can use.
+//
+// Isolation: the client maps its tenant's G2 region read-only (Store::shared_arena), so it
+// sees its own tenant's blocks and nothing else, and can change none of them. It writes new
+// blocks into a staging file of its own connection instead; a commit copies the bytes from
+// there into the block's G2 space and gives the staging pages' memory back. So a committed
+// block cannot change: the only writable mapping of it is this process's.
 //
 // Nothing leaks when a client dies: the session belongs to its connection's handler, and
 // destroying it (the connection closed, for whatever reason: a clean close, a crash, kill -9)
@@ -17,12 +23,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "kvtier/status.h"
 #include "kvtier/store.h"
+#include "src/common/arena.h"
+#include "src/common/extent_allocator.h"
 #include "src/protocol/shm_messages.h"
 
 namespace kvtier::server {
@@ -35,15 +44,26 @@ class ShmSession {
     uint32_t max_leases = 4096;
     // Most allocations reserved and not yet committed or aborted at once.
     uint32_t max_allocations = 1024;
+    // Size of the staging file, which bounds the bytes of uncommitted allocations. Sparse:
+    // it holds memory only for allocations in progress. Raised to the largest block.
+    uint64_t staging_bytes = uint64_t{1} << 30;
   };
 
-  // REQUIRES: arena.base != nullptr (the store has a payload arena).
-  ShmSession(Store* store, const SharedArena& arena, const Limits& limits);
+  // A session for `tenant`, whose G2 region `arena` is. `page_bytes` is the staging file's
+  // allocation unit. REQUIRES: arena.base != nullptr (the store has a payload arena).
+  static Result<std::unique_ptr<ShmSession>> Create(Store* store, TenantId tenant,
+                                                    const SharedArena& arena, uint32_t page_bytes,
+                                                    const Limits& limits);
   ~ShmSession();
   ShmSession(const ShmSession&) = delete;
   ShmSession& operator=(const ShmSession&) = delete;
 
   const Limits& limits() const { return limits_; }
+  TenantId tenant() const { return tenant_; }
+  const SharedArena& arena() const { return arena_; }
+  // The staging file's read-write descriptor (owned by the session) and size.
+  int staging_fd() const { return staging_->fd(0); }
+  uint64_t staging_size() const { return staging_->region_bytes(); }
   size_t lease_count() const { return leases_.size(); }
   size_t allocation_count() const { return allocations_.size(); }
 
@@ -59,12 +79,14 @@ class ShmSession {
   // Ends a lease. NotFound for an id this session does not hold.
   Status Release(uint64_t lease);
 
-  // Reserves arena space for `entry` (Store::Allocate) and keeps it, with its put options,
-  // until Commit or Abort. Returns its id and fills `extents`. ResourceExhausted when
-  // max_allocations are held; the store's errors otherwise (AlreadyExists: the key is present).
-  Result<uint64_t> Allocate(TenantId tenant, const protocol::PutEntry& entry,
+  // Reserves G2 space for `entry` (Store::Allocate) and staging space of the same size, and
+  // keeps both, with the put options, until Commit or Abort. Returns its id and fills
+  // `extents` (in the staging file). ResourceExhausted when max_allocations are held or the
+  // staging file is full; the store's errors otherwise (AlreadyExists: the key is present).
+  Result<uint64_t> Allocate(const protocol::PutEntry& entry,
                             std::vector<protocol::ShmExtent>* extents);
-  // Publishes an allocation (Store::Commit) and forgets it, whatever the outcome.
+  // Copies the staged bytes into the allocation, publishes it (Store::Commit) and forgets it,
+  // whatever the outcome.
   // NotFound for an id this session does not hold.
   Status Commit(uint64_t allocation);
   // Gives an allocation's space back. NotFound for an id this session does not hold.
@@ -74,11 +96,21 @@ class ShmSession {
   struct PendingPut {
     BlockAllocation allocation;
     PutOptions options;
+    std::vector<Extent> staged;  // Pages of the staging file.
   };
 
+  ShmSession(Store* store, TenantId tenant, const SharedArena& arena, uint32_t page_bytes,
+             const Limits& limits, std::unique_ptr<Arena> staging);
+  // Returns the staging pages to the allocator and their memory to the system.
+  void Unstage(const std::vector<Extent>& staged);
+
   Store* const store_;
+  const TenantId tenant_;
   const SharedArena arena_;
+  const uint32_t page_bytes_;
   const Limits limits_;
+  const std::unique_ptr<Arena> staging_;
+  ExtentAllocator staging_pages_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, BlockHandle> leases_;
   std::unordered_map<uint64_t, PendingPut> allocations_;

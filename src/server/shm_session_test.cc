@@ -1,7 +1,9 @@
 #include "src/server/shm_session.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -39,7 +41,7 @@ class ShmSessionTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
     tenant_ = *store_->FindTenant("default");
-    arena_ = *store_->shared_arena();
+    arena_ = *store_->shared_arena(tenant_);
   }
 
   // The bytes extents name, read through the arena.
@@ -52,6 +54,21 @@ class ShmSessionTest : public ::testing::Test {
   }
 
   uint64_t Used() const { return store_->Stats().memory_used_bytes; }
+
+  std::unique_ptr<ShmSession> NewSession(const ShmSession::Limits& limits) {
+    Result<std::unique_ptr<ShmSession>> s =
+        ShmSession::Create(store_.get(), tenant_, arena_, 4096, limits);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // The session's staging file, mapped as a client maps it.
+  static std::byte* MapStaging(const ShmSession& session) {
+    void* p = mmap(nullptr, session.staging_size(), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   session.staging_fd(), 0);
+    EXPECT_NE(p, MAP_FAILED);
+    return static_cast<std::byte*>(p);
+  }
 
   BlockHandle GetHandle(const BlockKey& key) {
     Result<BlockHandle> h = store_->Get(tenant_, key);
@@ -66,73 +83,83 @@ class ShmSessionTest : public ::testing::Test {
 
 TEST_F(ShmSessionTest, LeaseKeepsBytesAfterDeleteUntilReleased) {
   ASSERT_TRUE(store_->Put(tenant_, Key(1), Value(1)).ok());
-  ShmSession session(store_.get(), arena_, {});
+  std::unique_ptr<ShmSession> session = NewSession({});
   Result<BlockHandle> h = store_->Get(tenant_, Key(1));
   ASSERT_TRUE(h.ok());
   std::vector<ShmExtent> extents;
-  Result<uint64_t> lease = session.AddLease(std::move(h).value(), &extents);
+  Result<uint64_t> lease = session->AddLease(std::move(h).value(), &extents);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   ASSERT_TRUE(protocol::CheckExtents(extents, kBlock, arena_.size).ok());
   ASSERT_TRUE(store_->Delete(tenant_, Key(1)).ok());
   // Fill the arena with other blocks: the leased space must not be reused.
   for (uint8_t k = 10; k < 40; ++k) (void)store_->Put(tenant_, Key(k), Value(k));
   EXPECT_EQ(Bytes(extents), Value(1));
-  EXPECT_EQ(session.lease_count(), 1u);
-  EXPECT_TRUE(session.Release(*lease).ok());
-  EXPECT_EQ(session.Release(*lease).code(), StatusCode::kNotFound);
-  EXPECT_EQ(session.Release(12345).code(), StatusCode::kNotFound);
+  EXPECT_EQ(session->lease_count(), 1u);
+  EXPECT_TRUE(session->Release(*lease).ok());
+  EXPECT_EQ(session->Release(*lease).code(), StatusCode::kNotFound);
+  EXPECT_EQ(session->Release(12345).code(), StatusCode::kNotFound);
 }
 
 TEST_F(ShmSessionTest, LeaseLimitIsAClearError) {
   ASSERT_TRUE(store_->Put(tenant_, Key(1), Value(1)).ok());
-  ShmSession session(store_.get(), arena_, {.max_leases = 3, .max_allocations = 1});
+  std::unique_ptr<ShmSession> session = NewSession({.max_leases = 3, .max_allocations = 1});
   std::vector<ShmExtent> extents;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(session.AddLease(GetHandle(Key(1)), &extents).ok());
+    ASSERT_TRUE(session->AddLease(GetHandle(Key(1)), &extents).ok());
   }
-  Result<uint64_t> over = session.AddLease(GetHandle(Key(1)), &extents);
+  Result<uint64_t> over = session->AddLease(GetHandle(Key(1)), &extents);
   EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(over.status().message().find("max_leases"), std::string_view::npos);
 }
 
 TEST_F(ShmSessionTest, AllocateFillCommitPublishes) {
-  ShmSession session(store_.get(), arena_, {});
+  std::unique_ptr<ShmSession> session = NewSession({});
   protocol::PutEntry entry{Key(2), std::nullopt, kBlock, 7, KvDtype::kBf16};
   std::vector<ShmExtent> extents;
-  Result<uint64_t> id = session.Allocate(tenant_, entry, &extents);
+  Result<uint64_t> id = session->Allocate(entry, &extents);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   ASSERT_TRUE(protocol::CheckExtents(extents, kBlock, arena_.size).ok());
+  ASSERT_TRUE(protocol::CheckExtents(extents, kBlock, session->staging_size()).ok());
+  std::byte* staging = MapStaging(*session);
   std::vector<std::byte> v = Value(2);
   size_t off = 0;
   for (const ShmExtent& e : extents) {
-    std::memcpy(arena_.base + e.offset, v.data() + off, e.length);
+    std::memcpy(staging + e.offset, v.data() + off, e.length);
     off += e.length;
   }
   EXPECT_EQ(store_->Get(tenant_, Key(2)).status().code(), StatusCode::kNotFound);
-  ASSERT_TRUE(session.Commit(*id).ok());
-  EXPECT_EQ(session.Commit(*id).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(session->Commit(*id).ok());
+  EXPECT_EQ(session->Commit(*id).code(), StatusCode::kNotFound);
+  // The client writing on into its staging pages changes nothing: the block was copied, and
+  // the pages were given back (they read as zeros).
+  std::memset(staging + extents[0].offset, 0x5a, extents[0].length);
   std::vector<std::byte> out(kBlock);
   ASSERT_TRUE(store_->Read(tenant_, Key(2), out).ok());
   EXPECT_EQ(out, v);
+  // Nor can it write where the block lies: its descriptor of the region is read-only.
+  EXPECT_EQ(mmap(nullptr, arena_.size, PROT_READ | PROT_WRITE, MAP_SHARED, arena_.fd, 0),
+            MAP_FAILED);
+  EXPECT_EQ(errno, EACCES);
+  munmap(staging, session->staging_size());
   // The key is present now: nothing to write.
-  EXPECT_EQ(session.Allocate(tenant_, entry, &extents).status().code(),
+  EXPECT_EQ(session->Allocate(entry, &extents).status().code(),
             StatusCode::kAlreadyExists);
 }
 
 TEST_F(ShmSessionTest, AbortAndUnknownIds) {
-  ShmSession session(store_.get(), arena_, {.max_leases = 4, .max_allocations = 1});
+  std::unique_ptr<ShmSession> session = NewSession({.max_leases = 4, .max_allocations = 1});
   const uint64_t before = Used();
   std::vector<ShmExtent> extents;
-  Result<uint64_t> id = session.Allocate(tenant_, {Key(3), std::nullopt, kBlock, 0, {}}, &extents);
+  Result<uint64_t> id = session->Allocate({Key(3), std::nullopt, kBlock, 0, {}}, &extents);
   ASSERT_TRUE(id.ok());
-  EXPECT_EQ(session.Allocate(tenant_, {Key(4), std::nullopt, kBlock, 0, {}}, &extents)
+  EXPECT_EQ(session->Allocate({Key(4), std::nullopt, kBlock, 0, {}}, &extents)
                 .status()
                 .code(),
             StatusCode::kResourceExhausted);
-  EXPECT_EQ(session.Commit(*id + 1000).code(), StatusCode::kNotFound);
-  EXPECT_EQ(session.Abort(*id + 1000).code(), StatusCode::kNotFound);
-  EXPECT_TRUE(session.Abort(*id).ok());
-  EXPECT_EQ(session.Commit(*id).code(), StatusCode::kNotFound);
+  EXPECT_EQ(session->Commit(*id + 1000).code(), StatusCode::kNotFound);
+  EXPECT_EQ(session->Abort(*id + 1000).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(session->Abort(*id).ok());
+  EXPECT_EQ(session->Commit(*id).code(), StatusCode::kNotFound);
   EXPECT_EQ(Used(), before);
   EXPECT_EQ(store_->Get(tenant_, Key(3)).status().code(), StatusCode::kNotFound);
 }
@@ -141,12 +168,12 @@ TEST_F(ShmSessionTest, DestroyingTheSessionLeaksNothing) {
   const uint64_t before = Used();
   ASSERT_TRUE(store_->Put(tenant_, Key(1), Value(1)).ok());
   {
-    ShmSession session(store_.get(), arena_, {});
+    std::unique_ptr<ShmSession> session = NewSession({});
     std::vector<ShmExtent> extents;
-    ASSERT_TRUE(session.AddLease(GetHandle(Key(1)), &extents).ok());
+    ASSERT_TRUE(session->AddLease(GetHandle(Key(1)), &extents).ok());
     ASSERT_TRUE(store_->Delete(tenant_, Key(1)).ok());
     for (uint8_t k = 20; k < 24; ++k) {
-      ASSERT_TRUE(session.Allocate(tenant_, {Key(k), std::nullopt, kBlock, 0, {}}, &extents).ok());
+      ASSERT_TRUE(session->Allocate({Key(k), std::nullopt, kBlock, 0, {}}, &extents).ok());
     }
     EXPECT_GT(Used(), before);
   }
@@ -156,18 +183,18 @@ TEST_F(ShmSessionTest, DestroyingTheSessionLeaksNothing) {
 }
 
 TEST_F(ShmSessionTest, SpansOutsideTheArenaAreNotExtents) {
-  ShmSession session(store_.get(), arena_, {});
+  std::unique_ptr<ShmSession> session = NewSession({});
   std::vector<std::byte> heap(100);
   std::vector<std::span<const std::byte>> spans = {std::span<const std::byte>(heap)};
   std::vector<ShmExtent> extents;
-  EXPECT_FALSE(session.ToExtents(spans, &extents));
+  EXPECT_FALSE(session->ToExtents(spans, &extents));
   spans = {std::span<const std::byte>(arena_.base + arena_.size - 10, 20)};
-  EXPECT_FALSE(session.ToExtents(spans, &extents));
+  EXPECT_FALSE(session->ToExtents(spans, &extents));
   spans = {std::span<const std::byte>(arena_.base + 4096, 10)};
-  ASSERT_TRUE(session.ToExtents(spans, &extents));
+  ASSERT_TRUE(session->ToExtents(spans, &extents));
   EXPECT_EQ(extents, (std::vector<ShmExtent>{{4096, 10}}));
   // A handle that owns its bytes (served from below G2) is not leased through the arena.
-  EXPECT_EQ(session.AddLease(BlockHandle(std::vector<std::byte>(10)), &extents).status().code(),
+  EXPECT_EQ(session->AddLease(BlockHandle(std::vector<std::byte>(10)), &extents).status().code(),
             StatusCode::kFailedPrecondition);
 }
 

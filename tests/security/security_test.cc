@@ -1,6 +1,7 @@
 // Attacks a user of a shared kvtierd would worry about, each against a real kvtierd
 // (docs/security.md, "Threat model", says what each mechanism guarantees):
 // - one tenant reaching another's blocks through the same keys or names, on every protocol;
+// - a hostile shared-memory client reading or changing what it was given to map;
 // - guessing tokens: slowed by lockouts, audited, on every protocol;
 // - the admin API without its token, and a tenant's admin token reaching another tenant;
 // - Unix-socket peers: who they are (SO_PEERCRED) and who may connect (the socket's mode);
@@ -8,17 +9,25 @@
 // - hostile HTTP requests and config files;
 // - secrets (tokens, KV bytes) in log lines.
 
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "kvtier/client.h"
+#include "kvtier/shm_client.h"
+#include "src/protocol/shm_messages.h"
 #include "tests/daemon/daemon_harness.h"
 
 namespace kvtier::daemon_test {
@@ -100,6 +109,187 @@ TEST(SecurityTest, TheSameKeysAndNamesUnderTwoTenantsNeverHitAcrossOnAnyProtocol
   Status s;
   EXPECT_EQ(Connect(d.tcp_endpoint(), "other", "acme-token", &s), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnauthenticated);
+}
+
+// Bytes no other value shares a run of 32 with (unlike PatternValue's, which repeat).
+std::vector<std::byte> RandomValue(uint64_t seed, size_t size) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> v(size);
+  for (std::byte& b : v) b = static_cast<std::byte>(rng());
+  return v;
+}
+
+// What a shared-memory client of `tenant` is given: SHM_ATTACH's reply and its descriptors.
+struct Attached {
+  protocol::ShmAttachReply reply;
+  std::vector<int> fds;
+  ~Attached() {
+    for (int fd : fds) close(fd);
+  }
+};
+
+// Says HELLO as `tenant` on the Unix socket asking for shared memory, then SHM_ATTACH, reading
+// the reply with recvmsg to receive every descriptor passed with it.
+void AttachRaw(int fd, const std::string& tenant, const std::string& token, Attached* out) {
+  protocol::HelloRequest hello;
+  hello.features = protocol::kFeatureSharedMemory;
+  hello.tenant = tenant;
+  hello.token = token;
+  std::string body;
+  protocol::EncodeHello(hello, &body);
+  SendAll(fd, NativeFrame(static_cast<uint8_t>(protocol::Opcode::kHello), 1, body));
+  RawReply hello_reply = ReadReply(fd);
+  ASSERT_TRUE(hello_reply.ok && hello_reply.status.ok()) << hello_reply.status.ToString();
+  SendAll(fd, NativeFrame(static_cast<uint8_t>(protocol::Opcode::kShmAttach), 2, ""));
+  std::string head(protocol::kHeaderSize, '\0');
+  iovec iov{head.data(), head.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ASSERT_EQ(recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC),
+            static_cast<ssize_t>(head.size()));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+      int passed;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      out->fds.push_back(passed);
+    }
+  }
+  protocol::DecodedFrame f = protocol::DecodeFrame(
+      {reinterpret_cast<const std::byte*>(head.data()), head.size()}, 1u << 20);
+  ASSERT_NE(f.state, protocol::DecodedFrame::State::kError);
+  const std::string rest = RecvN(fd, f.header.body_length);
+  Result<protocol::ShmAttachReply> reply = protocol::DecodeShmAttachReply(
+      {reinterpret_cast<const std::byte*>(rest.data()), rest.size()});
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  out->reply = *reply;
+}
+
+// Whether any of `needles` (their first 64 bytes) occurs in the file's first `size` bytes,
+// read with pread: reading a hole through read(2) takes no memory.
+bool FileHoldsAny(int fd, uint64_t size, const std::vector<std::vector<std::byte>>& needles) {
+  constexpr size_t kChunk = 8 << 20, kNeedle = 64;
+  std::vector<char> buf(kChunk + kNeedle);
+  for (uint64_t at = 0; at < size; at += kChunk) {
+    const ssize_t n = pread(fd, buf.data(), std::min<uint64_t>(kChunk + kNeedle, size - at),
+                            static_cast<off_t>(at));
+    if (n <= 0) return false;
+    for (const std::vector<std::byte>& v : needles) {
+      if (memmem(buf.data(), static_cast<size_t>(n), v.data(), kNeedle) != nullptr) return true;
+    }
+  }
+  return false;
+}
+
+// A client of tenant "other" with shared memory maps all it is given and scans it for acme's
+// values: none is there. It tries to write its region every way the kernel offers, writes all
+// over its staging file, and commits garbage under acme's keys: acme's reads, through shared
+// memory and the native protocol, stay exact. Acme's own client cannot change its committed
+// blocks either.
+TEST(SecurityTest, SharedMemoryShowsATenantItsOwnBlocksOnlyAndNoneCanBeChanged) {
+  Daemon d(kOtherTenant);
+  ASSERT_TRUE(d.running());
+  constexpr size_t kValue = 64 << 10;
+  std::vector<BlockKey> keys;
+  std::vector<std::vector<std::byte>> values;
+  ShmClientOptions so;
+  so.socket_path = d.unix_socket();
+  so.tenant = "acme";
+  so.token = "acme-token";
+  Result<std::unique_ptr<ShmClient>> acme_shm = ShmClient::Connect(so);
+  ASSERT_TRUE(acme_shm.ok()) << acme_shm.status().ToString();
+  std::unique_ptr<Client> acme = Connect(d.tcp_endpoint(), "acme", "acme-token");
+  ASSERT_TRUE(acme);
+  for (uint32_t i = 0; i < 16; ++i) {
+    keys.push_back(TestKey(1000 + i));
+    values.push_back(RandomValue(i + 1, kValue));
+    // Half through shared memory, half through the native protocol.
+    ASSERT_TRUE((i % 2 == 0 ? (*acme_shm)->Put(keys[i], values[i]) : acme->Put(keys[i], values[i]))
+                    .ok());
+  }
+  std::unique_ptr<Client> other = Connect(d.unix_endpoint(), "other", "other-token");
+  ASSERT_TRUE(other);
+  const std::vector<std::byte> own = RandomValue(99, kValue);
+  ASSERT_TRUE(other->Put(TestKey(1), own).ok());
+
+  int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, d.unix_socket().c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  Attached got;
+  AttachRaw(sock, "other", "other-token", &got);
+  ASSERT_EQ(got.fds.size(), 2u) << "the G2 region and the staging file";
+  const int region = got.fds[0], staging = got.fds[1];
+  const uint64_t region_size = got.reply.arena_size, staging_size = got.reply.staging_size;
+
+  // Everything it can read: its region and its staging file. Its own block is there (the scan
+  // works); none of acme's is.
+  EXPECT_TRUE(FileHoldsAny(region, region_size, {own}));
+  EXPECT_FALSE(FileHoldsAny(region, region_size, values)) << "acme's bytes in other's region";
+  EXPECT_FALSE(FileHoldsAny(staging, staging_size, values));
+
+  // Writing the region: refused every way.
+  EXPECT_EQ(mmap(nullptr, region_size, PROT_READ | PROT_WRITE, MAP_SHARED, region, 0), MAP_FAILED);
+  void* ro = mmap(nullptr, region_size, PROT_READ, MAP_SHARED, region, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  EXPECT_NE(mprotect(ro, region_size, PROT_READ | PROT_WRITE), 0);
+  munmap(ro, region_size);
+  EXPECT_EQ(pwrite(region, "x", 1, 0), -1);
+  EXPECT_NE(ftruncate(region, 0), 0);
+  EXPECT_NE(fallocate(region, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1 << 20), 0);
+  // A private mapping may be written: the writes are its own copy.
+  void* cow = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE, region, 0);
+  ASSERT_NE(cow, MAP_FAILED);
+  std::memset(cow, 0xa5, 1 << 20);
+  munmap(cow, 1 << 20);
+  // The staging file is its own to scribble on; garbage committed under acme's keys lands in
+  // other's tenant.
+  void* scratch = mmap(nullptr, staging_size, PROT_READ | PROT_WRITE, MAP_SHARED, staging, 0);
+  ASSERT_NE(scratch, MAP_FAILED);
+  std::vector<protocol::PutEntry> entries;
+  for (const BlockKey& k : keys) entries.push_back({k, std::nullopt, kValue, 0, {}});
+  std::string body;
+  protocol::EncodePutDirectory(entries, &body);
+  SendAll(sock, NativeFrame(static_cast<uint8_t>(protocol::Opcode::kShmAlloc), 3, body));
+  RawReply alloc = ReadReply(sock);
+  ASSERT_TRUE(alloc.ok && alloc.status.ok()) << alloc.status.ToString();
+  Result<std::vector<protocol::ShmAllocItem>> items = protocol::DecodeShmAllocReply(
+      {reinterpret_cast<const std::byte*>(alloc.body.data()), alloc.body.size()});
+  ASSERT_TRUE(items.ok());
+  std::vector<uint64_t> ids;
+  for (const protocol::ShmAllocItem& item : *items) {
+    ASSERT_TRUE(item.status.ok()) << item.status.ToString();
+    ids.push_back(item.allocation);
+  }
+  std::memset(scratch, 0x5a, staging_size / 4);
+  body.clear();
+  protocol::EncodeShmIds(ids, &body);
+  SendAll(sock, NativeFrame(static_cast<uint8_t>(protocol::Opcode::kShmCommit), 4, body));
+  RawReply commit = ReadReply(sock);
+  ASSERT_TRUE(commit.ok && commit.status.ok()) << commit.status.ToString();
+  std::memset(scratch, 0xff, staging_size / 4);  // And on after the commit.
+  munmap(scratch, staging_size);
+  close(sock);
+
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(*acme->Get(keys[i]), values[i]) << "native read of acme's block " << i;
+    Result<ShmBlocks> blocks = (*acme_shm)->Get({&keys[i], 1});
+    ASSERT_TRUE(blocks.ok() && blocks->status(0).ok());
+    std::vector<std::byte> read;
+    for (std::span<const std::byte> piece : blocks->pieces(0)) {
+      read.insert(read.end(), piece.begin(), piece.end());
+    }
+    EXPECT_EQ(read, values[i]) << "shared-memory read of acme's block " << i;
+    // What other committed under the same key is other's, and the zeros and 0x5a it staged.
+    Result<std::vector<std::byte>> theirs = other->Get(keys[i]);
+    ASSERT_TRUE(theirs.ok());
+    EXPECT_NE(*theirs, values[i]);
+  }
 }
 
 TEST(SecurityTest, TokenGuessingIsLockedOutOnEveryProtocolAndAudited) {

@@ -12,19 +12,22 @@
 //            the pinned: key[32], parent key[32], checksum u64 (XXH3 of the bytes), session
 //            u64, tenant u32 (into the table above), size u32, created_s u32, last_access_s
 //            u32, depth u16, pins u16, queue u8, flags u8, dtype u8, has_parent u8, extents u32,
-//            then (first_page u32, num_pages u32) per extent
+//            then (first_page u32, num_pages u32) per extent, pages of the tenant's region file
 //   trailer  XXH3 of everything before it, u64
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <utility>
@@ -39,7 +42,7 @@ namespace kvtier {
 namespace {
 
 constexpr uint64_t kIndexMagic = 0x5844493247545653ull;  // "SVTG2IDX"
-constexpr uint32_t kIndexVersion = 1;
+constexpr uint32_t kIndexVersion = 2;  // 2: one region file per tenant.
 constexpr size_t kHeaderBytes = 48;
 constexpr size_t kBlockFixedBytes = 108;
 constexpr size_t kTrailerBytes = 8;
@@ -50,6 +53,38 @@ constexpr uint64_t kMaxIndexBytes = uint64_t{16} << 30;
 constexpr uint32_t kMaxTenantNameBytes = 4096;
 
 std::string IndexPath(const std::string& arena_file) { return arena_file + ".index"; }
+
+// The file of one tenant's region: arena_file, a dot, and 16 hex digits of its name's hash.
+std::string RegionPath(const std::string& arena_file, const std::string& tenant) {
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%016llx",
+                static_cast<unsigned long long>(Checksum64(std::as_bytes(std::span(tenant)))));
+  return arena_file + "." + hash;
+}
+
+// Removes region files beside `arena_file` that are not in `keep`, and `arena_file` itself
+// (a G2 of one region for every tenant, which earlier versions wrote): memory on tmpfs that
+// nothing would use again.
+void RemoveStaleRegions(const std::string& arena_file, const std::vector<std::string>& keep,
+                        Env* env) {
+  namespace fs = std::filesystem;
+  const fs::path file(arena_file);
+  const std::string prefix = file.filename().string() + ".";
+  std::error_code ec;
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || name.size() != prefix.size() + 16 ||
+        name.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos) {
+      continue;
+    }
+    const bool kept = std::any_of(keep.begin(), keep.end(), [&](const std::string& k) {
+      return fs::path(k).filename() == name;
+    });
+    if (!kept) (void)env->RemoveFile((dir / name).string());
+  }
+  (void)env->RemoveFile(arena_file);
+}
 
 // Checksum64 of a block's pieces.
 uint64_t ChecksumOf(const std::vector<std::span<std::byte>>& spans) {
@@ -190,21 +225,43 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::OpenFromFile(const MemoryTierOpt
       cold = parsed.status().message();
     }
   }
+  // One file per tenant, named by a hash of its name (names may hold any byte), so a tenant's
+  // blocks are found again whatever its position in the configuration. Files of tenants no
+  // longer configured, and the single file of the layout before per-tenant regions, go.
+  std::vector<std::string> paths;
+  for (const TenantConfig& t : tenants) paths.push_back(RegionPath(path, t.name));
+  RemoveStaleRegions(path, paths, env);
   Result<std::unique_ptr<Arena>> arena =
-      Arena::OpenFile(path, options.capacity_bytes, cold.empty(), options.prefault);
+      Arena::OpenFiles(paths, options.capacity_bytes, cold.empty());
+  if (arena.ok()) {
+    // The regions are sparse: what G2 may hold must fit beside what they already hold. (A
+    // hugetlbfs mounted without a size reports no blocks at all: nothing to check then; a
+    // put finds out, from Arena::Back.)
+    uint64_t backed = 0;
+    for (size_t i = 0; i < paths.size(); ++i) backed += (*arena)->BackedBytes(i);
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    struct statvfs fs {};
+    if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0 && fs.f_blocks > 0 &&
+        uint64_t{fs.f_bavail} * fs.f_frsize + backed < options.capacity_bytes) {
+      arena = Status::ResourceExhausted(
+          "the file system of " + path + " has " +
+          std::to_string(uint64_t{fs.f_bavail} * fs.f_frsize + backed) +
+          " bytes for a G2 of " + std::to_string(options.capacity_bytes));
+    }
+  }
   if (arena.status().code() == StatusCode::kResourceExhausted) {
     // A small /dev/shm (containers default to 64 MiB) must not keep the daemon from serving.
-    (void)env->RemoveFile(path);
+    for (const std::string& p : paths) (void)env->RemoveFile(p);
     env->Log("G2: warm restart off, G2 is anonymous memory: " + arena.status().ToString() +
              "; give the file system room for memory.capacity or set memory.arena_file");
-    arena = Arena::Create(options.capacity_bytes, options.prefault);
+    arena = Arena::Create(tenants.size(), options.capacity_bytes);
     if (!arena.ok()) return arena.status();
     return std::unique_ptr<MemoryTier>(
-        new MemoryTier(std::move(arena).value(), options, std::move(tenants), env));
+        new MemoryTier(std::move(arena).value(), false, options, std::move(tenants), env));
   }
   if (!arena.ok()) return arena.status();
   std::unique_ptr<MemoryTier> tier(
-      new MemoryTier(std::move(arena).value(), options, std::move(tenants), env));
+      new MemoryTier(std::move(arena).value(), true, options, std::move(tenants), env));
   tier->arena_file_ = path;
   tier->arena_lock_ = std::move(lock).value();
   if (!cold.empty()) {
@@ -296,7 +353,7 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
   }
   // A block is trusted when its tenant is still configured, its pages lie inside this run's
   // arena and add up to its size, and its bytes still have the checksum they had at close.
-  const uint64_t total_pages = allocator_.total_pages();
+  const uint64_t total_pages = total_pages_;
   std::vector<uint8_t> trusted(snapshot.blocks.size(), 0);
   ForEachInParallel(snapshot.blocks.size(), [&](size_t i) {
     const Snapshot::Block& b = snapshot.blocks[i];
@@ -307,7 +364,7 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
       pages += x.num_pages;
     }
     if (pages != PagesFor(b.size)) return;
-    trusted[i] = ChecksumOf(MutableSpans(b.extents, b.size)) == b.checksum;
+    trusted[i] = ChecksumOf(MutableSpans(tenant_of[b.tenant], b.extents, b.size)) == b.checksum;
   });
   std::vector<uint32_t> entry_of(snapshot.blocks.size(), kNil);
   uint64_t dropped = 0;
@@ -316,14 +373,18 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     const uint32_t tenant = tenant_of[b.tenant];
     // Overlapping pages or a key twice would mean the index is not what was written.
     size_t claimed = 0;
-    while (trusted[i] && claimed < b.extents.size() && allocator_.Claim(b.extents[claimed])) {
+    while (trusted[i] && claimed < b.extents.size() &&
+           pages_[tenant].Claim(b.extents[claimed])) {
       ++claimed;
     }
-    if (!trusted[i] || claimed < b.extents.size() || table_.Find(tenant, b.key) != kNil) {
-      for (size_t x = 0; x < claimed; ++x) allocator_.Free(b.extents[x]);
+    // Each region spans the capacity, so the capacity itself (lowered since?) is checked here.
+    if (!trusted[i] || claimed < b.extents.size() || table_.Find(tenant, b.key) != kNil ||
+        PagesFor(b.size) > free_pages_) {
+      for (size_t x = 0; x < claimed; ++x) pages_[tenant].Free(b.extents[x]);
       ++dropped;
       continue;
     }
+    free_pages_ -= PagesFor(b.size);
     const uint32_t idx = table_.NewEntry();
     Entry& e = table_.at(idx);
     e.key = b.key;
@@ -371,6 +432,13 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
       ++dropped;
     }
   }
+  // What no adopted block holds (dropped blocks, bytes of the previous run) is memory no
+  // longer needed.
+  for (uint32_t t = 0; t < pages_.size(); ++t) {
+    pages_[t].ForEachFreeRun([&](const Extent& x) {
+      arena_->Discard(t, uint64_t{x.first_page} * page_bytes_, uint64_t{x.num_pages} * page_bytes_);
+    });
+  }
   uint64_t pages = 0;
   for (const TenantState& t : tenants_) pages += t.used_pages;
   restored_blocks_ = table_.indexed();
@@ -416,7 +484,7 @@ Status MemoryTier::SaveSnapshot() {
   }
   std::vector<std::vector<std::span<std::byte>>> spans(order.size());
   for (size_t k = 0; k < order.size(); ++k) {
-    spans[k] = MutableSpans(extents[k], table_.at(order[k]).size);
+    spans[k] = MutableSpans(table_.at(order[k]).tenant, extents[k], table_.at(order[k]).size);
   }
   std::vector<uint64_t> checksums(order.size());
   ForEachInParallel(order.size(), [&](size_t k) { checksums[k] = ChecksumOf(spans[k]); });
@@ -426,7 +494,7 @@ Status MemoryTier::SaveSnapshot() {
   w.U64(kIndexMagic);
   w.U32(kIndexVersion);
   w.U32(static_cast<uint32_t>(page_bytes_));
-  w.U64(allocator_.total_pages());
+  w.U64(total_pages_);
   w.U64(env_->NowMicros());
   w.U32(static_cast<uint32_t>(tenants_.size()));
   w.U32(0);

@@ -17,26 +17,31 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& op
   std::unique_ptr<Arena> arena;
   if (!payload_free) {
     Result<std::unique_ptr<Arena>> created =
-        Arena::Create(options.capacity_bytes, options.prefault);
+        Arena::Create(tenants.size(), options.capacity_bytes);
     if (!created.ok()) return created.status();
     arena = std::move(created).value();
   }
   return std::unique_ptr<MemoryTier>(
-      new MemoryTier(std::move(arena), options, std::move(tenants), env));
+      new MemoryTier(std::move(arena), false, options, std::move(tenants), env));
 }
 
-MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, const MemoryTierOptions& options,
-                       std::vector<TenantConfig> tenants, Env* env)
+MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
+                       const MemoryTierOptions& options, std::vector<TenantConfig> tenants,
+                       Env* env)
     : arena_(std::move(arena)),
       capacity_bytes_(options.capacity_bytes),
       page_bytes_(options.page_bytes),
+      total_pages_(static_cast<uint32_t>(options.capacity_bytes / options.page_bytes)),
+      back_on_allocate_(arena_ != nullptr && (options.prefault || named_files)),
       max_reused_share_(options.max_reused_share),
-      env_(env),
-      allocator_(static_cast<uint32_t>(options.capacity_bytes / options.page_bytes)) {
+      env_(env) {
   MutexLock l(&mu_);
+  free_pages_ = total_pages_;
   session_slots_.resize(1);
   tenants_.resize(tenants.size());
+  pages_.reserve(tenants.size());
   for (size_t i = 0; i < tenants.size(); ++i) {
+    pages_.emplace_back(total_pages_);
     TenantState& t = tenants_[i];
     t.config = std::move(tenants[i]);
     t.budget_pages = t.config.budget_bytes / page_bytes_;
@@ -211,8 +216,23 @@ Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pa
     ++t.stats.rejected_puts;
     return s;
   }
-  allocator_.Allocate(pages, extents);  // MakeRoom guaranteed the pages are free.
+  const size_t first = extents->size();
+  pages_[tenant].Allocate(pages, extents);  // MakeRoom guaranteed the pages are free.
+  free_pages_ -= pages;
   t.used_pages += pages;
+  if (back_on_allocate_) {
+    for (size_t i = first; i < extents->size(); ++i) {
+      const Extent& x = (*extents)[i];
+      Status backed = arena_->Back(tenant, uint64_t{x.first_page} * page_bytes_,
+                                   uint64_t{x.num_pages} * page_bytes_);
+      if (!backed.ok()) {
+        FreeExtents(tenant, std::vector<Extent>(extents->begin() + first, extents->end()));
+        extents->resize(first);
+        ++t.stats.rejected_puts;
+        return backed;
+      }
+    }
+  }
   return Status::OK();
 }
 
@@ -270,19 +290,20 @@ Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std
     if (s.code() == StatusCode::kAlreadyExists) return Status::OK();
     KVTIER_RETURN_IF_ERROR(s);
   }
-  CopyIn(extents, value);  // Outside the lock: nobody else sees these pages yet.
+  CopyIn(tenant, extents, value);  // Outside the lock: nobody else sees these pages yet.
   MutexLock l(&mu_);
   Publish(tenant, key, value.size(), std::move(extents), parent, meta);
   return Status::OK();
 }
 
-std::vector<std::span<std::byte>> MemoryTier::MutableSpans(const std::vector<Extent>& extents,
+std::vector<std::span<std::byte>> MemoryTier::MutableSpans(uint32_t tenant,
+                                                           const std::vector<Extent>& extents,
                                                            size_t size) const {
   std::vector<std::span<std::byte>> spans;
   size_t remaining = size;
   for (const Extent& x : extents) {
     size_t n = std::min<size_t>(remaining, uint64_t{x.num_pages} * page_bytes_);
-    spans.emplace_back(arena_->base() + uint64_t{x.first_page} * page_bytes_, n);
+    spans.emplace_back(arena_->base(tenant) + uint64_t{x.first_page} * page_bytes_, n);
     remaining -= n;
   }
   return spans;
@@ -294,7 +315,7 @@ Result<uint64_t> MemoryTier::Reserve(uint32_t tenant, const BlockKey& key, size_
   std::vector<Extent> extents;
   MutexLock l(&mu_);
   KVTIER_RETURN_IF_ERROR(AllocateFor(tenant, key, PagesFor(size), &extents));
-  *spans = MutableSpans(extents, size);
+  *spans = MutableSpans(tenant, extents, size);
   const uint64_t id = next_reservation_++;
   reservations_.emplace(id, Reservation{tenant, key, size, std::move(extents)});
   return id;
@@ -337,13 +358,14 @@ void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent) {
   }
 }
 
-void MemoryTier::CopyIn(const std::vector<Extent>& extents,
+void MemoryTier::CopyIn(uint32_t tenant, const std::vector<Extent>& extents,
                         std::span<const std::byte> value) const {
   if (!arena_) return;
   size_t offset = 0;
+  std::byte* base = arena_->base(tenant);
   for (const Extent& x : extents) {
     size_t n = std::min<size_t>(value.size() - offset, uint64_t{x.num_pages} * page_bytes_);
-    std::memcpy(arena_->base() + uint64_t{x.first_page} * page_bytes_, value.data() + offset, n);
+    std::memcpy(base + uint64_t{x.first_page} * page_bytes_, value.data() + offset, n);
     offset += n;
   }
 }
@@ -353,9 +375,10 @@ std::vector<std::span<const std::byte>> MemoryTier::Spans(uint32_t index) const 
   std::vector<std::span<const std::byte>> spans;
   if (!arena_) return spans;
   size_t remaining = e.size;
+  std::byte* base = arena_->base(e.tenant);
   auto add = [&](const Extent& x) {
     size_t n = std::min<size_t>(remaining, uint64_t{x.num_pages} * page_bytes_);
-    spans.emplace_back(arena_->base() + uint64_t{x.first_page} * page_bytes_, n);
+    spans.emplace_back(base + uint64_t{x.first_page} * page_bytes_, n);
     remaining -= n;
   };
   add(e.extent);
@@ -553,12 +576,18 @@ TenantStats MemoryTier::StatsForTenant(uint32_t tenant) const {
 void MemoryTier::FillStats(StoreStats* stats) const {
   MutexLock l(&mu_);
   stats->memory_capacity_bytes = capacity_bytes_;
-  stats->memory_free_bytes = uint64_t{allocator_.free_pages()} * page_bytes_;
+  stats->memory_free_bytes = uint64_t{free_pages_} * page_bytes_;
   stats->memory_used_bytes = stats->memory_capacity_bytes - stats->memory_free_bytes;
-  stats->memory_largest_free_extent_bytes = uint64_t{allocator_.largest_free_run()} * page_bytes_;
+  // The largest run a put of any tenant could take in one piece.
+  uint32_t largest = 0;
+  size_t bytes = table_.MemoryUsage();
+  for (const ExtentAllocator& a : pages_) {
+    largest = std::max(largest, a.largest_free_run());
+    bytes += a.MemoryUsage();
+  }
+  stats->memory_largest_free_extent_bytes = uint64_t{std::min(largest, free_pages_)} * page_bytes_;
   stats->blocks = table_.indexed();
   stats->multi_extent_blocks = more_extents_.size();
-  size_t bytes = table_.MemoryUsage() + allocator_.MemoryUsage();
   for (const TenantState& t : tenants_) {
     bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage();
   }

@@ -1,5 +1,9 @@
-// MemoryTier: G2, host DRAM. Blocks live in one memfd-backed arena (so a later same-host
-// client can map it), allocated in whole pages by an ExtentAllocator, indexed by an EntryTable.
+// MemoryTier: G2, host DRAM. Blocks live in a memfd-backed arena with one region per tenant
+// (so a same-host client of a tenant can map that tenant's blocks and no other's), allocated
+// in whole pages by one ExtentAllocator per region, indexed by an EntryTable. A region spans
+// the whole capacity but is sparse: the pages of every freed block are given back at once, so
+// the regions together hold at most the capacity, and the capacity is shared across tenants
+// exactly as one arena would be.
 //
 // Eviction, per tenant, is a segmented LRU whose split adapts with ghost lists (measured
 // against LRU, ARC and Belady's OPT on real traces in docs/store.md). A new block enters the
@@ -25,8 +29,8 @@
 // calls FinishDemotion; a put that needs its pages waits for that (backpressure), never for
 // anything else.
 //
-// Warm restart (MemoryTierOptions::arena_file, memory_snapshot.cc): the arena is a named file
-// that outlives the process. Destruction writes the index beside it: each resident block's
+// Warm restart (MemoryTierOptions::arena_file, memory_snapshot.cc): the arena is named files,
+// one per tenant, that outlive the process. Destruction writes the index beside it: each resident block's
 // key, tenant name, extents, queue position, chain, pins and metadata, with an XXH3 checksum
 // of its bytes. Open reads the index, deletes it before anything changes the arena (so a
 // crash later can never pair a stale index with newer bytes), and adopts in place, in their
@@ -120,6 +124,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   Status CommitReserved(uint64_t id, const BlockKey* parent, const BlockMeta& meta)
       ABSL_LOCKS_EXCLUDED(mu_);
   void AbortReserved(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Null when payload-free. Region i holds the blocks of tenant i.
   const Arena* arena() const { return arena_.get(); }
 
   // A read lease on the block; NotFound on a miss.
@@ -167,8 +172,6 @@ class MemoryTier final : public BlockHandle::Releaser {
 
   uint64_t PageBytes() const { return page_bytes_; }
   uint64_t CapacityBytes() const { return capacity_bytes_; }
-  // The arena's memfd or file; -1 when payload-free.
-  int arena_fd() const { return arena_ ? arena_->fd() : -1; }
 
   void FillStats(StoreStats* stats) const ABSL_LOCKS_EXCLUDED(mu_);
   TenantStats StatsForTenant(uint32_t tenant) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -194,7 +197,8 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint32_t refs = 0;  // Resident entries naming this slot; 0 = free.
   };
 
-  MemoryTier(std::unique_ptr<Arena> arena, const MemoryTierOptions& options,
+  // `named_files`: the arena is files of OpenFromFile.
+  MemoryTier(std::unique_ptr<Arena> arena, bool named_files, const MemoryTierOptions& options,
              std::vector<TenantConfig> tenants, Env* env);
 
   uint32_t PagesFor(uint64_t bytes) const {
@@ -232,7 +236,8 @@ class MemoryTier final : public BlockHandle::Releaser {
   // became resident meanwhile.
   void Publish(uint32_t tenant, const BlockKey& key, size_t size, std::vector<Extent> extents,
                const BlockKey* parent, const BlockMeta& meta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::span<std::byte>> MutableSpans(const std::vector<Extent>& extents,
+  std::vector<std::span<std::byte>> MutableSpans(uint32_t tenant,
+                                                 const std::vector<Extent>& extents,
                                                  size_t size) const;
   uint32_t AcquireSessionSlot(uint32_t tenant, SessionId session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -264,22 +269,29 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Frees what a detached entry no longer needs: its pages once unleased, the entry itself
   // once it has no children either (then its parent is reconsidered).
   void Reclaim(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the pages back to the tenant's allocator and their memory to the system.
   void FreeExtents(uint32_t tenant, const std::vector<Extent>& extents)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::span<const std::byte>> Spans(uint32_t index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CopyIn(const std::vector<Extent>& extents, std::span<const std::byte> value) const;
+  void CopyIn(uint32_t tenant, const std::vector<Extent>& extents,
+              std::span<const std::byte> value) const;
 
   const std::unique_ptr<Arena> arena_;  // Null when payload-free.
   const uint64_t capacity_bytes_;
   const uint64_t page_bytes_;
+  const uint32_t total_pages_;
+  // Take each block's memory when it is allocated (Arena::Back): with prefault, and always
+  // for named files, where a full file system would otherwise fault a write.
+  const bool back_on_allocate_;
   const double max_reused_share_;
   Env* const env_;
 
   mutable Mutex mu_;
   CondVar space_freed_;      // A demotion finished: pages may be free.
   CondVar demotion_queued_;  // pending_demotions_ grew, or demotion stopped.
-  ExtentAllocator allocator_ ABSL_GUARDED_BY(mu_);
+  std::vector<ExtentAllocator> pages_ ABSL_GUARDED_BY(mu_);  // Per tenant region.
+  uint32_t free_pages_ ABSL_GUARDED_BY(mu_);  // total_pages_ less every tenant's used pages.
   EntryTable table_ ABSL_GUARDED_BY(mu_);
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);

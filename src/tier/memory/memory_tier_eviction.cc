@@ -18,7 +18,7 @@ constexpr uint64_t kSketchBytesPerItem = 64 * 1024;
 
 Status MemoryTier::MakeRoom(uint32_t tenant, uint32_t pages, uint32_t now) {
   TenantState& t = tenants_[tenant];
-  if (pages > allocator_.total_pages()) {
+  if (pages > total_pages_) {
     return Status::InvalidArgument("block of " + std::to_string(uint64_t{pages} * page_bytes_) +
                                    " bytes exceeds the G2 capacity of " +
                                    std::to_string(capacity_bytes_) + " bytes");
@@ -49,13 +49,13 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
     }
   }
   if (t.budget_pages != 0 && t.used_pages + pages > t.budget_pages) return false;
-  while (uint64_t{allocator_.free_pages()} + demoting_pages_ < pages) {
+  while (uint64_t{free_pages_} + demoting_pages_ < pages) {
     if (!EvictAcrossTenants(now)) {
       return Status::ResourceExhausted(
           "G2 is full and every block in it is pinned, leased or a prefix of one");
     }
   }
-  return allocator_.free_pages() >= pages;
+  return free_pages_ >= pages;
 }
 
 bool MemoryTier::EvictAcrossTenants(uint32_t now) {
@@ -74,7 +74,7 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
   for (uint32_t i = 0; i < tenants_.size(); ++i) {
     const TenantState& v = tenants_[i];
     if (v.probation.count + v.reused.count == 0) continue;
-    double limit = v.budget_pages ? double(v.budget_pages) : double(allocator_.total_pages());
+    double limit = v.budget_pages ? double(v.budget_pages) : double(total_pages_);
     const uint32_t oldest = v.probation.count > 0 ? v.probation.head : v.reused.head;
     order.push_back({any_budget ? 0 : -double(table_.at(oldest).last_access_s),
                      double(v.used_pages - v.demoting_pages) / limit, i});
@@ -251,7 +251,12 @@ void MemoryTier::Reclaim(uint32_t index) {
 
 void MemoryTier::FreeExtents(uint32_t tenant, const std::vector<Extent>& extents) {
   for (const Extent& x : extents) {
-    allocator_.Free(x);
+    pages_[tenant].Free(x);
+    if (arena_) {
+      arena_->Discard(tenant, uint64_t{x.first_page} * page_bytes_,
+                      uint64_t{x.num_pages} * page_bytes_);
+    }
+    free_pages_ += x.num_pages;
     tenants_[tenant].used_pages -= x.num_pages;
   }
 }

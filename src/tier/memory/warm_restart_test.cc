@@ -4,6 +4,7 @@
 // longer fits.
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -94,11 +95,9 @@ TEST_F(WarmRestartTest, EveryBlockComesBackWithItsBytesPinsSessionsAndChains) {
     po.session = k < 10 ? 7 : 8;
     ASSERT_TRUE(Put("default", k, kBlock, po).ok());
   }
-  // Blocks in several pieces: free every other block, then put larger ones into the holes.
   for (uint64_t k = 100; k < 140; ++k) ASSERT_TRUE(Put("acme", k).ok());
   for (uint64_t k = 100; k < 140; k += 2) ASSERT_TRUE(store_->Delete(Tenant("acme"), Key(k)).ok());
   for (uint64_t k = 200; k < 205; ++k) ASSERT_TRUE(Put("acme", k, 3 * kBlock + 5).ok());
-  ASSERT_GT(Stats().multi_extent_blocks, 0u);
   ASSERT_TRUE(store_->Pin(Tenant("default"), Key(3)).ok());
   const uint64_t blocks = Stats().blocks;
 
@@ -128,6 +127,22 @@ TEST_F(WarmRestartTest, EveryBlockComesBackWithItsBytesPinsSessionsAndChains) {
   EXPECT_FALSE(Has("default", 10));
 }
 
+// A tenant's region spans the capacity, so a block is in several pieces only when its own
+// tenant fills G2: free every other block of a full G2, then put larger ones into the holes.
+TEST_F(WarmRestartTest, BlocksInSeveralPiecesComeBackWhole) {
+  Open();
+  for (uint64_t k = 0; k < 64; ++k) ASSERT_TRUE(Put("acme", k).ok());
+  for (uint64_t k = 0; k < 64; k += 2) ASSERT_TRUE(store_->Delete(Tenant("acme"), Key(k)).ok());
+  for (uint64_t k = 100; k < 105; ++k) ASSERT_TRUE(Put("acme", k, 3 * kBlock + 5).ok());
+  ASSERT_GT(Stats().multi_extent_blocks, 0u);
+  const uint64_t blocks = Stats().blocks;
+  Open();
+  EXPECT_EQ(Stats().memory_restored_blocks, blocks);
+  EXPECT_GT(Stats().multi_extent_blocks, 0u);
+  for (uint64_t k = 100; k < 105; ++k) EXPECT_TRUE(Has("acme", k, 3 * kBlock + 5)) << k;
+  for (uint64_t k = 1; k < 64; k += 2) EXPECT_TRUE(Has("acme", k)) << k;
+}
+
 TEST_F(WarmRestartTest, AChainStillLosesItsTailFirstAfterARestart) {
   options_.memory.capacity_bytes = 16 * kBlock;
   Open();
@@ -148,8 +163,19 @@ TEST_F(WarmRestartTest, DamagedBytesAreDroppedNeverServed) {
   Open();
   for (uint64_t k = 0; k < 8; ++k) ASSERT_TRUE(Put("default", k).ok());
   store_.reset();
-  // The first block went to the arena's first page (best fit, lowest address).
-  const int fd = open(options_.memory.arena_file.c_str(), O_RDWR);
+  // The first block went to the first page of the default tenant's region file (best fit,
+  // lowest address): the region file that holds memory, as acme's holds none.
+  std::string region;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    struct stat st{};
+    const std::string name = entry.path().filename().string();
+    if (name.size() == 3 + 16 && name.starts_with("g2.") && stat(entry.path().c_str(), &st) == 0 &&
+        st.st_blocks > 0) {
+      region = entry.path();
+    }
+  }
+  ASSERT_FALSE(region.empty());
+  const int fd = open(region.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   char c = 0;
   ASSERT_EQ(pread(fd, &c, 1, 1000), 1);

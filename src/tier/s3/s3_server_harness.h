@@ -15,11 +15,13 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -78,6 +80,29 @@ inline bool PortAccepts(int port) {
   const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   ::close(fd);
   return ok;
+}
+
+// The status code of GET `path` on the loopback port; 0 when there is no answer.
+inline int HttpGetStatus(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  timeval timeout{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  int code = 0;
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char buf[64] = {};
+    const ssize_t n = ::recv(fd, buf, sizeof(buf) - 1, 0);
+    if (n > 12 && std::strncmp(buf, "HTTP/1.", 7) == 0) code = std::atoi(buf + 9);
+  }
+  ::close(fd);
+  return code;
 }
 
 enum class S3Server { kS3rver, kMinio };
@@ -181,7 +206,8 @@ class S3ServerProcess {
       ::_exit(127);
     }
     // The server takes a moment to start: wait until the port accepts (or the child died),
-    // at most 30 s.
+    // at most 30 s. MinIO answers 503 for a while after that, until its readiness check says
+    // it serves.
     for (int i = 0; i < 600; ++i) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -189,7 +215,8 @@ class S3ServerProcess {
         error_ = std::string(S3ServerName(kind_)) + " exited at start (see " + dir_ + ".log)";
         return;
       }
-      if (PortAccepts(port_)) {
+      if (PortAccepts(port_) &&
+          (kind_ != S3Server::kMinio || HttpGetStatus(port_, "/minio/health/ready") == 200)) {
         ok_ = true;
         return;
       }
