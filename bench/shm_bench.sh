@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shared-memory fast path against single-core memcpy, in one run, 2 MiB values: starts a
-# kvtierd with only its Unix socket (G3 off, arena prefaulted) and runs kvtier_shm_bench, which
+# kvtierd with only its Unix socket (G3 off, G2 warm: the bench fills it first) and runs kvtier_shm_bench, which
 # prints SHM PUT/GET throughput and p50/p99 next to memcpy, and the ratios (target: GET, copied
 # out of the mapping, >= 0.7x memcpy).
 # Usage: bench/shm_bench.sh BUILD_DIR [ops] [rounds]
@@ -31,7 +31,7 @@ unix_socket = "kvtierd.sock"
 [memory]
 capacity = "$(( OPS * VALUE / 1048576 + 64 ))MiB"
 warm_restart = false   # a benchmark has no next run to hand G2 to
-prefault = true   # measure the data path, not first-touch page faults of the arena
+prefault = true   # blocks take and map their pages when allocated, not at the first write
 [disk]
 dir = ""
 [store]

@@ -47,8 +47,8 @@ struct ShmClientOptions {
   std::string token;
   // Shown in the daemon's logs.
   std::string client_name = "kvtier-shm";
-  // Map each leased block's pages in one call (MADV_POPULATE_READ) when Get returns it, so
-  // that the first read of the block does not pay a page fault per page.
+  // Map the region's pages in one call (MADV_POPULATE_READ) the first time a lease reaches
+  // each 2 MiB of it, so that reads do not pay a page fault per page.
   bool populate = true;
   // Before blocking for a reply, poll the socket for it this long (microseconds): a daemon on
   // the same host answers within microseconds, while waking a blocked thread takes tens of

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <chrono>
@@ -57,7 +58,7 @@ class Connection {
   uint64_t arena_size() const { return attach_.arena_size; }
   std::byte* staging() const { return staging_; }
   // Maps the pages of a leased piece in one call (ShmClientOptions::populate).
-  void Populate(std::span<const std::byte> piece) const;
+  void Populate(std::span<const std::byte> piece);
   uint64_t staging_size() const { return attach_.staging_size; }
   const protocol::ShmAttachReply& attach() const { return attach_; }
   const protocol::HelloResponse& hello() const { return hello_; }
@@ -88,6 +89,9 @@ class Connection {
   std::byte* base_ = nullptr;
   std::byte* staging_ = nullptr;
   bool populate_ = false;
+  static constexpr uint64_t kPopulateChunk = 2 << 20;
+  // A bit per chunk of the region: mapped already (Populate).
+  std::unique_ptr<std::atomic<uint64_t>[]> populated_;
   protocol::HelloResponse hello_;
   protocol::ShmAttachReply attach_;
   Mutex mu_;
@@ -169,6 +173,7 @@ Status Connection::Attach(const Result<std::vector<std::byte>>& reply,
                             " descriptors with SHM_ATTACH, not its G2 region and a staging file");
   }
   attach_ = *attach;  // The sizes the destructor unmaps.
+  populated_.reset(new std::atomic<uint64_t>[(attach->arena_size / kPopulateChunk + 64) / 64]());
   // The region is mapped read-only (its descriptor allows nothing else); the staging file is
   // this connection's own, for writing new blocks.
   struct Part {
@@ -199,13 +204,20 @@ Status Connection::Attach(const Result<std::vector<std::byte>>& reply,
   return Status::OK();
 }
 
-void Connection::Populate(std::span<const std::byte> piece) const {
+void Connection::Populate(std::span<const std::byte> piece) {
   if (!populate_ || piece.empty()) return;
-  static const uintptr_t kPage = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(piece.data()) & ~(kPage - 1);
-  const auto end = reinterpret_cast<uintptr_t>(piece.data() + piece.size());
-  // A hint (Linux 5.14+); the first read faults the pages in otherwise.
-  madvise(reinterpret_cast<void*>(begin), end - begin, kMadvPopulateRead);
+  // Once per chunk of the region: the daemon's blocks reuse their pages, which then stay
+  // mapped here (a page whose memory the daemon gives back simply faults in again).
+  const uint64_t first = static_cast<uint64_t>(piece.data() - base_) / kPopulateChunk;
+  const uint64_t last = static_cast<uint64_t>(piece.data() + piece.size() - 1 - base_) /
+                        kPopulateChunk;
+  for (uint64_t c = first; c <= last; ++c) {
+    const uint64_t bit = uint64_t{1} << (c % 64);
+    if (populated_[c / 64].fetch_or(bit, std::memory_order_relaxed) & bit) continue;
+    const uint64_t end = std::min<uint64_t>((c + 1) * kPopulateChunk, attach_.arena_size);
+    // A hint (Linux 5.14+); the first read faults the pages in otherwise.
+    madvise(base_ + c * kPopulateChunk, end - c * kPopulateChunk, kMadvPopulateRead);
+  }
 }
 
 Status Connection::Fail(Status s) {

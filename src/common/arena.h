@@ -47,9 +47,9 @@ class Arena {
   // Bytes of memory the region's file holds now.
   uint64_t BackedBytes(size_t region) const;
 
-  // Takes the memory for [offset, offset + length) of `region` now (fallocate) rather than at
-  // the first write: ResourceExhausted when the file system lacks the room, where a write would
-  // fault (SIGBUS) instead.
+  // Takes the memory for [offset, offset + length) of `region` now (fallocate) and maps it
+  // here, rather than at the first write: ResourceExhausted when the file system lacks the
+  // room, where a write would fault (SIGBUS) instead. REQUIRES: page-aligned.
   Status Back(size_t region, uint64_t offset, uint64_t length) const;
   // Gives the memory of [offset, offset + length) of `region` back; the bytes read as zeros
   // afterwards, in every process that maps the region.

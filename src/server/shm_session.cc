@@ -107,11 +107,9 @@ Result<uint64_t> ShmSession::Allocate(const protocol::PutEntry& entry,
 }
 
 void ShmSession::Unstage(const std::vector<Extent>& staged) {
-  for (const Extent& x : staged) {
-    staging_->Discard(0, uint64_t{x.first_page} * page_bytes_,
-                      uint64_t{x.num_pages} * page_bytes_);
-    staging_pages_.Free(x);
-  }
+  // The pages keep their memory for the connection's next puts (no page faults, no zeroing):
+  // the staging file holds at most what the connection's allocations have needed at once.
+  for (const Extent& x : staged) staging_pages_.Free(x);
 }
 
 Status ShmSession::Commit(uint64_t allocation) {

@@ -5,8 +5,8 @@
 // Isolation: the client maps its tenant's G2 region read-only (Store::shared_arena), so it
 // sees its own tenant's blocks and nothing else, and can change none of them. It writes new
 // blocks into a staging file of its own connection instead; a commit copies the bytes from
-// there into the block's G2 space and gives the staging pages' memory back. So a committed
-// block cannot change: the only writable mapping of it is this process's.
+// there into the block's G2 space. So a committed block cannot change: the only writable
+// mapping of it is this process's.
 //
 // Nothing leaks when a client dies: the session belongs to its connection's handler, and
 // destroying it (the connection closed, for whatever reason: a clean close, a crash, kill -9)
@@ -45,7 +45,8 @@ class ShmSession {
     // Most allocations reserved and not yet committed or aborted at once.
     uint32_t max_allocations = 1024;
     // Size of the staging file, which bounds the bytes of uncommitted allocations. Sparse:
-    // it holds memory only for allocations in progress. Raised to the largest block.
+    // it holds memory for at most what the allocations have needed at once. Raised to the
+    // largest block.
     uint64_t staging_bytes = uint64_t{1} << 30;
   };
 
@@ -101,7 +102,6 @@ class ShmSession {
 
   ShmSession(Store* store, TenantId tenant, const SharedArena& arena, uint32_t page_bytes,
              const Limits& limits, std::unique_ptr<Arena> staging);
-  // Returns the staging pages to the allocator and their memory to the system.
   void Unstage(const std::vector<Extent>& staged);
 
   Store* const store_;

@@ -130,8 +130,7 @@ TEST_F(ShmSessionTest, AllocateFillCommitPublishes) {
   EXPECT_EQ(store_->Get(tenant_, Key(2)).status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(session->Commit(*id).ok());
   EXPECT_EQ(session->Commit(*id).code(), StatusCode::kNotFound);
-  // The client writing on into its staging pages changes nothing: the block was copied, and
-  // the pages were given back (they read as zeros).
+  // The client writing on into its staging pages changes nothing: the block was copied.
   std::memset(staging + extents[0].offset, 0x5a, extents[0].length);
   std::vector<std::byte> out(kBlock);
   ASSERT_TRUE(store_->Read(tenant_, Key(2), out).ok());

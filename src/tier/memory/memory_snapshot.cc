@@ -379,7 +379,7 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     }
     // Each region spans the capacity, so the capacity itself (lowered since?) is checked here.
     if (!trusted[i] || claimed < b.extents.size() || table_.Find(tenant, b.key) != kNil ||
-        PagesFor(b.size) > free_pages_) {
+        PagesFor(b.size) > free_pages_ || !TakeMemory(tenant, b.extents).ok()) {
       for (size_t x = 0; x < claimed; ++x) pages_[tenant].Free(b.extents[x]);
       ++dropped;
       continue;
@@ -433,7 +433,7 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     }
   }
   // What no adopted block holds (dropped blocks, bytes of the previous run) is memory no
-  // longer needed.
+  // longer needed: every free page gives its memory back (resident_ has adopted pages only).
   for (uint32_t t = 0; t < pages_.size(); ++t) {
     pages_[t].ForEachFreeRun([&](const Extent& x) {
       arena_->Discard(t, uint64_t{x.first_page} * page_bytes_, uint64_t{x.num_pages} * page_bytes_);

@@ -42,6 +42,7 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
   pages_.reserve(tenants.size());
   for (size_t i = 0; i < tenants.size(); ++i) {
     pages_.emplace_back(total_pages_);
+    resident_.emplace_back((uint64_t{total_pages_} + 63) / 64, 0);
     TenantState& t = tenants_[i];
     t.config = std::move(tenants[i]);
     t.budget_pages = t.config.budget_bytes / page_bytes_;
@@ -220,18 +221,12 @@ Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pa
   pages_[tenant].Allocate(pages, extents);  // MakeRoom guaranteed the pages are free.
   free_pages_ -= pages;
   t.used_pages += pages;
-  if (back_on_allocate_) {
-    for (size_t i = first; i < extents->size(); ++i) {
-      const Extent& x = (*extents)[i];
-      Status backed = arena_->Back(tenant, uint64_t{x.first_page} * page_bytes_,
-                                   uint64_t{x.num_pages} * page_bytes_);
-      if (!backed.ok()) {
-        FreeExtents(tenant, std::vector<Extent>(extents->begin() + first, extents->end()));
-        extents->resize(first);
-        ++t.stats.rejected_puts;
-        return backed;
-      }
-    }
+  Status memory = TakeMemory(tenant, std::span(*extents).subspan(first));
+  if (!memory.ok()) {
+    FreeExtents(tenant, std::vector<Extent>(extents->begin() + first, extents->end()));
+    extents->resize(first);
+    ++t.stats.rejected_puts;
+    return memory;
   }
   return Status::OK();
 }

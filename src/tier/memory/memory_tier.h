@@ -1,9 +1,10 @@
 // MemoryTier: G2, host DRAM. Blocks live in a memfd-backed arena with one region per tenant
 // (so a same-host client of a tenant can map that tenant's blocks and no other's), allocated
 // in whole pages by one ExtentAllocator per region, indexed by an EntryTable. A region spans
-// the whole capacity but is sparse: the pages of every freed block are given back at once, so
-// the regions together hold at most the capacity, and the capacity is shared across tenants
-// exactly as one arena would be.
+// the whole capacity but is sparse, and the capacity is shared across tenants exactly as one
+// arena would be: a page takes memory when first written, keeps it while free (the tenant's
+// next blocks reuse it without page faults or zeroing), and free pages of any tenant give
+// their memory back whenever the regions together would hold more than the capacity.
 //
 // Eviction, per tenant, is a segmented LRU whose split adapts with ghost lists (measured
 // against LRU, ARC and Belady's OPT on real traces in docs/store.md). A new block enters the
@@ -269,9 +270,15 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Frees what a detached entry no longer needs: its pages once unleased, the entry itself
   // once it has no children either (then its parent is reconsidered).
   void Reclaim(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gives the pages back to the tenant's allocator and their memory to the system.
   void FreeExtents(uint32_t tenant, const std::vector<Extent>& extents)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the pages of newly allocated `extents` of `tenant` as holding memory (backing them
+  // first with back_on_allocate_), then sheds memory while over the capacity.
+  Status TakeMemory(uint32_t tenant, std::span<const Extent> extents)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives back the memory of free pages, of any tenant, until the regions hold at most the
+  // capacity.
+  void ShedMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::span<const std::byte>> Spans(uint32_t index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CopyIn(uint32_t tenant, const std::vector<Extent>& extents,
@@ -292,6 +299,9 @@ class MemoryTier final : public BlockHandle::Releaser {
   CondVar demotion_queued_;  // pending_demotions_ grew, or demotion stopped.
   std::vector<ExtentAllocator> pages_ ABSL_GUARDED_BY(mu_);  // Per tenant region.
   uint32_t free_pages_ ABSL_GUARDED_BY(mu_);  // total_pages_ less every tenant's used pages.
+  // Which pages of each region hold memory (a bit per page), and how many in all.
+  std::vector<std::vector<uint64_t>> resident_ ABSL_GUARDED_BY(mu_);
+  uint64_t resident_pages_ ABSL_GUARDED_BY(mu_) = 0;
   EntryTable table_ ABSL_GUARDED_BY(mu_);
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);

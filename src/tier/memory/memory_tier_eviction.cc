@@ -250,14 +250,58 @@ void MemoryTier::Reclaim(uint32_t index) {
 }
 
 void MemoryTier::FreeExtents(uint32_t tenant, const std::vector<Extent>& extents) {
+  // The pages keep their memory, for this tenant's next blocks (ShedMemory takes it back).
   for (const Extent& x : extents) {
     pages_[tenant].Free(x);
-    if (arena_) {
-      arena_->Discard(tenant, uint64_t{x.first_page} * page_bytes_,
-                      uint64_t{x.num_pages} * page_bytes_);
-    }
     free_pages_ += x.num_pages;
     tenants_[tenant].used_pages -= x.num_pages;
+  }
+}
+
+Status MemoryTier::TakeMemory(uint32_t tenant, std::span<const Extent> extents) {
+  if (!arena_) return Status::OK();
+  std::vector<uint64_t>& bits = resident_[tenant];
+  for (const Extent& x : extents) {
+    uint32_t fresh = 0;
+    for (uint32_t p = x.first_page; p < x.first_page + x.num_pages; ++p) {
+      fresh += (bits[p / 64] >> (p % 64) & 1) == 0;
+    }
+    if (fresh == 0) continue;
+    if (back_on_allocate_) {
+      KVTIER_RETURN_IF_ERROR(arena_->Back(tenant, uint64_t{x.first_page} * page_bytes_,
+                                          uint64_t{x.num_pages} * page_bytes_));
+    }
+    for (uint32_t p = x.first_page; p < x.first_page + x.num_pages; ++p) {
+      bits[p / 64] |= uint64_t{1} << (p % 64);
+    }
+    resident_pages_ += fresh;
+  }
+  ShedMemory();
+  return Status::OK();
+}
+
+void MemoryTier::ShedMemory() {
+  if (!arena_) return;
+  // Used pages never exceed the capacity, so enough free ones hold memory to get under it.
+  for (uint32_t t = 0; t < pages_.size() && resident_pages_ > total_pages_; ++t) {
+    std::vector<uint64_t>& bits = resident_[t];
+    pages_[t].ForEachFreeRun([&](const Extent& run) {
+      uint32_t p = run.first_page;
+      const uint32_t end = run.first_page + run.num_pages;
+      while (p < end && resident_pages_ > total_pages_) {
+        if ((bits[p / 64] >> (p % 64) & 1) == 0) {
+          ++p;
+          continue;
+        }
+        const uint32_t from = p;
+        while (p < end && (bits[p / 64] >> (p % 64) & 1) != 0) {
+          bits[p / 64] &= ~(uint64_t{1} << (p % 64));
+          ++p;
+        }
+        arena_->Discard(t, uint64_t{from} * page_bytes_, uint64_t{p - from} * page_bytes_);
+        resident_pages_ -= p - from;
+      }
+    });
   }
 }
 
