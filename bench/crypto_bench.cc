@@ -21,6 +21,7 @@
 
 #include "src/env/mem_env.h"
 #include "src/services/encryption/aes_gcm.h"
+#include "src/services/encryption/key_manager.h"
 #include "src/services/encryption/record_cipher.h"
 
 namespace kvtier::encryption {

@@ -83,10 +83,11 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait()
+            # G2's files: the arena file and arena.* (the tenants' regions, index, lock).
             arena = ports.get("g2_arena_file", "")
-            for suffix in ("", ".index", ".lock"):
-                if arena:
-                    Path(arena + suffix).unlink(missing_ok=True)
+            if arena:
+                for p in [Path(arena), *Path(arena).parent.glob(Path(arena).name + ".*")]:
+                    p.unlink(missing_ok=True)
         log = (d / "kvtierd.log").read_text()
     total = blocks * VALUE
     # One pass over the same number of bytes in this process: what any reload that copies

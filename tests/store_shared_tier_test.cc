@@ -355,18 +355,32 @@ TEST_F(StoreSharedTierTest, EncryptedG4ObjectsOpenOnlyWithTheTenantsKey) {
   a = Open(o);  // A fresh G2: the read comes from G4 and is decrypted.
   EXPECT_TRUE(Has(a.get(), acme, 1));
   a.reset();
-  // A node with another keystore (no key for the tenant) cannot read it.
-  Options other = o;
+  // The data keys live in G4: another node with the cluster's master key reads it; one with
+  // another master key cannot.
+  Options same = o;
+  same.shared.node_id = "node-y";
+  same.security.keystore_dir = (dir_ / "other-keys").string();
+  std::unique_ptr<Store> y = Open(same);
+  ASSERT_TRUE(y);
+  EXPECT_TRUE(Has(y.get(), acme, 1));
+  y.reset();
+  const fs::path other_key = dir_ / "other.key";
+  std::ofstream(other_key) << std::string(64, '8') << "\n";
+  fs::permissions(other_key, fs::perms::owner_read | fs::perms::owner_write);
+  Options other = same;
   other.shared.node_id = "node-x";
-  other.security.keystore_dir = (dir_ / "other-keys").string();
+  other.security.master_key = "file:" + other_key.string();
   std::unique_ptr<Store> x = Open(other);
   ASSERT_TRUE(x);
   EXPECT_FALSE(Has(x.get(), acme, 1));
   x.reset();
-  // Shredding on the node with the keys makes the object unreadable everywhere.
+  // Shredding on one node makes the object unreadable everywhere.
   a = Open(o);
   ASSERT_TRUE(a->ShredTenant(acme, "admin").ok());
   EXPECT_FALSE(Has(a.get(), acme, 1));
+  a.reset();
+  y = Open(same);
+  EXPECT_FALSE(Has(y.get(), acme, 1));
 }
 
 }  // namespace

@@ -175,11 +175,18 @@ class Daemon:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGCONT)
             assert self.stop() == 0, "kvtierd did not shut down cleanly"
-        # G2 stays in its file on /dev/shm for a warm restart: a test's daemon has none coming.
+        # G2 stays in its files on /dev/shm for a warm restart (the arena file and arena.*:
+        # the tenants' regions, the index, the lock): a test's daemon has none coming.
         arena = self.ports.get("g2_arena_file", "")
         if arena:
-            for suffix in ("", ".index", ".lock"):
-                Path(arena + suffix).unlink(missing_ok=True)
+            remove_arena_files(arena)
+
+
+def remove_arena_files(arena: str) -> None:
+    """Removes G2's files of a kvtierd that has stopped: the arena file and arena.*."""
+    path = Path(arena)
+    for p in [path, *path.parent.glob(path.name + ".*")]:
+        p.unlink(missing_ok=True)
 
 
 @pytest.fixture

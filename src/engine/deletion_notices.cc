@@ -47,6 +47,7 @@ std::string EncodeNotice(const DeletionNotice& notice) {
   j["scope"] = ScopeName(notice.scope);
   j["tenant"] = notice.tenant;
   if (notice.scope == DeletionNotice::Scope::kSession) j["session"] = notice.session;
+  if (notice.shred) j["shred"] = true;
   if (notice.scope == DeletionNotice::Scope::kKeys) {
     nlohmann::json keys = nlohmann::json::array();
     for (const BlockKey& k : notice.keys) keys.push_back(k.ToHex());
@@ -79,6 +80,7 @@ Result<DeletionNotice> DecodeNotice(std::span<const std::byte> body) {
   const std::string scope = j["scope"].get<std::string>();
   if (scope == "tenant") {
     n.scope = DeletionNotice::Scope::kTenant;
+    n.shred = j.contains("shred") && j["shred"] == true;
   } else if (scope == "session") {
     n.scope = DeletionNotice::Scope::kSession;
     if (!j.contains("session") || !j["session"].is_number_unsigned()) return bad("no session");

@@ -32,6 +32,7 @@ struct DeletionNotice {
   std::string tenant;          // By name: tenant ids are local to a node.
   SessionId session = 0;       // kSession.
   std::vector<BlockKey> keys;  // kKeys.
+  bool shred = false;          // kTenant: the tenant's keys were destroyed too.
   std::string node;            // The node that deleted.
   uint64_t time_us = 0;        // When, on that node's clock.
 };

@@ -574,6 +574,11 @@ Result<DeletionReport> StoreImpl::DeleteSession(TenantId tenant, SessionId sessi
 }
 
 Result<DeletionReport> StoreImpl::DeleteTenant(TenantId tenant, std::string_view actor) {
+  return EraseTenant(tenant, actor, /*shred=*/false);
+}
+
+Result<DeletionReport> StoreImpl::EraseTenant(TenantId tenant, std::string_view actor,
+                                              bool shred) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   audit::AuditEvent event;
   event.op = audit::AuditOp::kDeleteTenant;
@@ -582,6 +587,7 @@ Result<DeletionReport> StoreImpl::DeleteTenant(TenantId tenant, std::string_view
   DeletionNotice notice;
   notice.scope = DeletionNotice::Scope::kTenant;
   notice.tenant = TenantName(tenant);
+  notice.shred = shred;
   Result<DeletionReport> report =
       EraseEverywhere(std::move(event), std::move(notice),
                       [&] { return memory_->EraseTenant(tenant.value); },
@@ -600,9 +606,10 @@ Result<DeletionReport> StoreImpl::ShredTenant(TenantId tenant, std::string_view 
   }
   // The keys first: from this moment no encrypted copy anywhere can be read. The KeyManager
   // records the shred in the audit log. A tenant that never sealed anything has no keys.
+  // With cluster keys the notice tells the other nodes to forget theirs.
   Status shred = services_.keys->ShredTenant(TenantName(tenant), actor);
   if (!shred.ok() && shred.code() != StatusCode::kNotFound) return shred;
-  return DeleteTenant(tenant, actor);
+  return EraseTenant(tenant, actor, /*shred=*/true);
 }
 
 }  // namespace kvtier

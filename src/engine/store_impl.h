@@ -35,6 +35,7 @@
 #include "src/engine/shared_uploader.h"
 #include "src/services/audit/audit_log.h"
 #include "src/services/block_codec.h"
+#include "src/services/encryption/cluster_keys.h"
 #include "src/services/encryption/key_manager.h"
 #include "src/tier/disk/disk_tier.h"
 #include "src/tier/memory/memory_tier.h"
@@ -47,7 +48,9 @@ Result<Options> SanitizeOptions(const Options& options);
 // The data services a store owns; each may be null (not configured).
 struct StoreServices {
   std::unique_ptr<audit::AuditLog> audit;
-  std::unique_ptr<encryption::KeyManager> keys;
+  std::unique_ptr<encryption::KeyService> keys;
+  // `keys` when they live in G4 (encrypted G4): attached to it once G4 is open.
+  encryption::ClusterKeyManager* cluster_keys = nullptr;
   std::unique_ptr<BlockCodec> disk_codec;    // Used by the DiskTier.
   std::unique_ptr<BlockCodec> shared_codec;  // Used by the SharedTier.
 };
@@ -98,6 +101,8 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,
                                        std::string_view actor) override;
   Result<DeletionReport> DeleteTenant(TenantId tenant, std::string_view actor) override;
+  // DeleteTenant; with `shred`, its notice says the tenant's keys were destroyed.
+  Result<DeletionReport> EraseTenant(TenantId tenant, std::string_view actor, bool shred);
   Result<DeletionReport> ShredTenant(TenantId tenant, std::string_view actor) override;
   std::optional<SharedArena> shared_arena(TenantId tenant) const override;
   Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) override;

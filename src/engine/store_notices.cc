@@ -90,6 +90,8 @@ void StoreImpl::DropLocalCopies(const std::string& why) {
   options_.env->Log("emptying this node's G2 and G3: " + why +
                     " (blocks deleted on other nodes meanwhile may be among its copies)");
   for (uint32_t t = 0; t < options_.tenants.size(); ++t) {
+    // Shreds may be among what it missed: cluster keys are loaded again from G4.
+    if (services_.keys) services_.keys->ForgetTenant(options_.tenants[t].name);
     memory_->EraseTenant(t);
     if (!disk_) continue;
     Result<uint64_t> erased = disk_->EraseTenant(t);
@@ -157,6 +159,8 @@ Result<uint64_t> StoreImpl::ApplyDeletionNotices() {
 }
 
 Status StoreImpl::ApplyNotice(const DeletionNotice& notice) {
+  // A shred elsewhere: whatever this node holds of the tenant's cluster keys goes first.
+  if (notice.shred && services_.keys) services_.keys->ForgetTenant(notice.tenant);
   auto it = tenant_ids_.find(notice.tenant);
   if (it == tenant_ids_.end()) return Status::OK();  // A tenant this node does not serve.
   const uint32_t tenant = it->second;

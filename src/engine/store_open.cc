@@ -83,7 +83,9 @@ Result<Options> SanitizeOptions(const Options& in) {
     return Status::InvalidArgument("an eviction_observer needs a payload_free store");
   }
   if (o.security.keystore_dir.empty()) o.security.keystore_dir = o.disk.dir;
-  if (!o.security.master_key.empty() && o.security.keystore_dir.empty()) {
+  // With encrypted G4 the keys live in G4 (cluster keys); otherwise in a keystore file.
+  const bool cluster_keys = !o.shared.location.empty() && o.shared_data.encrypt;
+  if (!o.security.master_key.empty() && !cluster_keys && o.security.keystore_dir.empty()) {
     return Status::InvalidArgument("security.master_key needs security.keystore_dir or disk.dir");
   }
   if (o.payload_free) o.retention_scan_seconds = 0;
@@ -112,13 +114,22 @@ Result<StoreServices> OpenServices(const Options& o) {
   if (!o.security.master_key.empty()) {
     Result<encryption::MasterKey> master = LoadMasterKey(o.security.master_key);
     if (!master.ok()) return master.status();
-    KVTIER_RETURN_IF_ERROR(o.env->CreateDir(o.security.keystore_dir));
     encryption::KeyManagerOptions key_options;
     key_options.audit = services.audit.get();
-    Result<std::unique_ptr<encryption::KeyManager>> keys =
-        encryption::KeyManager::Open(o.env, o.security.keystore_dir, *master, key_options);
-    if (!keys.ok()) return keys.status();
-    services.keys = std::move(keys).value();
+    if (!o.shared.location.empty() && o.shared_data.encrypt) {
+      // Nodes that share G4 share its data keys: they live there (docs/security.md).
+      Result<std::unique_ptr<encryption::ClusterKeyManager>> keys =
+          encryption::ClusterKeyManager::Create(o.env, *master, key_options);
+      if (!keys.ok()) return keys.status();
+      services.cluster_keys = keys->get();
+      services.keys = std::move(keys).value();
+    } else {
+      KVTIER_RETURN_IF_ERROR(o.env->CreateDir(o.security.keystore_dir));
+      Result<std::unique_ptr<encryption::KeyManager>> keys =
+          encryption::KeyManager::Open(o.env, o.security.keystore_dir, *master, key_options);
+      if (!keys.ok()) return keys.status();
+      services.keys = std::move(keys).value();
+    }
   }
   if (!o.disk.dir.empty()) {
     Result<std::unique_ptr<BlockCodec>> codec = BlockCodec::Create(o.disk_data, services.keys.get());
@@ -227,6 +238,9 @@ Result<std::unique_ptr<Store>> Store::Open(const Options& options) {
         OpenSharedTier(*sanitized, services->shared_codec.get());
     if (!opened.ok()) return opened.status();
     shared = std::move(opened).value();
+    if (services->cluster_keys != nullptr) {
+      KVTIER_RETURN_IF_ERROR(services->cluster_keys->Attach(shared.get()));
+    }
   }
   return std::unique_ptr<Store>(new StoreImpl(*sanitized, std::move(services).value(),
                                               std::move(memory).value(), std::move(disk),

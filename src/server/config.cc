@@ -109,11 +109,11 @@ notice_margin_seconds = 300        # node clocks must agree this closely
 notice_retention_seconds = 604800  # deletion notices kept; a node away longer empties its G2/G3
 sync = true                        # fsync objects before publishing (shared file systems)
 compress = true
-encrypt = false                    # nodes must share [security] keystore_dir to read each other's
+encrypt = false                    # needs [security] master_key; the data keys then live in G4
 
 [security]
 master_key = ""                    # "file:/path/to/key" (64 hex digits, mode 0600) or "env:VARIABLE"
-keystore_dir = ""                  # wrapped per-tenant data keys; "" = the disk tier's dir
+keystore_dir = ""                  # wrapped per-tenant data keys, unless in G4; "" = the disk tier's dir
 audit_log = "audit.log"            # JSON lines of deletions, shreds, key changes; under data_dir; "" = off
 
 [admission]                        # which G2 evictions are written to G3

@@ -28,14 +28,14 @@ struct BlockCodec::Worker {
 };
 
 Result<std::unique_ptr<BlockCodec>> BlockCodec::Create(const TierDataOptions& options,
-                                                       encryption::KeyManager* keys) {
+                                                       encryption::KeyService* keys) {
   if (options.encrypt && keys == nullptr) {
     return Status::InvalidArgument("encryption needs a master key (security.master_key)");
   }
   return std::unique_ptr<BlockCodec>(new BlockCodec(options, keys));
 }
 
-BlockCodec::BlockCodec(const TierDataOptions& options, encryption::KeyManager* keys)
+BlockCodec::BlockCodec(const TierDataOptions& options, encryption::KeyService* keys)
     : options_(options), keys_(keys) {}
 
 BlockCodec::~BlockCodec() = default;

@@ -40,7 +40,7 @@
 namespace kvtier {
 
 namespace encryption {
-class KeyManager;
+class KeyService;
 }
 
 // How a stored payload was produced. Tiers store every field; a tier that does not encrypt
@@ -63,7 +63,7 @@ class BlockCodec {
   // `keys` is not owned and must outlive the codec; it is required (InvalidArgument
   // otherwise) when options.encrypt is set.
   [[nodiscard]] static Result<std::unique_ptr<BlockCodec>> Create(const TierDataOptions& options,
-                                                                  encryption::KeyManager* keys);
+                                                                  encryption::KeyService* keys);
   ~BlockCodec();
   BlockCodec(const BlockCodec&) = delete;
   BlockCodec& operator=(const BlockCodec&) = delete;
@@ -76,7 +76,7 @@ class BlockCodec {
   // Encodes `value` into `out` (REQUIRES: out.size() >= MaxEncodedBytes(value.size())) and
   // returns the payload's size; *info describes it. `format_version` is the version of the
   // tier's record format, bound into the associated data. `dtype` nullopt = opaque bytes.
-  // Errors: InvalidArgument for a bad tenant name or size; the KeyManager's errors.
+  // Errors: InvalidArgument for a bad tenant name or size; the KeyService's errors.
   [[nodiscard]] Result<size_t> Encode(uint16_t format_version, std::string_view tenant,
                                       const BlockKey& key, std::optional<KvDtype> dtype,
                                       std::span<const std::byte> value, std::span<std::byte> out,
@@ -96,7 +96,7 @@ class BlockCodec {
 
  private:
   struct Worker;
-  BlockCodec(const TierDataOptions& options, encryption::KeyManager* keys);
+  BlockCodec(const TierDataOptions& options, encryption::KeyService* keys);
   // Decode without wiping `out` on error.
   Status DecodeUnchecked(uint16_t format_version, std::string_view tenant, const BlockKey& key,
                          const PayloadInfo& info, std::span<std::byte> stored,
@@ -105,7 +105,7 @@ class BlockCodec {
   void ReturnWorker(std::unique_ptr<Worker> worker) ABSL_LOCKS_EXCLUDED(mu_);
 
   const TierDataOptions options_;
-  encryption::KeyManager* const keys_;
+  encryption::KeyService* const keys_;
   Mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
 };

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -88,8 +89,9 @@ class DaemonG4Test : public ::testing::TestWithParam<Backend> {
     fs::remove_all(root_);
   }
 
-  // Starts a node; `extra` goes into its [shared] table.
-  Daemon& StartNode(const std::string& name, const std::string& extra = "") {
+  // Starts a node; `extra` goes into its [shared] table, `tables` after the config's tables.
+  Daemon& StartNode(const std::string& name, const std::string& extra = "",
+                    const std::string& tables = "") {
     std::string shared = "[shared]\nnode_id = \"" + name +
                          "\"\nwrite_policy = \"on_put\"\nsync = false\n" + extra;
     if (GetParam() != Backend::kSharedFs) {
@@ -102,7 +104,7 @@ class DaemonG4Test : public ::testing::TestWithParam<Backend> {
     if (extra.find("janitor_interval_seconds") == std::string::npos) {
       shared += "janitor_interval_seconds = 0\n";
     }
-    nodes_.push_back(std::make_unique<Daemon>(shared + "[disk]\ndir = \"\"\n"));
+    nodes_.push_back(std::make_unique<Daemon>(shared + "[disk]\ndir = \"\"\n" + tables));
     return *nodes_.back();
   }
 
@@ -265,6 +267,88 @@ TEST_P(DaemonG4Test, TheJanitorLeaseMovesWhenItsHolderIsKilled) {
   ASSERT_TRUE(Eventually([&] { return (next = holders()).size() == 1; }))
       << "no other node took the lease over";
   EXPECT_NE(next[0], held[0]);
+}
+
+// Encrypted G4: the tenants' data keys are a cluster resource kept in G4. Node A stores blocks
+// and C reads them; B shreds the tenant. After one notice poll neither A nor C reads them any
+// more, no key of the tenant is left in G4, and copies of the objects taken before the shred,
+// put back, stay unreadable, also to a node started afterwards. An S3 service without
+// conditional writes cannot keep the keys: kvtierd refuses to start on it, saying why.
+TEST_P(DaemonG4Test, EncryptedTenantsShareKeysAcrossNodesAndAShredReachesEveryNode) {
+  const fs::path key = root_.string() + ".key";
+  std::ofstream(key) << std::string(64, 'c') << "\n";
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string encrypted = "encrypt = true\nnotice_poll_ms = 50\n";
+  const std::string security = "[security]\nmaster_key = \"file:" + key.string() + "\"\n";
+  struct RemoveKey {
+    fs::path path;
+    ~RemoveKey() { fs::remove(path); }
+  } remove_key{key};
+  if (GetParam() == Backend::kS3rver) {
+    const fs::path config = root_ / "kvtierd.toml";
+    std::ofstream(config) << "data_dir = \"" << root_.string() << "\"\n[server]\n"
+                          << "native_listen = \"127.0.0.1:0\"\nresp_listen = \"\"\n"
+                          << "http_listen = \"\"\nunix_socket = \"\"\n[shared]\n" << encrypted
+                          << "location = \"s3://kvtier-g4\"\ns3_endpoint = \"" << s3_->endpoint()
+                          << "\"\ns3_access_key = \"" << s3_->access_key()
+                          << "\"\ns3_secret_key = \"" << s3_->secret_key() << "\"\n"
+                          << "[memory]\nwarm_restart = false\n" << security;
+    const std::string cmd = std::string(KVTIERD_PATH) + " --config " + config.string() + " 2>" +
+                            (root_ / "err").string();
+    const int status = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    const std::string err = ReadFile(root_ / "err");
+    EXPECT_NE(err.find("conditional writes"), std::string::npos) << err;
+    return;
+  }
+  Daemon& a = StartNode("node-a", encrypted, security);
+  Daemon& b = StartNode("node-b", encrypted, security);
+  Daemon& c = StartNode("node-c", encrypted, security);
+  ASSERT_TRUE(a.running() && b.running() && c.running());
+  std::unique_ptr<Client> ca = Connect(a), cc = Connect(c);
+  ASSERT_TRUE(ca && cc);
+  constexpr uint64_t kBlocks = 4;
+  for (uint64_t k = 0; k < kBlocks; ++k) ASSERT_TRUE(ca->Put(Key(k), Value(k)).ok());
+  for (uint64_t k = 0; k < kBlocks; ++k) {
+    Result<std::vector<std::byte>> got = Status::NotFound("not asked yet");
+    ASSERT_TRUE(Eventually([&] { return (got = cc->Get(Key(k))).ok(); }))
+        << "node C cannot read node A's encrypted block " << k << ": " << got.status().ToString();
+    EXPECT_EQ(*got, Value(k));
+  }
+  // What a backup of G4 would hold, before the shred.
+  const fs::path objects = root_ / "kvtier-g4" / "v1" / "objects";
+  const fs::path backup = root_.string() + ".backup";
+  if (GetParam() == Backend::kSharedFs) fs::copy(objects, backup, fs::copy_options::recursive);
+
+  const std::string shred =
+      Http(b.http_port(), "POST /admin/tenants/default/shred HTTP/1.1\r\nConnection: close\r\n"
+                          "Content-Length: 0\r\n\r\n");
+  ASSERT_NE(shred.find(" 200 "), std::string::npos) << shred;
+  for (Client* node : {ca.get(), cc.get()}) {
+    EXPECT_TRUE(Eventually([&] {
+      for (uint64_t k = 0; k < kBlocks; ++k) {
+        if (node->Get(Key(k)).status().code() != StatusCode::kNotFound) return false;
+      }
+      return true;
+    })) << "a node still serves a shredded tenant's blocks";
+  }
+  if (GetParam() != Backend::kSharedFs) return;
+  for (const auto& e : fs::directory_iterator(root_ / "kvtier-g4" / "v1" / "records")) {
+    EXPECT_TRUE(e.path().filename().string().starts_with("default.shredded."))
+        << e.path() << " is left after the shred";
+  }
+  fs::remove_all(objects);
+  fs::copy(backup, objects, fs::copy_options::recursive);
+  fs::remove_all(backup);
+  Daemon& d = StartNode("node-d", encrypted, security);
+  std::unique_ptr<Client> cd = Connect(d);
+  ASSERT_TRUE(cd);
+  for (Client* node : {ca.get(), cc.get(), cd.get()}) {
+    for (uint64_t k = 0; k < kBlocks; ++k) {
+      EXPECT_EQ(node->Get(Key(k)).status().code(), StatusCode::kNotFound)
+          << "a copy taken before the shred was read again";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DaemonG4Test,

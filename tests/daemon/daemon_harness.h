@@ -123,9 +123,17 @@ token = "acme-token"
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kvtierd did not shut down cleanly";
     }
     std::filesystem::remove_all(dir_);
-    // G2 stays in its file on /dev/shm for a warm restart: a test's daemon has none coming.
+    // G2 stays in its files on /dev/shm for a warm restart (arena_file and arena_file.*: the
+    // tenants' regions, the index, the lock): a test's daemon has none coming.
     if (!arena_file_.empty()) {
-      for (const char* suffix : {"", ".index", ".lock"}) std::filesystem::remove(arena_file_ + suffix);
+      const std::filesystem::path arena(arena_file_);
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(arena.parent_path(), ec)) {
+        const std::string name = e.path().filename().string();
+        if (name == arena.filename().string() || name.starts_with(arena.filename().string() + ".")) {
+          std::filesystem::remove(e.path(), ec);
+        }
+      }
     }
   }
 

@@ -19,8 +19,9 @@ PID=""
 cleanup() {
   if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
   rm -rf "$DIR"
-  # G2 stays in its file on /dev/shm for a warm restart: this daemon has none coming.
-  if [ -n "${g2_arena_file:-}" ]; then rm -f "$g2_arena_file" "$g2_arena_file.index" "$g2_arena_file.lock"; fi
+  # G2 stays in its files on /dev/shm for a warm restart (the arena file and its .* beside it:
+  # the tenants' regions, the index, the lock): this daemon has none coming.
+  if [ -n "${g2_arena_file:-}" ]; then rm -f "$g2_arena_file" "$g2_arena_file".*; fi
 }
 trap cleanup EXIT
 

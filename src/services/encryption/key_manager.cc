@@ -13,15 +13,6 @@ namespace {
 
 // A keystore holds 88 bytes per key version; anything this large is not one.
 constexpr uint64_t kMaxKeystoreBytes = uint64_t{64} << 20;
-constexpr std::string_view kSystemActor = "kvtier";
-
-Status CheckTenantName(std::string_view tenant) {
-  if (tenant.empty() || tenant.size() > 255) {
-    return Status::InvalidArgument("tenant name must be 1 to 255 bytes");
-  }
-  return Status::OK();
-}
-
 std::span<const std::byte> AsBytes(std::span<const uint8_t> s) { return std::as_bytes(s); }
 
 Status Annotate(const Status& status, std::string_view context) {
@@ -229,13 +220,13 @@ Result<uint32_t> KeyManager::AddVersion(const std::string& name) {
 }
 
 Result<uint32_t> KeyManager::AcquireSealingKey(std::string_view tenant_name, SecretKey* key) {
-  KVTIER_RETURN_IF_ERROR(CheckTenantName(tenant_name));
+  KVTIER_RETURN_IF_ERROR(CheckKeyTenantName(tenant_name));
   MutexLock lock(&mu_);
   auto it = tenants_.find(tenant_name);
   if (it == tenants_.end() || it->second.versions.empty()) {
     const std::string name(tenant_name);
     Result<uint32_t> created = AddVersion(name);
-    Audit(audit::AuditOp::kCreateTenantKey, tenant_name, kSystemActor,
+    Audit(audit::AuditOp::kCreateTenantKey, tenant_name, kKeySystemActor,
           created.ok() ? std::optional<uint32_t>(*created) : std::nullopt, 1, created.status());
     if (!created.ok()) return created.status();
     it = tenants_.find(tenant_name);
@@ -244,7 +235,7 @@ Result<uint32_t> KeyManager::AcquireSealingKey(std::string_view tenant_name, Sec
   if (tenant.versions.rbegin()->second.seals_used >= options_.max_seals_per_key) {
     // The nonce budget of this version is spent: new writes move to a new version.
     Result<uint32_t> rotated = AddVersion(it->first);
-    Audit(audit::AuditOp::kRotateTenantKey, tenant_name, kSystemActor,
+    Audit(audit::AuditOp::kRotateTenantKey, tenant_name, kKeySystemActor,
           rotated.ok() ? std::optional<uint32_t>(*rotated) : std::nullopt, 1, rotated.status());
     if (!rotated.ok()) return rotated.status();
   }
@@ -283,7 +274,7 @@ Status KeyManager::GetKey(std::string_view tenant_name, uint32_t version, Secret
 }
 
 Result<uint32_t> KeyManager::RotateTenantKey(std::string_view tenant, std::string_view actor) {
-  KVTIER_RETURN_IF_ERROR(CheckTenantName(tenant));
+  KVTIER_RETURN_IF_ERROR(CheckKeyTenantName(tenant));
   MutexLock lock(&mu_);
   Result<uint32_t> version = AddVersion(std::string(tenant));
   Audit(audit::AuditOp::kRotateTenantKey, tenant, actor,
@@ -292,7 +283,7 @@ Result<uint32_t> KeyManager::RotateTenantKey(std::string_view tenant, std::strin
 }
 
 Status KeyManager::ShredTenant(std::string_view tenant_name, std::string_view actor) {
-  KVTIER_RETURN_IF_ERROR(CheckTenantName(tenant_name));
+  KVTIER_RETURN_IF_ERROR(CheckKeyTenantName(tenant_name));
   MutexLock lock(&mu_);
   auto it = tenants_.find(tenant_name);
   if (it == tenants_.end()) {
@@ -352,7 +343,13 @@ std::string KeyManager::master_key_id() const {
 
 void KeyManager::Audit(audit::AuditOp op, std::string_view tenant, std::string_view actor,
                        std::optional<uint32_t> key_version, uint64_t keys, const Status& result) {
-  if (options_.audit == nullptr) return;
+  AuditKeyAct(options_.audit, env_, op, tenant, actor, key_version, keys, result);
+}
+
+void AuditKeyAct(audit::AuditLog* log, Env* env, audit::AuditOp op, std::string_view tenant,
+                 std::string_view actor, std::optional<uint32_t> key_version, uint64_t keys,
+                 const Status& result) {
+  if (log == nullptr) return;
   audit::AuditEvent event;
   event.op = op;
   event.scope = tenant.empty() ? audit::AuditScope::kNode : audit::AuditScope::kTenant;
@@ -361,10 +358,17 @@ void KeyManager::Audit(audit::AuditOp op, std::string_view tenant, std::string_v
   event.keys = keys;
   event.key_version = key_version;
   event.result = result.code();
-  if (Status s = options_.audit->Append(event); !s.ok()) {
-    env_->Log("audit: could not record " + std::string(audit::AuditOpName(op)) + ": " +
-              s.ToString());
+  if (Status s = log->Append(event); !s.ok()) {
+    env->Log("audit: could not record " + std::string(audit::AuditOpName(op)) + ": " +
+             s.ToString());
   }
+}
+
+Status CheckKeyTenantName(std::string_view tenant) {
+  if (tenant.empty() || tenant.size() > 255) {
+    return Status::InvalidArgument("tenant name must be 1 to 255 bytes");
+  }
+  return Status::OK();
 }
 
 }  // namespace kvtier::encryption

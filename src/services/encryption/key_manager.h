@@ -44,6 +44,7 @@
 #include "src/common/mutex.h"
 #include "src/services/audit/audit_log.h"
 #include "src/services/encryption/aes_gcm.h"
+#include "src/services/encryption/key_service.h"
 #include "src/services/encryption/keystore_format.h"
 #include "src/services/encryption/master_key.h"
 #include "src/services/encryption/secret_key.h"
@@ -66,15 +67,19 @@ struct KeyManagerOptions {
   audit::AuditLog* audit = nullptr;
 };
 
-// What a tenant's keys look like, for admin tools; carries no key material.
-struct TenantKeyInfo {
-  bool shredded = false;          // Every version up to shredded_through was destroyed.
-  uint32_t shredded_through = 0;
-  uint32_t current_version = 0;   // 0 when the tenant has no live key.
-  uint32_t live_versions = 0;
-};
+// The actor of automatic acts (a version rotated when its nonce budget is spent).
+inline constexpr std::string_view kKeySystemActor = "kvtier";
 
-class KeyManager {
+// InvalidArgument for a tenant name outside 1..255 bytes.
+Status CheckKeyTenantName(std::string_view tenant);
+
+// Records a key act in `log` (nothing when null); a failure to record is logged through
+// `env` and does not undo the act.
+void AuditKeyAct(audit::AuditLog* log, Env* env, audit::AuditOp op, std::string_view tenant,
+                 std::string_view actor, std::optional<uint32_t> key_version, uint64_t keys,
+                 const Status& result);
+
+class KeyManager final : public KeyService {
  public:
   // Opens (or creates, when absent) the keystore in `dir` (which must exist). `env` is not
   // owned and must outlive the KeyManager. Errors: FailedPrecondition for a wrong master key
@@ -83,7 +88,7 @@ class KeyManager {
   [[nodiscard]] static Result<std::unique_ptr<KeyManager>> Open(
       Env* env, const std::string& dir, const MasterKey& master, const KeyManagerOptions& options);
 
-  ~KeyManager();
+  ~KeyManager() override;
   KeyManager(const KeyManager&) = delete;
   KeyManager& operator=(const KeyManager&) = delete;
 
@@ -92,36 +97,36 @@ class KeyManager {
   // key is created on first use. InvalidArgument for a tenant name outside 1..255 bytes; I/O
   // errors when the keystore cannot be updated (nothing is then returned).
   [[nodiscard]] Result<uint32_t> AcquireSealingKey(std::string_view tenant, SecretKey* key)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Copies version `version` of `tenant`'s key into *key, for opening a record.
   // FailedPrecondition "tenant keys shredded" when that version was destroyed; NotFound when
   // the tenant or version never existed here.
   [[nodiscard]] Status GetKey(std::string_view tenant, uint32_t version, SecretKey* key)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Creates a new version for `tenant` (creating the tenant when absent) that new seals use
   // from now on; older versions still open. Returns the new version.
   [[nodiscard]] Result<uint32_t> RotateTenantKey(std::string_view tenant, std::string_view actor)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Destroys every key version of `tenant`. In memory at once (even if the keystore write
   // then fails: the error says the shred is not yet durable and the call should be repeated);
   // durable when OK is returned. NotFound when the tenant has no keys here.
   [[nodiscard]] Status ShredTenant(std::string_view tenant, std::string_view actor)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Re-wraps every data key under `new_master` and rewrites the keystore; the data itself is
   // untouched. On error the old master key stays in force (keep both keys until a rotation
   // has returned OK: a failed rename may or may not have happened).
   [[nodiscard]] Status RotateMasterKey(const MasterKey& new_master, std::string_view actor)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound when the keystore has never seen `tenant`.
   [[nodiscard]] Result<TenantKeyInfo> DescribeTenant(std::string_view tenant)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::string master_key_id() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::string master_key_id() const override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Version {

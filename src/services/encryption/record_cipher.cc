@@ -31,7 +31,7 @@ Result<RecordAad> RecordAad::Build(uint16_t format_version, std::string_view ten
   return aad;
 }
 
-Result<std::unique_ptr<RecordCipher>> RecordCipher::Create(KeyManager* keys) {
+Result<std::unique_ptr<RecordCipher>> RecordCipher::Create(KeyService* keys) {
   Result<std::unique_ptr<AesGcm>> gcm = AesGcm::Create();
   if (!gcm.ok()) return gcm.status();
   return std::unique_ptr<RecordCipher>(new RecordCipher(keys, std::move(*gcm)));

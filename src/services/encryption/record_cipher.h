@@ -28,7 +28,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/status.h"
 #include "src/services/encryption/aes_gcm.h"
-#include "src/services/encryption/key_manager.h"
+#include "src/services/encryption/key_service.h"
 
 namespace kvtier::encryption {
 
@@ -69,10 +69,10 @@ struct SealedRecordInfo {
 class RecordCipher {
  public:
   // `keys` is not owned and must outlive the cipher.
-  [[nodiscard]] static Result<std::unique_ptr<RecordCipher>> Create(KeyManager* keys);
+  [[nodiscard]] static Result<std::unique_ptr<RecordCipher>> Create(KeyService* keys);
 
   // Encrypts `plaintext` into `ciphertext` (same size; may be the same buffer) under
-  // `tenant`'s current key. Errors: InvalidArgument for bad sizes or names; the KeyManager's
+  // `tenant`'s current key. Errors: InvalidArgument for bad sizes or names; the KeyService's
   // errors (a keystore that cannot record the nonce budget).
   // `context` is bound as the tail of the associated data (RecordAad).
   [[nodiscard]] Result<SealedRecordInfo> Seal(uint16_t format_version, std::string_view tenant,
@@ -89,9 +89,9 @@ class RecordCipher {
                             std::span<const std::byte> context = {});
 
  private:
-  RecordCipher(KeyManager* keys, std::unique_ptr<AesGcm> gcm) : keys_(keys), gcm_(std::move(gcm)) {}
+  RecordCipher(KeyService* keys, std::unique_ptr<AesGcm> gcm) : keys_(keys), gcm_(std::move(gcm)) {}
 
-  KeyManager* const keys_;
+  KeyService* const keys_;
   const std::unique_ptr<AesGcm> gcm_;
 };
 

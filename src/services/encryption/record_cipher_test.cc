@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/env/mem_env.h"
+#include "src/services/encryption/key_manager.h"
 
 namespace kvtier::encryption {
 namespace {

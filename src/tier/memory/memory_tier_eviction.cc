@@ -284,8 +284,10 @@ void MemoryTier::ShedMemory() {
   if (!arena_) return;
   // Used pages never exceed the capacity, so enough free ones hold memory to get under it.
   for (uint32_t t = 0; t < pages_.size() && resident_pages_ > total_pages_; ++t) {
+    std::vector<Extent> runs;
+    pages_[t].ForEachFreeRun([&runs](const Extent& run) { runs.push_back(run); });
     std::vector<uint64_t>& bits = resident_[t];
-    pages_[t].ForEachFreeRun([&](const Extent& run) {
+    for (const Extent& run : runs) {
       uint32_t p = run.first_page;
       const uint32_t end = run.first_page + run.num_pages;
       while (p < end && resident_pages_ > total_pages_) {
@@ -301,7 +303,8 @@ void MemoryTier::ShedMemory() {
         arena_->Discard(t, uint64_t{from} * page_bytes_, uint64_t{p - from} * page_bytes_);
         resident_pages_ -= p - from;
       }
-    });
+      if (resident_pages_ <= total_pages_) break;
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <tinyxml2.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <utility>
@@ -545,6 +546,84 @@ Result<std::vector<SharedNotice>> S3Tier::NoticesAfter(std::string_view after,
     read.push_back(std::move(out[i]));
   }
   return read;
+}
+
+// --- Cluster records ---------------------------------------------------------------------
+
+namespace {
+Status BadRecordName(std::string_view name) {
+  return Status::InvalidArgument("bad record name \"" + std::string(name) + "\"");
+}
+}  // namespace
+
+Status S3Tier::CreateRecord(std::string_view name, std::span<const std::byte> body) {
+  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  if (body.size() > kMaxRecordBytes) return Status::InvalidArgument("record too large");
+  if (!conditional_put_) {
+    // A plain PUT would let two creators each believe they won.
+    return Status::FailedPrecondition(
+        "this S3 service does not honour conditional writes (If-None-Match), which cluster "
+        "records (the tenants' data keys) need");
+  }
+  S3Request put;
+  put.method = "PUT";
+  put.key = g4::RecordsPrefix() + std::string(name);
+  put.body = body;
+  put.headers = {{"if-none-match", "*"}};
+  const S3Response r = client_->ExecuteOne(put);
+  if (r.ok()) return Status::OK();
+  // 412: it exists. 409: a concurrent conditional write of the same name is in progress, and
+  // one of the two will be the record.
+  if (r.transport.ok() && (r.http_status == 412 || r.http_status == 409)) {
+    return Status::AlreadyExists("record " + std::string(name) + " exists");
+  }
+  const Status s = r.ToStatus("S3 PUT record");
+  counters_.CountError(s);
+  return s;
+}
+
+Result<std::vector<std::byte>> S3Tier::ReadRecord(std::string_view name) {
+  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  S3Request get;
+  get.method = "GET";
+  get.key = g4::RecordsPrefix() + std::string(name);
+  S3Response r = client_->ExecuteOne(get);
+  if (!r.ok()) {
+    const Status s = r.ToStatus("S3 GET record");
+    counters_.CountError(s);
+    return s;
+  }
+  if (r.body.size() > kMaxRecordBytes) return Status::DataLoss("record " + get.key + " too large");
+  return std::move(r.body);
+}
+
+Result<std::vector<std::string>> S3Tier::ListRecords(std::string_view prefix) {
+  const std::string base = g4::RecordsPrefix();
+  Result<std::vector<s3::S3Client::ListedObject>> listed =
+      client_->List(base + std::string(prefix), "");
+  if (!listed.ok()) {
+    counters_.CountError(listed.status());
+    return listed.status();
+  }
+  std::vector<std::string> out;
+  for (const auto& o : *listed) {
+    std::string name = o.key.substr(base.size());
+    if (g4::ValidRecordName(name)) out.push_back(std::move(name));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status S3Tier::DeleteRecord(std::string_view name) {
+  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  S3Request del;
+  del.method = "DELETE";
+  del.key = g4::RecordsPrefix() + std::string(name);
+  const S3Response r = client_->ExecuteOne(del);
+  if (r.ok() || (r.transport.ok() && r.http_status == 404)) return Status::OK();
+  const Status s = r.ToStatus("S3 DELETE record");
+  counters_.CountError(s);
+  return s;
 }
 
 // --- Deletes --------------------------------------------------------------------------------

@@ -236,15 +236,23 @@ Result<std::string> TenantComponent(std::string_view tenant) {
 
 std::string NoticesPrefix() { return std::string(kPrefix) + "/notices/"; }
 
-bool ValidNoticeName(std::string_view name) {
+namespace {
+bool ValidName(std::string_view name, std::string_view extra) {
   if (name.empty() || name.size() > 200) return false;
   for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
+                    extra.find(c) != std::string_view::npos;
     if (!ok) return false;
   }
   return true;
 }
+}  // namespace
+
+bool ValidNoticeName(std::string_view name) { return ValidName(name, "._-"); }
+
+std::string RecordsPrefix() { return std::string(kPrefix) + "/records/"; }
+
+bool ValidRecordName(std::string_view name) { return ValidName(name, "._~-"); }
 
 std::string ObjectName(std::string_view tenant_component, const BlockKey& key) {
   const std::string hex = key.ToHex();

@@ -143,6 +143,7 @@ Result<std::string> TenantComponent(std::string_view tenant);
 //   kvtier-g4/v1/tmp/<node>.<unique>.tmp                           (shared FS only)
 //   kvtier-g4/v1/lease/janitor
 //   kvtier-g4/v1/notices/<notice name>                              (deletion notices)
+//   kvtier-g4/v1/records/<record name>                              (cluster records: keys)
 //   kvtier-g4/v1/access/...                                         (S3 only, see below)
 inline constexpr std::string_view kPrefix = "kvtier-g4/v1";
 std::string ObjectName(std::string_view tenant_component, const BlockKey& key);
@@ -158,6 +159,10 @@ std::string TenantAccessPrefix(std::string_view tenant_component);  // ends with
 std::string NoticesPrefix();  // ends with '/'
 // Notice names: 1 to 200 of [A-Za-z0-9._-].
 bool ValidNoticeName(std::string_view name);
+
+std::string RecordsPrefix();  // ends with '/'
+// Record names: 1 to 200 of [A-Za-z0-9._~-].
+bool ValidRecordName(std::string_view name);
 
 // Node ids name temp files and lease holders: 1 to 64 of [A-Za-z0-9_-].
 bool ValidNodeId(std::string_view id);

@@ -217,6 +217,21 @@ class SharedTier {
   virtual Result<std::vector<SharedNotice>> NoticesAfter(std::string_view after,
                                                          const NoticeFilter& skip) = 0;
 
+  // Cluster records: small named objects beside the blocks that the nodes share, such as the
+  // tenants' wrapped data keys (cluster_keys.h). Names are g4::ValidRecordName (else
+  // InvalidArgument); bodies are at most kMaxRecordBytes. The janitor never touches them.
+  static constexpr size_t kMaxRecordBytes = 64 * 1024;
+  // Publishes `body` as `name` unless a record of that name exists: then AlreadyExists, and
+  // nothing changes. Of concurrent creators of one name exactly one succeeds, on every node.
+  // On S3 this needs conditional writes (If-None-Match); without them FailedPrecondition.
+  virtual Status CreateRecord(std::string_view name, std::span<const std::byte> body) = 0;
+  // NotFound when absent.
+  virtual Result<std::vector<std::byte>> ReadRecord(std::string_view name) = 0;
+  // Names of the records that start with `prefix`, sorted.
+  virtual Result<std::vector<std::string>> ListRecords(std::string_view prefix) = 0;
+  // OK when absent.
+  virtual Status DeleteRecord(std::string_view name) = 0;
+
   // One janitor pass: takes or renews the lease; when held, removes expired, over-quota and
   // over-capacity objects, abandoned temp files, orphan markers and notices past their
   // retention. Errors are storage errors while scanning, or Aborted when the lease ran out

@@ -465,6 +465,59 @@ Result<std::vector<SharedNotice>> SharedFsTier::NoticesAfter(std::string_view af
   return read;
 }
 
+// --- Cluster records ---------------------------------------------------------------------
+
+namespace {
+Status BadRecordName(std::string_view name) {
+  return Status::InvalidArgument("bad record name \"" + std::string(name) + "\"");
+}
+}  // namespace
+
+Status SharedFsTier::CreateRecord(std::string_view name, std::span<const std::byte> body) {
+  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  if (body.size() > kMaxRecordBytes) return Status::InvalidArgument("record too large");
+  // As an object: written whole and synced under a temp name, then linked to its name, which
+  // fails for every writer but one.
+  const std::string temp = NewTempPath();
+  Status s = sharedfs::WriteNewFile(temp, body, /*sync=*/true, WriteTime());
+  bool published = false;
+  if (s.ok()) s = PublishTemp(temp, Abs(g4::RecordsPrefix() + std::string(name)), &published);
+  if (s.ok() && !published) return Status::AlreadyExists("record " + std::string(name) + " exists");
+  counters_.CountError(s);
+  return s;
+}
+
+Result<std::vector<std::byte>> SharedFsTier::ReadRecord(std::string_view name) {
+  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  FileInfo info;
+  Result<std::vector<std::byte>> body =
+      sharedfs::ReadFile(Abs(g4::RecordsPrefix() + std::string(name)), kMaxRecordBytes, &info);
+  counters_.CountError(body.status());
+  return body;
+}
+
+Result<std::vector<std::string>> SharedFsTier::ListRecords(std::string_view prefix) {
+  Result<std::vector<std::string>> names = sharedfs::ListDir(Abs(g4::RecordsPrefix()));
+  if (!names.ok()) {
+    if (names.status().code() == StatusCode::kNotFound) return std::vector<std::string>();
+    counters_.CountError(names.status());
+    return names.status();
+  }
+  std::vector<std::string> out;
+  for (std::string& n : *names) {
+    if (n.starts_with(prefix) && g4::ValidRecordName(n)) out.push_back(std::move(n));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status SharedFsTier::DeleteRecord(std::string_view name) {
+  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  const Status s = sharedfs::RemoveFile(Abs(g4::RecordsPrefix() + std::string(name)));
+  counters_.CountError(s);
+  return s;
+}
+
 SharedTierStats SharedFsTier::Stats() const { return counters_.Snapshot(); }
 
 }  // namespace kvtier

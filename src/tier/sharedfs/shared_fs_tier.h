@@ -84,6 +84,10 @@ class SharedFsTier final : public SharedTier {
   Status PublishNotice(std::string_view name, std::span<const std::byte> body) override;
   Result<std::vector<SharedNotice>> NoticesAfter(std::string_view after,
                                                  const NoticeFilter& skip) override;
+  Status CreateRecord(std::string_view name, std::span<const std::byte> body) override;
+  Result<std::vector<std::byte>> ReadRecord(std::string_view name) override;
+  Result<std::vector<std::string>> ListRecords(std::string_view prefix) override;
+  Status DeleteRecord(std::string_view name) override;
   Result<JanitorReport> RunJanitorOnce() override ABSL_LOCKS_EXCLUDED(janitor_mu_);
   SharedTierStats Stats() const override;
 
