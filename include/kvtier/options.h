@@ -52,8 +52,10 @@ struct MemoryTierOptions {
   // allocator's free map larger when memory is fragmented.
   uint32_t page_bytes = 4 * kKiB;
 
-  // Allocate each block's pages when the block is (fallocate) rather than at the first write
-  // into them: the copy in then pays no page allocation. Always so with arena_file.
+  // Take G2's memory at open (fallocate and map, the tenants' regions in configuration order,
+  // each up to its budget), and later a block's pages when it is allocated if they hold none,
+  // rather than at the first write into them: puts then pay no page allocation. Always so
+  // with arena_file.
   bool prefault = false;
 
   // Eviction keeps blocks read again in a reused queue, the rest on probation (docs/store.md).

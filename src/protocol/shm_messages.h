@@ -38,10 +38,9 @@ struct ShmExtent {
 // and the lengths add up to `block_size`.
 Status CheckExtents(std::span<const ShmExtent> extents, uint64_t block_size, uint64_t arena_size);
 
-// SHM_ATTACH reply (sent with the arena's memfd as SCM_RIGHTS on its first byte).
-// Two descriptors come with it: the tenant's G2 region (read-only; SHM_GET extents are offsets
-// into it) and the connection's staging file (read-write; SHM_ALLOC extents are offsets into
-// it).
+// SHM_ATTACH reply, sent with two descriptors as SCM_RIGHTS on its first byte: the tenant's G2
+// region (read-only; SHM_GET extents are offsets into it) and the connection's staging file
+// (read-write; SHM_ALLOC extents are offsets into it).
 struct ShmAttachReply {
   uint64_t arena_size = 0;       // Bytes of the region to map.
   uint32_t page_bytes = 0;       // The arena's allocation unit.

@@ -23,7 +23,7 @@ namespace kvtier::server {
 
 class ShmHandler {
  public:
-  // `unix_socket`: the connection is on the Unix socket, the only place the arena's memfd can
+  // `unix_socket`: the connection is on the Unix socket, the only place the region's memfd can
   // be passed (and where file permissions decide who may connect).
   ShmHandler(const ServerContext* ctx, bool unix_socket, ShmSession::Limits limits = {})
       : ctx_(ctx), unix_socket_(unix_socket), limits_(limits) {}

@@ -133,7 +133,7 @@ int CheckG4(const FsckOptions& o) {
          {std::pair<const char*, uint64_t>{"objects", r->objects}, {"corrupt_objects", r->corrupt_objects},
           {"newer_version_objects", r->newer_version_objects}, {"session_markers", r->session_markers},
           {"orphan_session_markers", r->orphan_session_markers}, {"temp_files", r->temp_files},
-          {"stale_temp_files", r->stale_temp_files}, {"notices", r->notices},
+          {"stale_temp_files", r->stale_temp_files}, {"notices", r->notices}, {"records", r->records},
           {"other_files", r->other_files}, {"removed_objects", r->removed_objects},
           {"removed_markers", r->removed_markers}, {"removed_temp_files", r->removed_temp_files}}) {
       j[name] = value;
@@ -149,11 +149,12 @@ int CheckG4(const FsckOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("G4 %s: %llu objects, %llu session markers, %llu temp files, %llu deletion "
-                "notices, janitor lease %s\n",
+                "notices, %llu key records, janitor lease %s\n",
                 root.c_str(), static_cast<unsigned long long>(r->objects),
                 static_cast<unsigned long long>(r->session_markers),
                 static_cast<unsigned long long>(r->temp_files),
                 static_cast<unsigned long long>(r->notices),
+                static_cast<unsigned long long>(r->records),
                 r->janitor_holder.empty() ? "free" : ("held by " + r->janitor_holder).c_str());
     for (const auto& [name, t] : r->tenants) {
       std::printf("  tenant %-20s %8llu objects %12s (%s stored)\n", name.c_str(),

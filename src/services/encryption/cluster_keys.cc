@@ -154,6 +154,25 @@ Status ClusterKeyManager::Attach(SharedTier* g4) {
   return Status::OK();
 }
 
+Status ClusterKeyManager::Wrap(const MasterKey& master, const std::string& tenant,
+                               const SecretKey& dek, WrappedDataKey* w) {
+  SecretKey kek;
+  KVTIER_RETURN_IF_ERROR(master.DeriveKek(tenant, w->version, &kek));
+  KVTIER_RETURN_IF_ERROR(FillRandom(w->nonce));
+  const std::vector<uint8_t> aad = WrappedKeyAad(tenant, w->version);
+  return gcm_->Seal(kek, w->nonce, AsBytes(aad), AsBytes(dek.bytes()),
+                    std::as_writable_bytes(std::span(w->wrapped_key)), &w->tag);
+}
+
+Status ClusterKeyManager::Unwrap(const MasterKey& master, const std::string& tenant,
+                                 const WrappedDataKey& w, SecretKey* dek) {
+  SecretKey kek;
+  KVTIER_RETURN_IF_ERROR(master.DeriveKek(tenant, w.version, &kek));
+  const std::vector<uint8_t> aad = WrappedKeyAad(tenant, w.version);
+  return gcm_->Open(kek, w.nonce, AsBytes(aad), AsBytes(w.wrapped_key), w.tag,
+                    std::as_writable_bytes(std::span(dek->mutable_bytes())));
+}
+
 Status ClusterKeyManager::Ready() const {
   if (g4_ == nullptr) return Status::FailedPrecondition("the data keys live in G4, not yet open");
   return Status::OK();
@@ -204,14 +223,8 @@ Result<ClusterKeyManager::Tenant*> ClusterKeyManager::Load(const std::string& te
     if (!body.ok()) return body.status();
     Result<WrappedDataKey> w = DecodeRecord(*body, tenant, number, name);
     if (!w.ok()) return w.status();
-    SecretKey kek;
-    KVTIER_RETURN_IF_ERROR(master_.DeriveKek(tenant, number, &kek));
     Version& version = loaded.versions[number];
-    const std::vector<uint8_t> aad = WrappedKeyAad(tenant, number);
-    const Status unwrapped =
-        gcm_->Open(kek, w->nonce, AsBytes(aad), AsBytes(w->wrapped_key), w->tag,
-                   std::as_writable_bytes(std::span(version.dek.mutable_bytes())));
-    if (!unwrapped.ok()) {
+    if (!Unwrap(master_, tenant, *w, &version.dek).ok()) {
       return Status::DataLoss("G4 key record " + name + " does not unwrap (altered?)");
     }
     version.reservations = reservations[number];
@@ -235,12 +248,7 @@ Status ClusterKeyManager::CreateVersion(const std::string& tenant, uint32_t numb
   w.created_micros = env_->NowMicros();
   SecretKey dek;
   KVTIER_RETURN_IF_ERROR(FillRandom(dek.mutable_bytes()));
-  KVTIER_RETURN_IF_ERROR(FillRandom(w.nonce));
-  SecretKey kek;
-  KVTIER_RETURN_IF_ERROR(master_.DeriveKek(tenant, number, &kek));
-  const std::vector<uint8_t> aad = WrappedKeyAad(tenant, number);
-  KVTIER_RETURN_IF_ERROR(gcm_->Seal(kek, w.nonce, AsBytes(aad), AsBytes(dek.bytes()),
-                                    std::as_writable_bytes(std::span(w.wrapped_key)), &w.tag));
+  KVTIER_RETURN_IF_ERROR(Wrap(master_, tenant, dek, &w));
   const std::vector<std::byte> body = EncodeRecord(tenant, w);
   const Status created = g4_->CreateRecord(VersionPrefix(*component, number) + master_.IdHex(), body);
   if (!created.ok() && created.code() != StatusCode::kAlreadyExists) return created;
@@ -424,19 +432,9 @@ Status ClusterKeyManager::RotateMasterKey(const MasterKey& new_master, std::stri
       status = w.status();
       break;
     }
-    SecretKey kek, dek;
-    const std::vector<uint8_t> aad = WrappedKeyAad(tenant, r.version);
-    status = master_.DeriveKek(tenant, r.version, &kek);
-    if (status.ok()) {
-      status = gcm_->Open(kek, w->nonce, AsBytes(aad), AsBytes(w->wrapped_key), w->tag,
-                          std::as_writable_bytes(std::span(dek.mutable_bytes())));
-    }
-    if (status.ok()) status = new_master.DeriveKek(tenant, r.version, &kek);
-    if (status.ok()) status = FillRandom(w->nonce);
-    if (status.ok()) {
-      status = gcm_->Seal(kek, w->nonce, AsBytes(aad), AsBytes(dek.bytes()),
-                          std::as_writable_bytes(std::span(w->wrapped_key)), &w->tag);
-    }
+    SecretKey dek;
+    status = Unwrap(master_, tenant, *w, &dek);
+    if (status.ok()) status = Wrap(new_master, tenant, dek, &*w);
     if (status.ok()) {
       status = g4_->CreateRecord(name.substr(0, name.size() - old_id.size()) + new_master.IdHex(),
                                  EncodeRecord(tenant, *w));

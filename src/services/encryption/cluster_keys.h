@@ -48,6 +48,7 @@
 #include "src/services/encryption/aes_gcm.h"
 #include "src/services/encryption/key_manager.h"
 #include "src/services/encryption/key_service.h"
+#include "src/services/encryption/keystore_format.h"
 #include "src/services/encryption/master_key.h"
 #include "src/tier/shared/shared_tier.h"
 
@@ -103,6 +104,12 @@ class ClusterKeyManager final : public KeyService {
   // A new reservation of the newest version, moving to a new version when it has none left.
   Status Reserve(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Seals `dek` as version w->version of `tenant` under `master` into *w (a fresh nonce), and
+  // back; DataLoss when it does not unwrap.
+  Status Wrap(const MasterKey& master, const std::string& tenant, const SecretKey& dek,
+              WrappedDataKey* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status Unwrap(const MasterKey& master, const std::string& tenant, const WrappedDataKey& w,
+                SecretKey* dek) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Audit(audit::AuditOp op, std::string_view tenant, std::string_view actor,
              std::optional<uint32_t> key_version, uint64_t keys, const Status& result);
 

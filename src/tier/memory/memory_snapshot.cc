@@ -269,6 +269,8 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::OpenFromFile(const MemoryTierOpt
   } else {
     tier->Adopt(snapshot, start_us);
   }
+  // The memory is taken now, as a file system that fills up later would refuse puts.
+  tier->Provision();
   return tier;
 }
 
@@ -379,12 +381,13 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     }
     // Each region spans the capacity, so the capacity itself (lowered since?) is checked here.
     if (!trusted[i] || claimed < b.extents.size() || table_.Find(tenant, b.key) != kNil ||
-        PagesFor(b.size) > free_pages_ || !TakeMemory(tenant, b.extents).ok()) {
+        PagesFor(b.size) > free_pages_) {
       for (size_t x = 0; x < claimed; ++x) pages_[tenant].Free(b.extents[x]);
       ++dropped;
       continue;
     }
     free_pages_ -= PagesFor(b.size);
+    TakeMemory(tenant, b.extents, nullptr);  // The bytes are there: nothing to back.
     const uint32_t idx = table_.NewEntry();
     Entry& e = table_.at(idx);
     e.key = b.key;

@@ -21,8 +21,39 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& op
     if (!created.ok()) return created.status();
     arena = std::move(created).value();
   }
-  return std::unique_ptr<MemoryTier>(
+  std::unique_ptr<MemoryTier> tier(
       new MemoryTier(std::move(arena), false, options, std::move(tenants), env));
+  if (options.prefault) tier->Provision();
+  return tier;
+}
+
+void MemoryTier::Provision() {
+  if (!arena_) return;
+  MutexLock l(&mu_);
+  // In configuration order, each tenant up to its budget: the lowest free pages of its region,
+  // which its allocator hands out first.
+  for (uint32_t t = 0; t < pages_.size() && resident_pages_ < total_pages_; ++t) {
+    uint64_t want = std::min<uint64_t>(total_pages_ - resident_pages_,
+                                       tenants_[t].budget_pages ? tenants_[t].budget_pages
+                                                                : total_pages_);
+    std::vector<Extent> runs;
+    pages_[t].ForEachFreeRun([&runs](const Extent& run) { runs.push_back(run); });
+    for (Extent run : runs) {
+      if (want == 0) break;
+      run.num_pages = static_cast<uint32_t>(std::min<uint64_t>(run.num_pages, want));
+      Status backed = arena_->Back(t, uint64_t{run.first_page} * page_bytes_,
+                                   uint64_t{run.num_pages} * page_bytes_);
+      if (!backed.ok()) {
+        env_->Log("G2: memory not taken up front (puts take it as they go): " +
+                  backed.ToString());
+        return;
+      }
+      std::vector<Extent> one = {run};
+      const uint64_t before = resident_pages_;
+      TakeMemory(t, one, nullptr);
+      want -= std::min<uint64_t>(want, resident_pages_ - before);
+    }
+  }
 }
 
 MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
@@ -192,7 +223,8 @@ uint32_t MemoryTier::FindLive(uint32_t tenant, const BlockKey& key, uint32_t now
 }
 
 Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pages,
-                               std::vector<Extent>* extents, const BlockKey* parent) {
+                               std::vector<Extent>* extents, std::vector<Extent>* to_back,
+                               const BlockKey* parent) {
   const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
   uint32_t existing = FindLive(tenant, key, now);
@@ -221,13 +253,7 @@ Status MemoryTier::AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pa
   pages_[tenant].Allocate(pages, extents);  // MakeRoom guaranteed the pages are free.
   free_pages_ -= pages;
   t.used_pages += pages;
-  Status memory = TakeMemory(tenant, std::span(*extents).subspan(first));
-  if (!memory.ok()) {
-    FreeExtents(tenant, std::vector<Extent>(extents->begin() + first, extents->end()));
-    extents->resize(first);
-    ++t.stats.rejected_puts;
-    return memory;
-  }
+  TakeMemory(tenant, std::span(*extents).subspan(first), to_back);
   return Status::OK();
 }
 
@@ -278,16 +304,33 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
 
 Status MemoryTier::Put(uint32_t tenant, const BlockKey& key, std::span<const std::byte> value,
                        const BlockKey* parent, const BlockMeta& meta) {
-  std::vector<Extent> extents;
+  std::vector<Extent> extents, to_back;
   {
     MutexLock l(&mu_);
-    Status s = AllocateFor(tenant, key, PagesFor(value.size()), &extents, parent);
+    Status s = AllocateFor(tenant, key, PagesFor(value.size()), &extents, &to_back, parent);
     if (s.code() == StatusCode::kAlreadyExists) return Status::OK();
     KVTIER_RETURN_IF_ERROR(s);
   }
-  CopyIn(tenant, extents, value);  // Outside the lock: nobody else sees these pages yet.
+  // Outside the lock: nobody else sees these pages yet.
+  KVTIER_RETURN_IF_ERROR(BackOrFree(tenant, to_back, extents));
+  CopyIn(tenant, extents, value);
   MutexLock l(&mu_);
   Publish(tenant, key, value.size(), std::move(extents), parent, meta);
+  return Status::OK();
+}
+
+Status MemoryTier::BackOrFree(uint32_t tenant, const std::vector<Extent>& to_back,
+                              const std::vector<Extent>& extents) {
+  for (const Extent& x : to_back) {
+    Status backed = arena_->Back(tenant, uint64_t{x.first_page} * page_bytes_,
+                                 uint64_t{x.num_pages} * page_bytes_);
+    if (!backed.ok()) {
+      MutexLock l(&mu_);
+      FreeExtents(tenant, extents);
+      ++tenants_[tenant].stats.rejected_puts;
+      return backed;
+    }
+  }
   return Status::OK();
 }
 
@@ -307,9 +350,13 @@ std::vector<std::span<std::byte>> MemoryTier::MutableSpans(uint32_t tenant,
 Result<uint64_t> MemoryTier::Reserve(uint32_t tenant, const BlockKey& key, size_t size,
                                      std::vector<std::span<std::byte>>* spans) {
   if (!arena_) return Status::FailedPrecondition("a payload-free store has no arena");
-  std::vector<Extent> extents;
+  std::vector<Extent> extents, to_back;
+  {
+    MutexLock l(&mu_);
+    KVTIER_RETURN_IF_ERROR(AllocateFor(tenant, key, PagesFor(size), &extents, &to_back));
+  }
+  KVTIER_RETURN_IF_ERROR(BackOrFree(tenant, to_back, extents));
   MutexLock l(&mu_);
-  KVTIER_RETURN_IF_ERROR(AllocateFor(tenant, key, PagesFor(size), &extents));
   *spans = MutableSpans(tenant, extents, size);
   const uint64_t id = next_reservation_++;
   reservations_.emplace(id, Reservation{tenant, key, size, std::move(extents)});

@@ -230,9 +230,15 @@ class MemoryTier final : public BlockHandle::Releaser {
   void LinkIntoChain(uint32_t index, const BlockKey* parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Put's first step: room for `pages`, allocated into *extents, never by evicting `parent`
   // (may be null). AlreadyExists (counted as a duplicate put) when the key is resident.
+  // *to_back receives the extents whose memory is to be taken before they are written
+  // (BackOrFree, outside the lock).
   Status AllocateFor(uint32_t tenant, const BlockKey& key, uint32_t pages,
-                     std::vector<Extent>* extents, const BlockKey* parent = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     std::vector<Extent>* extents, std::vector<Extent>* to_back,
+                     const BlockKey* parent = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the memory of `to_back` (Arena::Back); on failure frees `extents`, the allocation
+  // they belong to, and returns the error.
+  Status BackOrFree(uint32_t tenant, const std::vector<Extent>& to_back,
+                    const std::vector<Extent>& extents) ABSL_LOCKS_EXCLUDED(mu_);
   // Put's last step: indexes the filled extents as the block, or frees them when the key
   // became resident meanwhile.
   void Publish(uint32_t tenant, const BlockKey& key, size_t size, std::vector<Extent> extents,
@@ -272,10 +278,15 @@ class MemoryTier final : public BlockHandle::Releaser {
   void Reclaim(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeExtents(uint32_t tenant, const std::vector<Extent>& extents)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts the pages of newly allocated `extents` of `tenant` as holding memory (backing them
-  // first with back_on_allocate_), then sheds memory while over the capacity.
-  Status TakeMemory(uint32_t tenant, std::span<const Extent> extents)
+  // Counts the pages of newly allocated `extents` of `tenant` as holding memory, then sheds
+  // memory while over the capacity. With back_on_allocate_, the extents holding pages that
+  // had none are appended to *to_back (when not null) for the caller to back.
+  void TakeMemory(uint32_t tenant, std::span<const Extent> extents, std::vector<Extent>* to_back)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes memory for the capacity up front (prefault, named files): free pages of the regions,
+  // in configuration order, each tenant up to its budget. Later allocations then find their
+  // pages resident, and pages move to another tenant only when shed. A failure is logged.
+  void Provision() ABSL_LOCKS_EXCLUDED(mu_);
   // Gives back the memory of free pages, of any tenant, until the regions hold at most the
   // capacity.
   void ShedMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -258,8 +258,9 @@ void MemoryTier::FreeExtents(uint32_t tenant, const std::vector<Extent>& extents
   }
 }
 
-Status MemoryTier::TakeMemory(uint32_t tenant, std::span<const Extent> extents) {
-  if (!arena_) return Status::OK();
+void MemoryTier::TakeMemory(uint32_t tenant, std::span<const Extent> extents,
+                            std::vector<Extent>* to_back) {
+  if (!arena_) return;
   std::vector<uint64_t>& bits = resident_[tenant];
   for (const Extent& x : extents) {
     uint32_t fresh = 0;
@@ -267,17 +268,13 @@ Status MemoryTier::TakeMemory(uint32_t tenant, std::span<const Extent> extents) 
       fresh += (bits[p / 64] >> (p % 64) & 1) == 0;
     }
     if (fresh == 0) continue;
-    if (back_on_allocate_) {
-      KVTIER_RETURN_IF_ERROR(arena_->Back(tenant, uint64_t{x.first_page} * page_bytes_,
-                                          uint64_t{x.num_pages} * page_bytes_));
-    }
+    if (back_on_allocate_ && to_back != nullptr) to_back->push_back(x);
     for (uint32_t p = x.first_page; p < x.first_page + x.num_pages; ++p) {
       bits[p / 64] |= uint64_t{1} << (p % 64);
     }
     resident_pages_ += fresh;
   }
   ShedMemory();
-  return Status::OK();
 }
 
 void MemoryTier::ShedMemory() {

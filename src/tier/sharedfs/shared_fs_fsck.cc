@@ -142,6 +142,8 @@ Result<SharedCheckReport> CheckSharedDirectory(const std::string& root, bool rep
       }
     } else if (p.size() == 2 && p[0] == "notices") {
       ++report.notices;
+    } else if (p.size() == 2 && p[0] == "records") {
+      ++report.records;  // Only their owner can check them (they are wrapped keys).
     } else if (rel == "lease/janitor") {
       sharedfs::FileInfo read_info;
       Result<std::vector<std::byte>> lease = sharedfs::ReadFile(base + "/" + rel, 512, &read_info);

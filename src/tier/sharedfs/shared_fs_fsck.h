@@ -1,7 +1,8 @@
 // Check of a G4 directory (`kvtier admin fsck --g4 DIR`; the layout is docs/shared_tier.md's):
 // reads every block object in full and verifies it without decrypting (structure, lengths, the
 // payload checksum over the stored bytes, and that its name is its tenant's and key's), counts
-// objects per tenant, session markers, temp files, deletion notices and the janitor lease.
+// objects per tenant, session markers, temp files, deletion notices, cluster records and the
+// janitor lease.
 //
 // G4 is shared: other nodes may be writing while this runs. So only what can never become
 // valid is treated as damage at once (corrupt objects); session markers without an object and
@@ -38,6 +39,7 @@ struct SharedCheckReport {
   uint64_t temp_files = 0;
   uint64_t stale_temp_files = 0;       // Older than stale_after: left by a node that died.
   uint64_t notices = 0;
+  uint64_t records = 0;                // Cluster records: the tenants' data keys.
   std::string janitor_holder;          // "" = no lease file.
   uint64_t other_files = 0;            // Under the prefix but none of the above: left alone.
   std::map<std::string, Tenant> tenants;  // By the tenant's path component.
