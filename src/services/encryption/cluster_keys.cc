@@ -85,8 +85,10 @@ std::vector<std::byte> EncodeRecord(const std::string& tenant, const WrappedData
   return out;
 }
 
-Result<WrappedDataKey> DecodeRecord(std::span<const std::byte> bytes, const std::string& tenant,
-                                    uint32_t version, const std::string& name) {
+// The record `name` of version `version` under the tenant component `component`; *tenant
+// receives the tenant's name it holds.
+Result<WrappedDataKey> DecodeRecord(std::span<const std::byte> bytes, std::string_view component,
+                                    uint32_t version, const std::string& name, std::string* tenant) {
   ByteReader r(bytes);
   char magic[4];
   r.Raw(magic, 4);
@@ -109,9 +111,11 @@ Result<WrappedDataKey> DecodeRecord(std::span<const std::byte> bytes, const std:
                                       std::to_string(kRecordFormat));
   }
   // The wrap authenticates both too; a mismatch here names the damage plainly.
-  if (stored != tenant || w.version != version) {
+  Result<std::string> stored_component = g4::TenantComponent(stored);
+  if (!stored_component.ok() || *stored_component != component || w.version != version) {
     return Status::DataLoss("G4 key record " + name + " names another tenant or version");
   }
+  *tenant = std::move(stored);
   return w;
 }
 
@@ -221,8 +225,12 @@ Result<ClusterKeyManager::Tenant*> ClusterKeyManager::Load(const std::string& te
     Result<std::vector<std::byte>> body = g4_->ReadRecord(name);
     if (body.status().code() == StatusCode::kNotFound) continue;  // Shredded meanwhile.
     if (!body.ok()) return body.status();
-    Result<WrappedDataKey> w = DecodeRecord(*body, tenant, number, name);
+    std::string stored;
+    Result<WrappedDataKey> w = DecodeRecord(*body, *component, number, name, &stored);
     if (!w.ok()) return w.status();
+    if (stored != tenant) {  // Two names of one component (a hash collision) are not one tenant.
+      return Status::DataLoss("G4 key record " + name + " names another tenant or version");
+    }
     Version& version = loaded.versions[number];
     if (!Unwrap(master_, tenant, *w, &version.dek).ok()) {
       return Status::DataLoss("G4 key record " + name + " does not unwrap (altered?)");
@@ -421,13 +429,8 @@ Status ClusterKeyManager::RotateMasterKey(const MasterKey& new_master, std::stri
       break;
     }
     // The tenant's name is in the record (its G4 component may be a hash of it).
-    if (body->size() < 7) {
-      status = Status::DataLoss("G4 key record " + name + " is corrupt");
-      break;
-    }
-    const std::string tenant(reinterpret_cast<const char*>(body->data()) + 7,
-                             std::min<size_t>(static_cast<uint8_t>((*body)[6]), body->size() - 7));
-    Result<WrappedDataKey> w = DecodeRecord(*body, tenant, r.version, name);
+    std::string tenant;
+    Result<WrappedDataKey> w = DecodeRecord(*body, name.substr(0, dot), r.version, name, &tenant);
     if (!w.ok()) {
       status = w.status();
       break;

@@ -550,14 +550,8 @@ Result<std::vector<SharedNotice>> S3Tier::NoticesAfter(std::string_view after,
 
 // --- Cluster records ---------------------------------------------------------------------
 
-namespace {
-Status BadRecordName(std::string_view name) {
-  return Status::InvalidArgument("bad record name \"" + std::string(name) + "\"");
-}
-}  // namespace
-
 Status S3Tier::CreateRecord(std::string_view name, std::span<const std::byte> body) {
-  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  KVTIER_RETURN_IF_ERROR(g4::CheckRecordName(name));
   if (body.size() > kMaxRecordBytes) return Status::InvalidArgument("record too large");
   if (!conditional_put_) {
     // A plain PUT would let two creators each believe they won.
@@ -583,7 +577,7 @@ Status S3Tier::CreateRecord(std::string_view name, std::span<const std::byte> bo
 }
 
 Result<std::vector<std::byte>> S3Tier::ReadRecord(std::string_view name) {
-  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  KVTIER_RETURN_IF_ERROR(g4::CheckRecordName(name));
   S3Request get;
   get.method = "GET";
   get.key = g4::RecordsPrefix() + std::string(name);
@@ -615,7 +609,7 @@ Result<std::vector<std::string>> S3Tier::ListRecords(std::string_view prefix) {
 }
 
 Status S3Tier::DeleteRecord(std::string_view name) {
-  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  KVTIER_RETURN_IF_ERROR(g4::CheckRecordName(name));
   S3Request del;
   del.method = "DELETE";
   del.key = g4::RecordsPrefix() + std::string(name);

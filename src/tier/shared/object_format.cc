@@ -254,6 +254,11 @@ std::string RecordsPrefix() { return std::string(kPrefix) + "/records/"; }
 
 bool ValidRecordName(std::string_view name) { return ValidName(name, "._~-"); }
 
+Status CheckRecordName(std::string_view name) {
+  if (ValidRecordName(name)) return Status::OK();
+  return Status::InvalidArgument("bad record name \"" + std::string(name) + "\"");
+}
+
 std::string ObjectName(std::string_view tenant_component, const BlockKey& key) {
   const std::string hex = key.ToHex();
   return TenantObjectsPrefix(tenant_component) + hex.substr(0, 2) + "/" + hex;

@@ -163,6 +163,8 @@ bool ValidNoticeName(std::string_view name);
 std::string RecordsPrefix();  // ends with '/'
 // Record names: 1 to 200 of [A-Za-z0-9._~-].
 bool ValidRecordName(std::string_view name);
+// OK for a valid record name, else InvalidArgument naming it.
+Status CheckRecordName(std::string_view name);
 
 // Node ids name temp files and lease holders: 1 to 64 of [A-Za-z0-9_-].
 bool ValidNodeId(std::string_view id);

@@ -467,14 +467,8 @@ Result<std::vector<SharedNotice>> SharedFsTier::NoticesAfter(std::string_view af
 
 // --- Cluster records ---------------------------------------------------------------------
 
-namespace {
-Status BadRecordName(std::string_view name) {
-  return Status::InvalidArgument("bad record name \"" + std::string(name) + "\"");
-}
-}  // namespace
-
 Status SharedFsTier::CreateRecord(std::string_view name, std::span<const std::byte> body) {
-  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  KVTIER_RETURN_IF_ERROR(g4::CheckRecordName(name));
   if (body.size() > kMaxRecordBytes) return Status::InvalidArgument("record too large");
   // As an object: written whole and synced under a temp name, then linked to its name, which
   // fails for every writer but one.
@@ -488,7 +482,7 @@ Status SharedFsTier::CreateRecord(std::string_view name, std::span<const std::by
 }
 
 Result<std::vector<std::byte>> SharedFsTier::ReadRecord(std::string_view name) {
-  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  KVTIER_RETURN_IF_ERROR(g4::CheckRecordName(name));
   FileInfo info;
   Result<std::vector<std::byte>> body =
       sharedfs::ReadFile(Abs(g4::RecordsPrefix() + std::string(name)), kMaxRecordBytes, &info);
@@ -512,7 +506,7 @@ Result<std::vector<std::string>> SharedFsTier::ListRecords(std::string_view pref
 }
 
 Status SharedFsTier::DeleteRecord(std::string_view name) {
-  if (!g4::ValidRecordName(name)) return BadRecordName(name);
+  KVTIER_RETURN_IF_ERROR(g4::CheckRecordName(name));
   const Status s = sharedfs::RemoveFile(Abs(g4::RecordsPrefix() + std::string(name)));
   counters_.CountError(s);
   return s;
