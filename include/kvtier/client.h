@@ -132,6 +132,17 @@ class Client {
 
   // How many leading keys are present, and in which tier (see Store::LookupPrefix).
   virtual Result<PrefixMatch> LookupPrefix(std::span<const BlockKey> keys) = 0;
+
+  // State beside KV (include/kvtier/state.h, docs/state.md).
+  // Stores every write or none (Store::PutAtomic), in one request: at most
+  // server_info().max_batch writes and max_frame_bytes in all (InvalidArgument otherwise; put
+  // the earlier blocks of a long prompt with PutMany first). Repeated after Unavailable like
+  // PutMany (an atomic put stores nothing twice).
+  virtual Status PutAtomic(std::span<const BlockWrite> writes) = 0;
+  // The longest prefix an engine can resume from (Store::LookupResume), in one request: the
+  // keys are not bound by max_batch, only by max_frame_bytes.
+  virtual Result<ResumeMatch> LookupResume(std::span<const BlockKey> keys,
+                                           const ResumeQuery& query) = 0;
   // For each key, the tier holding it, or nullopt when absent.
   virtual Result<std::vector<std::optional<TierLevel>>> Exists(std::span<const BlockKey> keys) = 0;
 

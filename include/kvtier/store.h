@@ -20,6 +20,7 @@
 
 #include "kvtier/block_key.h"
 #include "kvtier/options.h"
+#include "kvtier/state.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -41,6 +42,18 @@ enum class TierLevel : uint8_t {
 // Chosen by the caller; 0 means "no session".
 using SessionId = uint64_t;
 
+// What a block holds, for eviction (include/kvtier/state.h, docs/state.md).
+enum class BlockRole : uint8_t {
+  // KV of a model that can resume after any block (full attention only).
+  kKv = 0,
+  // KV of a model that resumes only where its state values are (hybrid and sliding-window
+  // models): a block with no later block and no state value after it serves no resume, and
+  // G2 evicts it first.
+  kKvNeedsState = 1,
+  // A state value, stored under StateKey(block, group) with that block as its parent.
+  kState = 2,
+};
+
 struct PutOptions {
   // The previous block of the same prompt, when the block is part of a chain. The store keeps
   // a chain's head for as long as any later block of it is resident (it evicts tails first).
@@ -53,6 +66,7 @@ struct PutOptions {
   std::optional<KvDtype> dtype = std::nullopt;
   // The engine's own hash of the block, for the KV events of this store; not kept otherwise.
   std::optional<EngineHash> engine_hash = std::nullopt;
+  BlockRole role = BlockRole::kKv;
 };
 
 // One block of a batch put. The value is read during the call only.
@@ -63,6 +77,7 @@ struct BlockWrite {
   SessionId session = 0;
   std::optional<KvDtype> dtype = std::nullopt;
   std::optional<EngineHash> engine_hash = std::nullopt;
+  BlockRole role = BlockRole::kKv;
 };
 
 // What a deletion by session or tenant removed. When the call returns OK, no tier serves any
@@ -79,6 +94,24 @@ struct PrefixMatch {
   size_t num_blocks = 0;
   // Where each of the first num_blocks blocks was found.
   std::vector<TierLevel> tiers;
+};
+
+// The answer of Store::LookupResume (include/kvtier/state.h).
+struct ResumeMatch {
+  // Leading blocks whose keys are all present (the prefix lookup's answer, in blocks).
+  size_t kv_blocks = 0;
+  // The longest prefix, in blocks, the engine can resume from: the KV of blocks 0..n-1 and
+  // every group's values its window needs at block n-1. 0 when there is none; at most
+  // kv_blocks.
+  size_t resume_blocks = 0;
+  // Where each key of the first kv_blocks blocks was found, in order.
+  std::vector<TierLevel> tiers;
+  // With all_lengths: every n in [1, kv_blocks] the engine can resume from, ascending. A
+  // windowed group may allow 5 and not 4 (a state kept only at some boundaries).
+  std::vector<uint32_t> resumable;
+  // Per group, in the query's order: the longest prefix within kv_blocks that this group
+  // alone allows.
+  std::vector<uint32_t> group_blocks;
 };
 
 // A read lease on a resident block: the bytes stay valid and unchanged while the handle lives,
@@ -331,6 +364,22 @@ class Store {
                                            std::span<const uint32_t> tokens) = 0;
   virtual std::vector<Result<PrefixMatch>> LookupPrefixMany(
       TenantId tenant, std::span<const std::span<const BlockKey>> prompts) = 0;
+
+  // The longest prefix of `keys` (query.keys_per_block keys per block) that an engine can
+  // resume from with the state groups of `query`, and optionally every such length
+  // (include/kvtier/state.h). Counts as an access of each block and state value found.
+  // InvalidArgument for a key count that is not a multiple of keys_per_block, a group name
+  // StateKey refuses, a group named twice or more than kMaxStateGroups groups. A group that
+  // was never stored is no error: nothing can be resumed with it.
+  virtual Result<ResumeMatch> LookupResume(TenantId tenant, std::span<const BlockKey> keys,
+                                           const ResumeQuery& query) = 0;
+
+  // Stores every write or none, and readers see all of them or none: a boundary's state
+  // values with its KV block (docs/state.md). Keys already present count as stored. Put's
+  // errors for a bad value (the first one found); ResourceExhausted when G2 cannot hold them
+  // all at once; InvalidArgument for a kState write without a parent; FailedPrecondition for
+  // one whose parent is neither in the batch nor stored.
+  virtual Status PutAtomic(TenantId tenant, std::span<const BlockWrite> writes) = 0;
 
   // NotFound when absent here. Outstanding BlockHandles stay readable until released. With
   // G4, the other nodes are told (one deletion notice per call) and remove their copies too;

@@ -116,7 +116,8 @@ class ClientImpl final : public Client {
 
   Status Put(const BlockKey& key, std::span<const std::byte> value,
              const PutOptions& options) override {
-    BlockWrite w{key, value, options.parent, options.session, options.dtype};
+    BlockWrite w{key,           value,           options.parent, options.session,
+                 options.dtype, options.engine_hash, options.role};
     return PutMany(std::span(&w, 1))[0];
   }
 
@@ -159,17 +160,8 @@ class ClientImpl final : public Client {
     if (writes.size() > info_.max_batch) {
       return Ready(Repeat(Status::InvalidArgument("batch exceeds the server's max_batch"), writes.size()));
     }
-    std::vector<protocol::PutEntry> entries;
-    entries.reserve(writes.size());
-    for (const BlockWrite& w : writes) {
-      entries.push_back({w.key, w.parent, w.value.size(), w.session, w.dtype, w.engine_hash});
-    }
     std::string dir;
-    protocol::EncodePutDirectory(entries, &dir);
-    std::vector<std::span<const std::byte>> pieces;
-    pieces.reserve(writes.size() + 1);
-    pieces.push_back(AsBytes(dir));
-    for (const BlockWrite& w : writes) pieces.push_back(w.value);
+    std::vector<std::span<const std::byte>> pieces = PutPieces(writes, &dir);
     size_t n = writes.size();
     auto promise = std::make_shared<std::promise<std::vector<Status>>>();
     std::future<std::vector<Status>> f = promise->get_future();
@@ -177,6 +169,37 @@ class ClientImpl final : public Client {
       promise->set_value(ItemStatuses(r, n));
     });
     return f;
+  }
+
+  Status PutAtomic(std::span<const BlockWrite> writes) override {
+    if (writes.size() > info_.max_batch) {
+      return Status::InvalidArgument("an atomic put of " + std::to_string(writes.size()) +
+                                     " blocks exceeds the server's max_batch (" +
+                                     std::to_string(info_.max_batch) + ")");
+    }
+    std::string dir;
+    std::vector<std::span<const std::byte>> pieces = PutPieces(writes, &dir);
+    uint64_t bytes = 0;
+    for (std::span<const std::byte> p : pieces) bytes += p.size();
+    if (bytes > info_.max_frame_bytes) {
+      return Status::InvalidArgument("an atomic put of " + std::to_string(bytes) +
+                                     " bytes exceeds the server's max_frame_bytes (" +
+                                     std::to_string(info_.max_frame_bytes) + ")");
+    }
+    return Retrying([&] { return StatusReply(Wait(Opcode::kPutAtomic, pieces)); });
+  }
+
+  Result<ResumeMatch> LookupResume(std::span<const BlockKey> keys,
+                                   const ResumeQuery& query) override {
+    protocol::ResumeRequest req{query, {keys.begin(), keys.end()}};
+    std::string body;
+    protocol::EncodeResumeRequest(req, &body);
+    std::span<const std::byte> piece = AsBytes(body);
+    return Retrying([&]() -> Result<ResumeMatch> {
+      Reply r = Wait(Opcode::kLookupResume, std::span(&piece, 1));
+      if (!r.status.ok()) return r.status;
+      return protocol::DecodeResumeMatch(r.bytes());
+    });
   }
 
   Result<std::vector<std::byte>> Get(const BlockKey& key) override {
@@ -526,6 +549,27 @@ class ClientImpl final : public Client {
     if (!statuses.ok()) return Repeat(statuses.status(), n);
     if (statuses->size() != n) return Repeat(Status::Internal("reply has the wrong item count"), n);
     return std::move(statuses).value();
+  }
+
+  static Status StatusReply(const Reply& r) {
+    return r.status.ok() ? protocol::DecodeResponseStatus(r.bytes()) : r.status;
+  }
+
+  // A PUT_MANY / PUT_ATOMIC body: the directory, encoded into *dir, then the values.
+  static std::vector<std::span<const std::byte>> PutPieces(std::span<const BlockWrite> writes,
+                                                           std::string* dir) {
+    std::vector<protocol::PutEntry> entries;
+    entries.reserve(writes.size());
+    for (const BlockWrite& w : writes) {
+      entries.push_back(
+          {w.key, w.parent, w.value.size(), w.session, w.dtype, w.engine_hash, w.role});
+    }
+    protocol::EncodePutDirectory(entries, dir);
+    std::vector<std::span<const std::byte>> pieces;
+    pieces.reserve(writes.size() + 1);
+    pieces.push_back(AsBytes(*dir));
+    for (const BlockWrite& w : writes) pieces.push_back(w.value);
+    return pieces;
   }
 
   static Result<DeletionReport> DeletionReply(const Reply& r) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "kvtier/state.h"
 #include "src/common/sha256.h"
 
 namespace kvtier {
@@ -11,6 +12,7 @@ namespace {
 
 constexpr std::string_view kNamespaceTag = "kvtier/ns/v1";
 constexpr std::string_view kOpaqueTag = "kvtier/opaque/v1";
+constexpr std::string_view kStateTag = "kvtier/state/v1";
 
 void PutU32(Sha256& h, uint32_t v) {
   const uint8_t b[4] = {static_cast<uint8_t>(v), static_cast<uint8_t>(v >> 8),
@@ -190,6 +192,32 @@ BlockKey NamedBlockKey(std::string_view name) {
   Sha256 h;
   h.Update(kNamedTag.data(), kNamedTag.size());
   h.Update(name.data(), name.size());
+  return BlockKey(h.Final());
+}
+
+Status ValidateStateGroupName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxStateGroupBytes) {
+    return Status::InvalidArgument("state group name must be 1 to " +
+                                   std::to_string(kMaxStateGroupBytes) + " bytes, got " +
+                                   std::to_string(name.size()));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("._-:/@").find(c) != std::string_view::npos;
+    if (!ok) {
+      return Status::InvalidArgument("state group name '" + std::string(name) +
+                                     "' has a byte other than letters, digits and ._-:/@");
+    }
+  }
+  return Status::OK();
+}
+
+Result<BlockKey> StateKey(const BlockKey& block, std::string_view group) {
+  KVTIER_RETURN_IF_ERROR(ValidateStateGroupName(group));
+  Sha256 h;
+  h.Update(kStateTag.data(), kStateTag.size());
+  h.Update(block.data(), kBlockKeySize);
+  PutString(h, group);
   return BlockKey(h.Final());
 }
 

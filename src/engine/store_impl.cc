@@ -156,9 +156,11 @@ Status StoreImpl::CheckValue(std::span<const std::byte> value) const {
 Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
                       const PutOptions& options) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
-  KVTIER_RETURN_IF_ERROR(CheckValue(value));
+  KVTIER_RETURN_IF_ERROR(CheckWrite({key, value, options.parent, options.session, options.dtype,
+                                     options.engine_hash, options.role}));
   Status s = memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr,
-                         {options.session, 0, options.dtype, false, options.engine_hash});
+                         {options.session, 0, options.dtype, false, options.engine_hash,
+                          options.role});
   if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
   return s;
 }
@@ -190,7 +192,8 @@ Status StoreImpl::Commit(BlockAllocation allocation, const PutOptions& options) 
   const TenantId tenant = allocation.tenant();
   const BlockKey key = allocation.key();
   Status s = memory_->CommitReserved(id, options.parent ? &*options.parent : nullptr,
-                                     {options.session, 0, options.dtype, false, options.engine_hash});
+                                     {options.session, 0, options.dtype, false,
+                                      options.engine_hash, options.role});
   if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
   return s;
 }
@@ -199,7 +202,8 @@ std::vector<Status> StoreImpl::PutMany(TenantId tenant, std::span<const BlockWri
   std::vector<Status> out;
   out.reserve(writes.size());
   for (const BlockWrite& w : writes) {
-    out.push_back(Put(tenant, w.key, w.value, {w.parent, w.session, w.dtype, w.engine_hash}));
+    out.push_back(
+        Put(tenant, w.key, w.value, {w.parent, w.session, w.dtype, w.engine_hash, w.role}));
   }
   return out;
 }

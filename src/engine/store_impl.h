@@ -85,6 +85,9 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
                                    std::span<const uint32_t> tokens) override;
   std::vector<Result<PrefixMatch>> LookupPrefixMany(
       TenantId tenant, std::span<const std::span<const BlockKey>> prompts) override;
+  Result<ResumeMatch> LookupResume(TenantId tenant, std::span<const BlockKey> keys,
+                                   const ResumeQuery& query) override;
+  Status PutAtomic(TenantId tenant, std::span<const BlockWrite> writes) override;
   Status Replace(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
                  const PutOptions& options) override;
   Status Delete(TenantId tenant, const BlockKey& key) override;
@@ -111,6 +114,11 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
  private:
   Status CheckTenant(TenantId tenant) const;
   Status CheckValue(std::span<const std::byte> value) const;
+  // CheckValue, a known role, and a parent for a state value.
+  Status CheckWrite(const BlockWrite& w) const;
+  // Whether each key is stored on any tier (store_resume.cc); with `access`, counts as an
+  // access of those found in G2 and G3.
+  std::vector<bool> PresentAnywhere(TenantId tenant, std::span<const BlockKey> keys, bool access);
   // Reads a block from G3 into a new buffer, and what G3 knows about it into *meta; NotFound
   // without G3 or on a miss.
   Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key,

@@ -15,30 +15,15 @@
 #include <vector>
 
 #include "kvtier/env.h"
+#include "src/engine/store_test_util.h"
 
 namespace kvtier {
 namespace {
 
-constexpr uint64_t kBlock = 64 * kKiB;
-
-class ManualClockEnv final : public Env {
- public:
-  uint64_t NowMicros() override { return now_us.load(); }
-  std::atomic<uint64_t> now_us{1'000'000'000'000};
-};
-
-BlockKey Key(uint64_t v) {
-  std::array<uint8_t, kBlockKeySize> b{};
-  std::memcpy(b.data(), &v, sizeof(v));
-  b[31] = 0xee;
-  return BlockKey(b);
-}
-
-std::vector<std::byte> Value(uint64_t seed, size_t size = kBlock) {
-  std::vector<std::byte> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = std::byte(static_cast<uint8_t>(seed * 131 + i * 7));
-  return v;
-}
+using testing_util::Key;
+using testing_util::ManualClockEnv;
+using testing_util::Value;
+constexpr uint64_t kBlock = testing_util::kTestBlock;
 
 class StoreTest : public ::testing::Test {
  protected:

@@ -182,7 +182,8 @@ void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
   for (const PutEntry& e : entries) {
     w.Key(e.key);
     uint8_t flags = (e.parent ? kEntryHasParent : 0) | (e.session != 0 ? kEntryHasSession : 0) |
-                    (e.dtype ? kEntryHasDtype : 0) | (e.engine_hash ? kEntryHasEngineHash : 0);
+                    (e.dtype ? kEntryHasDtype : 0) | (e.engine_hash ? kEntryHasEngineHash : 0) |
+                    (e.role != BlockRole::kKv ? kEntryHasRole : 0);
     w.U8(flags);
     if (e.parent) w.Key(*e.parent);
     if (e.session != 0) w.U64(e.session);
@@ -191,6 +192,7 @@ void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
       w.U8(static_cast<uint8_t>(e.engine_hash->size | (e.engine_hash->integer ? 0x80 : 0)));
       for (uint8_t b : e.engine_hash->view()) w.U8(b);
     }
+    if (e.role != BlockRole::kKv) w.U8(static_cast<uint8_t>(e.role));
     w.U64(e.size);
   }
 }
@@ -212,8 +214,8 @@ Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, u
   for (uint32_t i = 0; i < count; ++i) {
     writes[i].key = r.Key();
     uint8_t flags = r.U8();
-    constexpr uint8_t kKnown =
-        kEntryHasParent | kEntryHasSession | kEntryHasDtype | kEntryHasEngineHash;
+    constexpr uint8_t kKnown = kEntryHasParent | kEntryHasSession | kEntryHasDtype |
+                               kEntryHasEngineHash | kEntryHasRole;
     if (flags & ~kKnown) return Status::InvalidArgument("unknown PUT_MANY entry flags");
     if (flags & kEntryHasParent) writes[i].parent = r.Key();
     if (flags & kEntryHasSession) writes[i].session = r.U64();
@@ -236,6 +238,15 @@ Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, u
       }
       for (uint8_t j = 0; j < h.size && r.ok(); ++j) h.bytes[j] = r.U8();
       writes[i].engine_hash = h;
+    }
+    if (flags & kEntryHasRole) {
+      const uint8_t role = r.U8();
+      if (r.ok() && role != static_cast<uint8_t>(BlockRole::kKvNeedsState) &&
+          role != static_cast<uint8_t>(BlockRole::kState)) {
+        return Status::InvalidArgument("unknown block role " + std::to_string(role) +
+                                       " in a PUT_MANY entry");
+      }
+      writes[i].role = static_cast<BlockRole>(role);
     }
     sizes[i] = r.U64();
     if (!r.ok()) return Malformed("PUT_MANY");
@@ -295,6 +306,75 @@ Result<PrefixMatch> DecodePrefixMatch(std::span<const std::byte> body) {
   PrefixMatch m;
   m.num_blocks = n;
   for (uint32_t i = 0; i < n; ++i) m.tiers.push_back(static_cast<TierLevel>(r.U8()));
+  return m;
+}
+
+void EncodeResumeRequest(const ResumeRequest& m, std::string* out) {
+  BodyWriter w(out);
+  w.U32(m.query.keys_per_block);
+  w.U8(m.query.all_lengths ? kResumeAllLengths : 0);
+  w.U8(static_cast<uint8_t>(m.query.groups.size()));
+  for (const StateGroup& g : m.query.groups) {
+    w.U32(g.window_blocks);
+    w.String16(g.name);
+  }
+  EncodeKeyList(m.keys, out);
+}
+
+Result<ResumeRequest> DecodeResumeRequest(std::span<const std::byte> body, uint32_t max_batch) {
+  BodyReader r(body);
+  ResumeRequest m;
+  m.query.keys_per_block = r.U32();
+  const uint8_t flags = r.U8();
+  const uint8_t groups = r.U8();
+  if (!r.ok()) return Malformed("LOOKUP_RESUME");
+  if (flags & ~kResumeAllLengths) return Status::InvalidArgument("unknown LOOKUP_RESUME flags");
+  if (groups > kMaxStateGroups) {
+    return Status::InvalidArgument("LOOKUP_RESUME names " + std::to_string(groups) +
+                                   " state groups; at most " + std::to_string(kMaxStateGroups));
+  }
+  m.query.all_lengths = (flags & kResumeAllLengths) != 0;
+  for (uint8_t i = 0; i < groups; ++i) {
+    StateGroup g;
+    g.window_blocks = r.U32();
+    g.name = r.String16();
+    if (!r.ok()) return Malformed("LOOKUP_RESUME");
+    m.query.groups.push_back(std::move(g));
+  }
+  Result<std::vector<BlockKey>> keys = ReadKeyList(&r, max_batch);
+  if (!keys.ok()) return keys.status();
+  m.keys = std::move(keys).value();
+  return m;
+}
+
+void EncodeResumeMatch(const ResumeMatch& match, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U32(static_cast<uint32_t>(match.kv_blocks));
+  w.U32(static_cast<uint32_t>(match.resume_blocks));
+  w.U32(static_cast<uint32_t>(match.tiers.size()));
+  for (TierLevel t : match.tiers) w.U8(static_cast<uint8_t>(t));
+  w.U8(static_cast<uint8_t>(match.group_blocks.size()));
+  for (uint32_t n : match.group_blocks) w.U32(n);
+  w.U32(static_cast<uint32_t>(match.resumable.size()));
+  for (uint32_t n : match.resumable) w.U32(n);
+}
+
+Result<ResumeMatch> DecodeResumeMatch(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  ResumeMatch m;
+  m.kv_blocks = r.U32();
+  m.resume_blocks = r.U32();
+  const uint32_t tiers = r.U32();
+  if (!r.ok() || r.remaining() < tiers) return Malformed("LOOKUP_RESUME response");
+  for (uint32_t i = 0; i < tiers; ++i) m.tiers.push_back(static_cast<TierLevel>(r.U8()));
+  const uint8_t groups = r.U8();
+  for (uint8_t i = 0; i < groups && r.ok(); ++i) m.group_blocks.push_back(r.U32());
+  const uint32_t lengths = r.U32();
+  if (!r.ok() || r.remaining() / 4 != lengths) return Malformed("LOOKUP_RESUME response");
+  for (uint32_t i = 0; i < lengths; ++i) m.resumable.push_back(r.U32());
+  if (!r.done()) return Malformed("LOOKUP_RESUME response");
   return m;
 }
 

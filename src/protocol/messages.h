@@ -63,6 +63,7 @@ struct PutEntry {
   SessionId session = 0;         // 0: none (not encoded).
   std::optional<KvDtype> dtype;  // nullopt: unknown (not encoded).
   std::optional<EngineHash> engine_hash = std::nullopt;  // nullopt: none (not encoded).
+  BlockRole role = BlockRole::kKv;                       // kKv: not encoded.
 };
 
 // PUT_MANY entry flag bits.
@@ -72,6 +73,16 @@ inline constexpr uint8_t kEntryHasDtype = 1u << 2;    // Needs kFeatureSessions.
 // u8 n (bit 7: an unsigned integer, big-endian; bits 0-6: 1 to 32 bytes, at most 8 for an
 // integer), then the n bytes. Needs kFeatureEngineHashes.
 inline constexpr uint8_t kEntryHasEngineHash = 1u << 3;
+// u8 role: 1 KV that needs state, 2 a state value (BlockRole). Needs kFeatureState.
+inline constexpr uint8_t kEntryHasRole = 1u << 4;
+
+// LOOKUP_RESUME: the query and the prompt's keys.
+struct ResumeRequest {
+  ResumeQuery query;
+  std::vector<BlockKey> keys;
+};
+// LOOKUP_RESUME request flag bits.
+inline constexpr uint8_t kResumeAllLengths = 1u << 0;
 
 struct NamedCounter {
   std::string name;
@@ -116,6 +127,12 @@ void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out);
 Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
                                               uint64_t max_block_bytes);
 
+// LOOKUP_RESUME: u32 keys_per_block, u8 flags, u8 groups, (u32 window, string16 name) per
+// group, then the keys as a key list. InvalidArgument as DecodeKeyList for the keys, for
+// unknown flags, and for more than kMaxStateGroups groups; the Store checks the rest.
+void EncodeResumeRequest(const ResumeRequest& m, std::string* out);
+Result<ResumeRequest> DecodeResumeRequest(std::span<const std::byte> body, uint32_t max_batch);
+
 // Response bodies.
 // DELETE_SESSION and DELETE_TENANT: OK, u64 memory_blocks, u64 disk_blocks.
 void EncodeDeletionReport(const DeletionReport& report, std::string* out);
@@ -131,6 +148,10 @@ Result<std::vector<Status>> DecodeItemStatuses(std::span<const std::byte> body);
 // LOOKUP_PREFIX: OK, u32 num_blocks, one tier byte per block.
 void EncodePrefixMatch(const PrefixMatch& match, std::string* out);
 Result<PrefixMatch> DecodePrefixMatch(std::span<const std::byte> body);
+// LOOKUP_RESUME: OK, u32 kv_blocks, u32 resume_blocks, u32 n + n tier bytes, u8 g + g u32
+// group_blocks, u32 r + r u32 resumable lengths.
+void EncodeResumeMatch(const ResumeMatch& match, std::string* out);
+Result<ResumeMatch> DecodeResumeMatch(std::span<const std::byte> body);
 // EXISTS: OK, u32 count, one byte per key: 0 absent, else the TierLevel it was found in.
 void EncodeExists(std::span<const uint8_t> tiers, std::string* out);
 Result<std::vector<uint8_t>> DecodeExists(std::span<const std::byte> body);

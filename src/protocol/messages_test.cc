@@ -239,5 +239,61 @@ TEST(MessagesTest, PrefixMatchExistsAndStats) {
   EXPECT_EQ(r->counters[1].value, 4u);
 }
 
+TEST(MessagesTest, PutEntriesCarryTheirRoleAndRejectUnknownOnes) {
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, 2, 0, std::nullopt, std::nullopt},
+                                   {Key(2), Key(1), 2, 0, std::nullopt, std::nullopt,
+                                    BlockRole::kKvNeedsState},
+                                   {Key(3), Key(2), 2, 0, std::nullopt, std::nullopt,
+                                    BlockRole::kState}};
+  std::string body;
+  EncodePutDirectory(entries, &body);
+  body += "aabbcc";
+  Result<std::vector<BlockWrite>> out = DecodePutMany(Bytes(body), 16, 1024);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].role, BlockRole::kKv);
+  EXPECT_EQ((*out)[1].role, BlockRole::kKvNeedsState);
+  EXPECT_EQ((*out)[2].role, BlockRole::kState);
+  // The role byte of the third entry (key, flags, parent, role, size) set to 3.
+  const size_t role_at = 4 + (32 + 1 + 8) + (32 + 1 + 32 + 1 + 8) + (32 + 1 + 32);
+  ASSERT_EQ(body[role_at], 2);
+  body[role_at] = 3;
+  EXPECT_EQ(DecodePutMany(Bytes(body), 16, 1024).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MessagesTest, ResumeRequestAndMatchRoundTrip) {
+  ResumeRequest in{{2, {{"mamba", 1}, {"indexer", 0}}, true}, {Key(1), Key(2)}};
+  std::string body;
+  EncodeResumeRequest(in, &body);
+  Result<ResumeRequest> out = DecodeResumeRequest(Bytes(body), 16);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->query.keys_per_block, 2u);
+  EXPECT_TRUE(out->query.all_lengths);
+  ASSERT_EQ(out->query.groups.size(), 2u);
+  EXPECT_EQ(out->query.groups[1].name, "indexer");
+  EXPECT_EQ(out->query.groups[1].window_blocks, 0u);
+  EXPECT_EQ(out->keys, in.keys);
+  EXPECT_FALSE(DecodeResumeRequest(Bytes(body.substr(0, body.size() - 1)), 16).ok());
+  std::string flagged = body;
+  flagged[4] = 2;  // An unknown flag.
+  EXPECT_EQ(DecodeResumeRequest(Bytes(flagged), 16).status().code(),
+            StatusCode::kInvalidArgument);
+  std::string many = body;
+  many[5] = static_cast<char>(kMaxStateGroups + 1);
+  EXPECT_EQ(DecodeResumeRequest(Bytes(many), 16).status().code(), StatusCode::kInvalidArgument);
+
+  ResumeMatch m{3, 2, {TierLevel::kG2, TierLevel::kG3, TierLevel::kG4}, {1, 2}, {3, 2}};
+  std::string reply;
+  EncodeResumeMatch(m, &reply);
+  Result<ResumeMatch> back = DecodeResumeMatch(Bytes(reply));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->kv_blocks, 3u);
+  EXPECT_EQ(back->resume_blocks, 2u);
+  EXPECT_EQ(back->tiers, m.tiers);
+  EXPECT_EQ(back->resumable, m.resumable);
+  EXPECT_EQ(back->group_blocks, m.group_blocks);
+  EXPECT_FALSE(DecodeResumeMatch(Bytes(reply + "x")).ok());
+  EXPECT_FALSE(DecodeResumeMatch(Bytes(reply.substr(0, reply.size() - 2))).ok());
+}
+
 }  // namespace
 }  // namespace kvtier::protocol

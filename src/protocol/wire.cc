@@ -43,6 +43,8 @@ bool IsRequestOpcode(uint8_t opcode) {
     case Opcode::kDeleteSession:
     case Opcode::kDeleteTenant:
     case Opcode::kFlush:
+    case Opcode::kPutAtomic:
+    case Opcode::kLookupResume:
     case Opcode::kShmAttach:
     case Opcode::kShmGet:
     case Opcode::kShmRelease:
@@ -73,6 +75,8 @@ std::string_view OpcodeName(uint8_t opcode) {
     case Opcode::kDeleteSession: return "DELETE_SESSION";
     case Opcode::kDeleteTenant: return "DELETE_TENANT";
     case Opcode::kFlush: return "FLUSH";
+    case Opcode::kPutAtomic: return "PUT_ATOMIC";
+    case Opcode::kLookupResume: return "LOOKUP_RESUME";
     case Opcode::kShmAttach: return "SHM_ATTACH";
     case Opcode::kShmGet: return "SHM_GET";
     case Opcode::kShmRelease: return "SHM_RELEASE";

@@ -41,6 +41,9 @@ enum class Opcode : uint8_t {
   kDeleteSession = 0x19,
   kDeleteTenant = 0x1A,
   kFlush = 0x1B,
+  // State beside KV (docs/state.md; kFeatureState).
+  kPutAtomic = 0x1C,
+  kLookupResume = 0x1D,
   // Shared-memory fast path (docs/protocol.md; Unix socket with SHARED_MEMORY granted only).
   kShmAttach = 0x20,
   kShmGet = 0x21,
@@ -73,7 +76,12 @@ inline constexpr uint64_t kFeatureSessions = 1u << 2;
 // PUT_MANY entries may carry the engine's own hash of the block (entry flags bit 3), which the
 // server's KV events use to name it. A server without it rejects the flag as unknown.
 inline constexpr uint64_t kFeatureEngineHashes = 1u << 3;
-inline constexpr uint64_t kServerFeatures = kFeaturePrefetch | kFeatureSessions | kFeatureEngineHashes;
+// PUT_MANY and PUT_ATOMIC entries may carry a block role (entry flags bit 4), and the
+// PUT_ATOMIC and LOOKUP_RESUME requests exist. A server without it rejects the flag as unknown
+// and answers the opcodes UNIMPLEMENTED.
+inline constexpr uint64_t kFeatureState = 1u << 4;
+inline constexpr uint64_t kServerFeatures =
+    kFeaturePrefetch | kFeatureSessions | kFeatureEngineHashes | kFeatureState;
 
 struct FrameHeader {
   uint8_t version = kVersion;

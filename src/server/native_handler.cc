@@ -23,9 +23,11 @@ Op OpFor(uint8_t opcode) {
     case Opcode::kHello: return Op::kHello;
     case Opcode::kAuth: return Op::kAuth;
     case Opcode::kPing: return Op::kPing;
-    case Opcode::kLookupPrefix: return Op::kLookupPrefix;
+    case Opcode::kLookupPrefix:
+    case Opcode::kLookupResume: return Op::kLookupPrefix;
     case Opcode::kGetMany: return Op::kGet;
-    case Opcode::kPutMany: return Op::kPut;
+    case Opcode::kPutMany:
+    case Opcode::kPutAtomic: return Op::kPut;
     case Opcode::kExists: return Op::kExists;
     case Opcode::kDelete: return Op::kDelete;
     case Opcode::kPin: return Op::kPin;
@@ -109,6 +111,8 @@ class NativeHandler final : public ProtocolHandler {
         return true;
       case Opcode::kGetMany: GetMany(h, body, out); return true;
       case Opcode::kPutMany: PutMany(h, body, out); return true;
+      case Opcode::kPutAtomic: PutAtomic(h, body, out); return true;
+      case Opcode::kLookupResume: LookupResume(h, body, out); return true;
       case Opcode::kDelete: Delete(h, body, out); return true;
       case Opcode::kStats: Stats(h, out); return true;
       case Opcode::kDeleteSession:
@@ -258,6 +262,29 @@ class NativeHandler final : public ProtocolHandler {
     std::vector<Status> statuses = ctx_->store->PutMany(principal_->tenant, *writes);
     scratch_.clear();
     protocol::EncodeItemStatuses(statuses, &scratch_);
+    SendFrame(out, h.opcode, h.request_id, scratch_);
+  }
+
+  // All or nothing: one status for the whole request.
+  void PutAtomic(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<std::vector<BlockWrite>> writes = protocol::DecodePutMany(
+        body, ctx_->config->max_batch, ctx_->config->store.max_block_bytes);
+    Reply(out, h.opcode, h.request_id,
+          writes.ok() ? ctx_->store->PutAtomic(principal_->tenant, *writes) : writes.status());
+  }
+
+  void LookupResume(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<protocol::ResumeRequest> req =
+        protocol::DecodeResumeRequest(body, ctx_->config->max_batch);
+    Result<ResumeMatch> match =
+        req.ok() ? ctx_->store->LookupResume(principal_->tenant, req->keys, req->query)
+                 : Result<ResumeMatch>(req.status());
+    if (!match.ok()) {
+      Reply(out, h.opcode, h.request_id, match.status());
+      return;
+    }
+    scratch_.clear();
+    protocol::EncodeResumeMatch(*match, &scratch_);
     SendFrame(out, h.opcode, h.request_id, scratch_);
   }
 

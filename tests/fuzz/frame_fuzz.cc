@@ -26,6 +26,8 @@ void DecodeEverything(std::span<const std::byte> body) {
   (void)protocol::DecodePutMany(body, 1024, 1 << 20);
   (void)protocol::DecodeItemStatuses(body);
   (void)protocol::DecodePrefixMatch(body);
+  (void)protocol::DecodeResumeRequest(body, 1024);
+  (void)protocol::DecodeResumeMatch(body);
   (void)protocol::DecodeExists(body);
   (void)protocol::DecodeStats(body);
   (void)protocol::DecodeGetMany(body);

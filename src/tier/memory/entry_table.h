@@ -55,6 +55,8 @@ inline constexpr uint8_t kEntryLongChain = 4;    // A chain of min_prefix_blocks
 inline constexpr uint8_t kEntryDemoting = 8;     // Evicted, being written to G3; still readable.
 inline constexpr uint8_t kEntryInShared = 16;    // Read from G4 (BlockMeta::in_shared).
 inline constexpr uint8_t kEntryWasReused = 32;   // Has been in the reused queue.
+inline constexpr uint8_t kEntryNeedsState = 64;  // BlockRole::kKvNeedsState.
+inline constexpr uint8_t kEntryStateValue = 128; // BlockRole::kState.
 
 // An intrusive list of entries, oldest first.
 struct EntryList {

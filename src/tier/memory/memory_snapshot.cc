@@ -47,7 +47,8 @@ constexpr size_t kHeaderBytes = 48;
 constexpr size_t kBlockFixedBytes = 108;
 constexpr size_t kTrailerBytes = 8;
 // Flags that describe the block itself, as opposed to its state in this process.
-constexpr uint8_t kSavedFlags = kEntryLongChain | kEntryInShared | kEntryWasReused;
+constexpr uint8_t kSavedFlags =
+    kEntryLongChain | kEntryInShared | kEntryWasReused | kEntryNeedsState | kEntryStateValue;
 // An index this large is not one this code wrote (about 120 bytes per block).
 constexpr uint64_t kMaxIndexBytes = uint64_t{16} << 30;
 constexpr uint32_t kMaxTenantNameBytes = 4096;

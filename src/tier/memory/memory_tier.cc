@@ -166,6 +166,8 @@ BlockMeta MemoryTier::MetaOf(const Entry& e) const {
   meta.created_us = uint64_t{e.created_s} * 1000000;
   if (e.dtype != 0) meta.dtype = static_cast<KvDtype>(e.dtype);
   meta.in_shared = (e.flags & kEntryInShared) != 0;
+  if (e.flags & kEntryNeedsState) meta.role = BlockRole::kKvNeedsState;
+  if (e.flags & kEntryStateValue) meta.role = BlockRole::kState;
   return meta;
 }
 
@@ -281,6 +283,8 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   e.session = AcquireSessionSlot(tenant, meta.session);
   e.dtype = meta.dtype ? static_cast<uint8_t>(*meta.dtype) : 0;
   if (meta.in_shared) e.flags |= kEntryInShared;
+  if (meta.role == BlockRole::kKvNeedsState) e.flags |= kEntryNeedsState;
+  if (meta.role == BlockRole::kState) e.flags |= kEntryStateValue;
   e.state = EntryState::kResident;
   if (extents.size() > 1) {
     e.flags |= kEntryMultiExtent;

@@ -79,6 +79,8 @@ struct BlockMeta {
   bool in_shared = false;
   // Told to the event listener when the block is published; not kept.
   std::optional<EngineHash> engine_hash = std::nullopt;
+  // Kept by G2 only (its eviction order): lower tiers bring a block back as kKv.
+  BlockRole role = BlockRole::kKv;
 };
 
 class MemoryTier final : public BlockHandle::Releaser {
@@ -125,6 +127,15 @@ class MemoryTier final : public BlockHandle::Releaser {
   Status CommitReserved(uint64_t id, const BlockKey* parent, const BlockMeta& meta)
       ABSL_LOCKS_EXCLUDED(mu_);
   void AbortReserved(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stores every write or none (memory_tier_batch.cc): room for all of them is taken first,
+  // their bytes copied, then all are published at once, so a reader sees all or none. Keys
+  // already resident count as stored (and are held while the others are placed). Put's
+  // errors otherwise, with nothing stored. REQUIRES: valid tenant, each value 1 byte to 4 GiB.
+  Status PutAll(uint32_t tenant, std::span<const BlockWrite> writes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether each key is resident. With `access`, the found ones count as accessed, the last
+  // first (as a prefix lookup makes the head of a prefix the most recent).
+  std::vector<bool> Present(uint32_t tenant, std::span<const BlockKey> keys, bool access)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Null when payload-free. Region i holds the blocks of tenant i.
   const Arena* arena() const { return arena_.get(); }
 
@@ -276,6 +287,13 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Frees what a detached entry no longer needs: its pages once unleased, the entry itself
   // once it has no children either (then its parent is reconsidered).
   void Reclaim(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PutAll's end: frees the extents left in *extents (those not published) and ends the
+  // leases of *held.
+  void EndBatch(uint32_t tenant, std::vector<std::vector<Extent>>* extents,
+                std::vector<uint32_t>* held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A resident block lost its last child: KV that needs state and now has none after it
+  // serves no resume, and moves to the old end of probation, to be evicted first.
+  void OnLastChildGone(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeExtents(uint32_t tenant, const std::vector<Extent>& extents)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the pages of newly allocated `extents` of `tenant` as holding memory, then sheds

@@ -244,8 +244,23 @@ void MemoryTier::Reclaim(uint32_t index) {
     uint32_t parent = e.parent;
     table_.FreeEntry(index);
     if (parent == kNil) return;
-    --table_.at(parent).children;
+    if (--table_.at(parent).children == 0 && table_.at(parent).state == EntryState::kResident) {
+      OnLastChildGone(parent);
+    }
     index = parent;
+  }
+}
+
+void MemoryTier::OnLastChildGone(uint32_t index) {
+  Entry& e = table_.at(index);
+  if ((e.flags & kEntryNeedsState) == 0 || e.queue == QueueId::kNone) return;
+  TenantState& t = tenants_[e.tenant];
+  Dequeue(index);
+  e.queue = QueueId::kProbation;
+  if (t.probation.head == kNil) {
+    table_.PushBack(&t.probation, index, PagesFor(e.size));
+  } else {
+    table_.InsertBefore(&t.probation, t.probation.head, index, PagesFor(e.size));
   }
 }
 
