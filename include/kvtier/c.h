@@ -42,6 +42,7 @@ typedef struct kvtier_put_options_t kvtier_put_options_t;
 typedef struct kvtier_write_batch_t kvtier_write_batch_t;
 typedef struct kvtier_namespace_t kvtier_namespace_t;
 typedef struct kvtier_stats_t kvtier_stats_t;
+typedef struct kvtier_resume_query_t kvtier_resume_query_t;
 
 /* Element type of KV values (compression splits byte planes by it). Same numbers as the
  * C++ kvtier::KvDtype and the wire. */
@@ -60,6 +61,13 @@ enum {
   KVTIER_TIER_G2 = 2, /* host DRAM */
   KVTIER_TIER_G3 = 3, /* local SSD */
   KVTIER_TIER_G4 = 4  /* shared storage */
+};
+
+/* What a block holds, for eviction (kvtier::BlockRole; docs/state.md). */
+enum {
+  KVTIER_ROLE_KV = 0,             /* KV of a model that resumes after any block */
+  KVTIER_ROLE_KV_NEEDS_STATE = 1, /* KV of a model that resumes only where its state values are */
+  KVTIER_ROLE_STATE = 2           /* a state value; its parent is the block it belongs to */
 };
 
 /* Releases memory the library returned (values, error messages). NULL is fine. */
@@ -121,6 +129,8 @@ void kvtier_put_options_set_parent(kvtier_put_options_t* options, const unsigned
 void kvtier_put_options_set_session(kvtier_put_options_t* options, uint64_t session);
 /* One of KVTIER_DTYPE_*. */
 void kvtier_put_options_set_dtype(kvtier_put_options_t* options, int dtype);
+/* One of KVTIER_ROLE_*. */
+void kvtier_put_options_set_role(kvtier_put_options_t* options, int role);
 
 /* Stores one block (a key already present stays as it is: OK). `options` may be NULL. */
 void kvtier_client_put(kvtier_client_t* client, const unsigned char* key, const char* value,
@@ -144,6 +154,12 @@ void kvtier_write_batch_put(kvtier_write_batch_t* batch, const unsigned char* ke
  * and NULL for the others. */
 size_t kvtier_client_put_many(kvtier_client_t* client, const kvtier_write_batch_t* batch,
                               char** errs, char** errptr);
+
+/* Stores every block of the batch or none (kvtier::Client::PutAtomic: a boundary's KV block
+ * with its state values), in one request: the batch must fit the server's max_batch and
+ * max_frame_bytes. */
+void kvtier_client_put_atomic(kvtier_client_t* client, const kvtier_write_batch_t* batch,
+                              char** errptr);
 
 /* ---- Gets -------------------------------------------------------------------------------- */
 
@@ -177,6 +193,23 @@ void kvtier_client_exists(kvtier_client_t* client, size_t num_keys, const unsign
  * Returns 0 with *errptr set on error. */
 size_t kvtier_client_lookup_prefix(kvtier_client_t* client, size_t num_keys,
                                    const unsigned char* keys, unsigned char* tiers,
+                                   char** errptr);
+
+/* State beside KV (docs/state.md): the groups an engine restores, each with its window (0:
+ * every block's value; w >= 1: the last w blocks'; 1: a state at the boundary). */
+kvtier_resume_query_t* kvtier_resume_query_create(uint32_t keys_per_block);
+void kvtier_resume_query_destroy(kvtier_resume_query_t* query);
+void kvtier_resume_query_add_group(kvtier_resume_query_t* query, const char* name,
+                                   uint32_t window_blocks);
+
+/* The longest prefix, in blocks, the engine can resume from with the query's groups
+ * (kvtier::Client::LookupResume). *kv_blocks (may be NULL) receives the leading blocks whose
+ * keys are all present. When `resumable` is not NULL (num_keys / keys_per_block slots), it
+ * receives every resumable length, ascending, and *num_resumable their count. Returns 0 with
+ * *errptr set on error. */
+size_t kvtier_client_lookup_resume(kvtier_client_t* client, size_t num_keys,
+                                   const unsigned char* keys, const kvtier_resume_query_t* query,
+                                   size_t* kv_blocks, uint32_t* resumable, size_t* num_resumable,
                                    char** errptr);
 
 /* ---- Block keys from tokens (docs/block_keys.md); pure, no server involved ---------------- */
@@ -249,6 +282,10 @@ uint64_t kvtier_stats_get(const kvtier_stats_t* stats, const char* name, int* fo
 void kvtier_block_key_to_hex(const unsigned char* key, char* out);
 /* Parses 64 hex digits into key[32]. Returns 1 on success; 0 with *errptr set otherwise. */
 int kvtier_block_key_from_hex(const char* hex, unsigned char* key, char** errptr);
+/* The key of state group `group`'s value at block `block_key` (docs/block_keys.md, "State
+ * keys") into key_out[32]. Returns 1 on success; 0 with *errptr set for a bad group name. */
+int kvtier_state_key(const unsigned char* block_key, const char* group, unsigned char* key_out,
+                     char** errptr);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -17,6 +17,7 @@
 
 #include "kvtier/block_key.h"
 #include "kvtier/client.h"
+#include "kvtier/state.h"
 
 using kvtier::BlockKey;
 using kvtier::Result;
@@ -40,6 +41,10 @@ struct kvtier_write_batch_t {
 
 struct kvtier_namespace_t {
   kvtier::Namespace ns;
+};
+
+struct kvtier_resume_query_t {
+  kvtier::ResumeQuery query;
 };
 
 struct kvtier_stats_t {
@@ -210,6 +215,10 @@ void kvtier_put_options_set_dtype(kvtier_put_options_t* o, int dtype) {
   o->options.dtype = DtypeFromC(dtype);
 }
 
+void kvtier_put_options_set_role(kvtier_put_options_t* o, int role) {
+  o->options.role = static_cast<kvtier::BlockRole>(role);
+}
+
 void kvtier_client_put(kvtier_client_t* client, const unsigned char* key, const char* value,
                        size_t value_len, const kvtier_put_options_t* options, char** errptr) {
   kvtier::PutOptions defaults;
@@ -232,6 +241,7 @@ void kvtier_write_batch_put(kvtier_write_batch_t* batch, const unsigned char* ke
     w.parent = options->options.parent;
     w.session = options->options.session;
     w.dtype = options->options.dtype;
+    w.role = options->options.role;
   }
   batch->writes.push_back(w);
 }
@@ -239,6 +249,11 @@ void kvtier_write_batch_put(kvtier_write_batch_t* batch, const unsigned char* ke
 size_t kvtier_client_put_many(kvtier_client_t* client, const kvtier_write_batch_t* batch,
                               char** errs, char** errptr) {
   return ReportItems(client->client->PutMany(batch->writes), "puts", errs, errptr);
+}
+
+void kvtier_client_put_atomic(kvtier_client_t* client, const kvtier_write_batch_t* batch,
+                              char** errptr) {
+  Check(errptr, client->client->PutAtomic(batch->writes));
 }
 
 // ---- Gets ----
@@ -321,6 +336,33 @@ size_t kvtier_client_lookup_prefix(kvtier_client_t* client, size_t num_keys,
     }
   }
   return m->num_blocks;
+}
+
+kvtier_resume_query_t* kvtier_resume_query_create(uint32_t keys_per_block) {
+  auto* q = new kvtier_resume_query_t;
+  q->query.keys_per_block = keys_per_block;
+  return q;
+}
+void kvtier_resume_query_destroy(kvtier_resume_query_t* query) { delete query; }
+void kvtier_resume_query_add_group(kvtier_resume_query_t* query, const char* name,
+                                   uint32_t window_blocks) {
+  query->query.groups.push_back({name != nullptr ? name : "", window_blocks});
+}
+
+size_t kvtier_client_lookup_resume(kvtier_client_t* client, size_t num_keys,
+                                   const unsigned char* keys, const kvtier_resume_query_t* query,
+                                   size_t* kv_blocks, uint32_t* resumable, size_t* num_resumable,
+                                   char** errptr) {
+  kvtier::ResumeQuery q = query->query;
+  q.all_lengths = resumable != nullptr;
+  Result<kvtier::ResumeMatch> m = client->client->LookupResume(Keys(keys, num_keys), q);
+  if (!Check(errptr, m.status())) return 0;
+  if (kv_blocks != nullptr) *kv_blocks = m->kv_blocks;
+  if (resumable != nullptr) {
+    std::copy(m->resumable.begin(), m->resumable.end(), resumable);
+    if (num_resumable != nullptr) *num_resumable = m->resumable.size();
+  }
+  return m->resume_blocks;
 }
 
 // ---- Block keys from tokens ----
@@ -489,6 +531,14 @@ int kvtier_block_key_from_hex(const char* hex, unsigned char* key, char** errptr
   Result<BlockKey> k = BlockKey::FromHex(hex != nullptr ? hex : "");
   if (!Check(errptr, k.status())) return 0;
   std::memcpy(key, k->data(), kvtier::kBlockKeySize);
+  return 1;
+}
+
+int kvtier_state_key(const unsigned char* block_key, const char* group, unsigned char* key_out,
+                     char** errptr) {
+  Result<BlockKey> k = kvtier::StateKey(KeyAt(block_key, 0), group != nullptr ? group : "");
+  if (!Check(errptr, k.status())) return 0;
+  std::memcpy(key_out, k->data(), kvtier::kBlockKeySize);
   return 1;
 }
 

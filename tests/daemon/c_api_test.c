@@ -457,6 +457,73 @@ static void test_sessions(const char* tcp) {
   kvtier_client_close(c);
 }
 
+/* State beside KV: a block with a recurrent state after it, stored in one atomic put; the resume
+ * lookup finds it and not a length without its state. */
+static void test_state(const char* tcp) {
+  char* err = NULL;
+  kvtier_client_t* c = connect_as(tcp, "acme", "acme-token", &err);
+  CHECK_NO_ERROR(err);
+  unsigned char keys[2 * KVTIER_BLOCK_KEY_SIZE], state[KVTIER_BLOCK_KEY_SIZE];
+  make_key(keys, 900);
+  make_key(keys + KVTIER_BLOCK_KEY_SIZE, 901);
+  CHECK(kvtier_state_key(keys + KVTIER_BLOCK_KEY_SIZE, "mamba", state, &err) == 1);
+  CHECK_NO_ERROR(err);
+  CHECK(kvtier_state_key(keys, "not a name", state, &err) == 0);
+  CHECK_CONTAINS(err, "state group name");
+  kvtier_free(err);
+  err = NULL;
+
+  static char kv0[4096], kv1[4096], ssm[1024];
+  fill(kv0, sizeof(kv0), 1);
+  fill(kv1, sizeof(kv1), 2);
+  fill(ssm, sizeof(ssm), 3);
+  kvtier_write_batch_t* batch = kvtier_write_batch_create();
+  kvtier_put_options_t* po = kvtier_put_options_create();
+  kvtier_put_options_set_role(po, KVTIER_ROLE_KV_NEEDS_STATE);
+  kvtier_write_batch_put(batch, keys, kv0, sizeof(kv0), po);
+  kvtier_put_options_set_parent(po, keys);
+  kvtier_write_batch_put(batch, keys + KVTIER_BLOCK_KEY_SIZE, kv1, sizeof(kv1), po);
+  kvtier_put_options_set_parent(po, keys + KVTIER_BLOCK_KEY_SIZE);
+  kvtier_put_options_set_role(po, KVTIER_ROLE_STATE);
+  kvtier_write_batch_put(batch, state, ssm, sizeof(ssm), po);
+  kvtier_client_put_atomic(c, batch, &err);
+  CHECK_NO_ERROR(err);
+
+  kvtier_resume_query_t* q = kvtier_resume_query_create(1);
+  kvtier_resume_query_add_group(q, "mamba", 1);
+  size_t kv_blocks = 0, num_resumable = 0;
+  uint32_t resumable[2] = {0, 0};
+  CHECK(kvtier_client_lookup_resume(c, 2, keys, q, &kv_blocks, resumable, &num_resumable, &err) ==
+        2);
+  CHECK_NO_ERROR(err);
+  CHECK(kv_blocks == 2 && num_resumable == 1 && resumable[0] == 2);
+  size_t got = 0;
+  char* value = kvtier_client_get(c, state, &got, &err);
+  CHECK(value != NULL && got == sizeof(ssm) && memcmp(value, ssm, got) == 0);
+  kvtier_free(value);
+
+  /* A state whose block was never stored: nothing of the batch is kept. */
+  unsigned char lost[KVTIER_BLOCK_KEY_SIZE], orphan[KVTIER_BLOCK_KEY_SIZE];
+  make_key(lost, 902);
+  CHECK(kvtier_state_key(lost, "mamba", orphan, &err) == 1);
+  kvtier_write_batch_clear(batch);
+  kvtier_put_options_set_parent(po, lost);
+  kvtier_write_batch_put(batch, orphan, ssm, sizeof(ssm), po);
+  kvtier_client_put_atomic(c, batch, &err);
+  CHECK_CONTAINS(err, "FAILED_PRECONDITION");
+  kvtier_free(err);
+  err = NULL;
+  unsigned char tier = 9;
+  kvtier_client_exists(c, 1, orphan, &tier, &err);
+  CHECK_NO_ERROR(err);
+  CHECK(tier == KVTIER_TIER_ABSENT);
+
+  kvtier_resume_query_destroy(q);
+  kvtier_put_options_destroy(po);
+  kvtier_write_batch_destroy(batch);
+  kvtier_client_close(c);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s <kvtierd> basic|sessions\n", argv[0]);
@@ -471,6 +538,7 @@ int main(int argc, char** argv) {
     test_errors_and_auth(&d, tcp);
     test_round_trips(tcp);
     test_keys_from_tokens(tcp);
+    test_state(tcp);
     test_error_after_daemon_stops(&d, tcp);
   } else if (strcmp(argv[2], "sessions") == 0) {
     test_sessions(tcp);

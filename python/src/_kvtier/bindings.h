@@ -67,11 +67,13 @@ auto WithoutGil(F f) {
 PutOptions PutOptionsFrom(py::handle parent, uint64_t session, uint32_t dtype, size_t index);
 class BorrowedBytes;
 // One BlockWrite per key; `parents` is None or one parent key (or None) per key;
-// `engine_hashes` None or one engine hash (an int below 2**64 or 1 to 32 bytes, or None) per key.
+// `engine_hashes` None or one engine hash (an int below 2**64 or 1 to 32 bytes, or None) per key;
+// `roles` None (all KV) or one BlockRole code per key.
 std::vector<BlockWrite> WritesFrom(const std::vector<BlockKey>& keys,
                                    const std::vector<BorrowedBytes>& values, py::handle parents,
                                    uint64_t session, uint32_t dtype,
-                                   py::handle engine_hashes = py::none());
+                                   py::handle engine_hashes = py::none(),
+                                   py::handle roles = py::none());
 // kvtier.Tier value for a TierLevel (2, 3, 4) or None.
 py::object TierObject(std::optional<TierLevel> tier);
 

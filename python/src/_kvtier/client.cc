@@ -96,7 +96,8 @@ EngineHash EngineHashFrom(py::handle h, size_t index) {
 
 std::vector<BlockWrite> WritesFrom(const std::vector<BlockKey>& keys,
                                    const std::vector<BorrowedBytes>& values, py::handle parents,
-                                   uint64_t session, uint32_t dtype, py::handle engine_hashes) {
+                                   uint64_t session, uint32_t dtype, py::handle engine_hashes,
+                                   py::handle roles) {
   if (values.size() != keys.size()) {
     throw StatusError(Status::InvalidArgument(std::to_string(keys.size()) + " keys but " +
                                               std::to_string(values.size()) + " values"));
@@ -115,12 +116,26 @@ std::vector<BlockWrite> WritesFrom(const std::vector<BlockKey>& keys,
       throw StatusError(Status::InvalidArgument("one engine hash (or None) per key is needed"));
     }
   }
+  std::optional<py::sequence> rs;
+  if (!roles.is_none()) {
+    rs = py::reinterpret_borrow<py::sequence>(roles);
+    if (rs->size() != keys.size()) {
+      throw StatusError(Status::InvalidArgument("one role per key is needed"));
+    }
+  }
   std::vector<BlockWrite> writes(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     py::object parent = ps ? py::object((*ps)[i]) : py::none();
     PutOptions o = PutOptionsFrom(parent, session, dtype, i);
     writes[i] = {keys[i], values[i].span(), o.parent, o.session, o.dtype};
     if (hs && !py::object((*hs)[i]).is_none()) writes[i].engine_hash = EngineHashFrom((*hs)[i], i);
+    if (rs) {
+      const int role = py::object((*rs)[i]).cast<int>();
+      if (role < 0 || role > static_cast<int>(BlockRole::kState)) {
+        throw StatusError(Status::InvalidArgument("unknown block role " + std::to_string(role)));
+      }
+      writes[i].role = static_cast<BlockRole>(role);
+    }
   }
   return writes;
 }
@@ -184,17 +199,51 @@ void BindClient(py::module_& m) {
            })
       .def("put_many",
            [](Closable<Client>& box, py::handle keys, py::handle values, py::handle parents,
-              uint64_t session, uint32_t dtype, py::handle engine_hashes) {
+              uint64_t session, uint32_t dtype, py::handle engine_hashes, py::handle roles) {
              auto c = box.get();
              std::vector<BlockKey> k = KeysFrom(keys);
              std::vector<BorrowedBytes> v = BorrowAll(values, false, "value");
              std::vector<BlockWrite> writes =
-                 WritesFrom(k, v, parents, session, dtype, engine_hashes);
+                 WritesFrom(k, v, parents, session, dtype, engine_hashes, roles);
              std::vector<Status> statuses = WithoutGil([&] { return c->PutMany(writes); });
              return StatusList(statuses);
            },
            py::arg("keys"), py::arg("values"), py::arg("parents"), py::arg("session"),
-           py::arg("dtype"), py::arg("engine_hashes") = py::none())
+           py::arg("dtype"), py::arg("engine_hashes") = py::none(), py::arg("roles") = py::none())
+      .def("put_atomic",
+           [](Closable<Client>& box, py::handle keys, py::handle values, py::handle parents,
+              uint64_t session, uint32_t dtype, py::handle roles) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             std::vector<BorrowedBytes> v = BorrowAll(values, false, "value");
+             std::vector<BlockWrite> writes =
+                 WritesFrom(k, v, parents, session, dtype, py::none(), roles);
+             ThrowIfError(WithoutGil([&] { return c->PutAtomic(writes); }));
+           },
+           py::arg("keys"), py::arg("values"), py::arg("parents"), py::arg("session"),
+           py::arg("dtype"), py::arg("roles"))
+      .def("lookup_resume",
+           [](Closable<Client>& box, py::handle keys, uint32_t keys_per_block,
+              const std::vector<std::pair<std::string, uint32_t>>& groups, bool all_lengths) {
+             auto c = box.get();
+             std::vector<BlockKey> k = KeysFrom(keys);
+             ResumeQuery q;
+             q.keys_per_block = keys_per_block;
+             for (const auto& [name, window] : groups) q.groups.push_back({name, window});
+             q.all_lengths = all_lengths;
+             Result<ResumeMatch> r = WithoutGil([&] { return c->LookupResume(k, q); });
+             ResumeMatch m = ValueOrThrow(std::move(r));
+             py::list tiers(m.tiers.size());
+             for (size_t i = 0; i < m.tiers.size(); ++i) tiers[i] = TierObject(m.tiers[i]);
+             py::dict d;
+             d["kv_blocks"] = m.kv_blocks;
+             d["resume_blocks"] = m.resume_blocks;
+             d["tiers"] = tiers;
+             d["resumable"] = m.resumable;
+             d["group_blocks"] = m.group_blocks;
+             return d;
+           },
+           py::arg("keys"), py::arg("keys_per_block"), py::arg("groups"), py::arg("all_lengths"))
       .def("get_many",
            [](Closable<Client>& box, py::handle keys) {
              auto c = box.get();

@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "buffers.h"
 #include "errors.h"
+#include "kvtier/state.h"
 
 namespace kvtier::python {
 namespace {
@@ -178,6 +179,12 @@ Raises kvtier.InvalidArgument for a field out of range.)doc")
             std::string_view(reinterpret_cast<const char*>(b.span().data()), b.span().size())));
       },
       py::arg("name"));
+  m.def(
+      "state_key",
+      [](py::handle block_key, const std::string& group) {
+        return KeyBytes(ValueOrThrow(StateKey(KeyFrom(block_key, 0), group)));
+      },
+      py::arg("block_key"), py::arg("group"));
   m.def("dtype_code", [](py::handle dtype) { return static_cast<int>(DtypeFrom(dtype)); },
         py::arg("dtype"));
 }

@@ -3,8 +3,11 @@
 - :class:`Client`: the native protocol over TCP, TLS or the daemon's Unix socket; a
   thread-safe pool that releases the GIL and moves values without copies.
 - :class:`ShmClient`: the shared-memory fast path on the same host.
-- :class:`Namespace`, :func:`block_keys`, :func:`opaque_key`, :func:`named_key`: the keys of
-  the C++ library, byte for byte (``docs/block_keys.md``).
+- :class:`Namespace`, :func:`block_keys`, :func:`opaque_key`, :func:`named_key`,
+  :func:`state_key`: the keys of the C++ library, byte for byte (``docs/block_keys.md``).
+- State beside KV for hybrid, sliding-window and sparse-attention models:
+  :meth:`Client.put_atomic`, :meth:`Client.lookup_resume`, :class:`StateGroup`, :class:`Role`
+  (``docs/state.md``).
 - :mod:`kvtier.lmcache`: LMCache on kvtier (MP-mode ``native_plugin`` and in-process
   ``kvtier://`` remote connector).
 - :mod:`kvtier.sglang`: SGLang HiCache's L3 storage backend.
@@ -39,7 +42,15 @@ from ._errors import (
     Unknown,
 )
 from ._kvtier import Namespace
-from ._types import DeletionReport, PrefixMatch, ServerInfo, Tier
+from ._types import (
+    DeletionReport,
+    PrefixMatch,
+    ResumeMatch,
+    Role,
+    ServerInfo,
+    StateGroup,
+    Tier,
+)
 
 __version__ = "0.1.0"
 
@@ -66,6 +77,14 @@ def named_key(name: bytes | str) -> bytes:
     return key
 
 
+def state_key(block_key: bytes, group: str) -> bytes:
+    """The key of state group ``group``'s value at the block ``block_key``
+    (``SHA256("kvtier/state/v1" || block_key || u32 len(group) || group)``; ``docs/state.md``).
+    Group names are 1 to 128 letters, digits and ``._-:/@``."""
+    key: bytes = _kvtier.state_key(block_key, group)
+    return key
+
+
 __all__ = [
     "Aborted",
     "AlreadyExists",
@@ -84,10 +103,13 @@ __all__ = [
     "PermissionDenied",
     "PrefixMatch",
     "ResourceExhausted",
+    "ResumeMatch",
+    "Role",
     "ServerInfo",
     "ShmAllocation",
     "ShmClient",
     "ShmLease",
+    "StateGroup",
     "Tier",
     "Unauthenticated",
     "Unavailable",
@@ -96,4 +118,5 @@ __all__ = [
     "block_keys",
     "named_key",
     "opaque_key",
+    "state_key",
 ]

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from . import _kvtier
 from ._errors import Error, InvalidArgument
-from ._types import DeletionReport, PrefixMatch, ServerInfo, Tier
+from ._types import DeletionReport, PrefixMatch, ResumeMatch, Role, ServerInfo, StateGroup, Tier
 
 #: Anything with the buffer protocol (bytes, bytearray, memoryview, numpy arrays, mmap) or a
 #: CPU torch tensor, contiguous.
@@ -55,6 +55,15 @@ def _parents(keys: Sequence[Key], parents: Sequence[Key | None] | None, chain: b
             raise InvalidArgument("give parents or chain=True, not both")
         return [None, *keys[:-1]] if keys else []
     return parents
+
+
+def _roles(keys: Sequence[Key], role: Role | Sequence[Role]) -> list[int] | None:
+    if isinstance(role, int):
+        return None if role == Role.KV else [int(role)] * len(keys)
+    roles = [int(r) for r in role]
+    if len(roles) != len(keys):
+        raise InvalidArgument(f"{len(keys)} keys but {len(roles)} roles")
+    return roles
 
 
 def raise_failures(results: list[Any]) -> list[Any]:
@@ -114,20 +123,24 @@ class _BlockClient:
         session: int = 0,
         dtype: Dtype | None = None,
         engine_hashes: Sequence[int | bytes | None] | None = None,
+        role: Role | Sequence[Role] = Role.KV,
     ) -> None:
         """Stores blocks, read straight from ``values`` (no intermediate copy).
 
         ``chain=True`` makes each key the parent of the next (the blocks of one prompt, in
         order); or give one parent (or None) per key. ``engine_hashes`` (one per key, or None:
         an int below 2**64 or 1 to 32 bytes, such as vLLM's block hashes) name the blocks in
-        kvtierd's KV events as the engine does (:class:`Client` only). Raises the first failed
-        item's error, with every failure in its ``failures``; the other blocks are stored.
+        kvtierd's KV events as the engine does (:class:`Client` only). ``role`` (one, or one
+        per key; :class:`Client` only) says what the blocks hold (``docs/state.md``). Raises the
+        first failed item's error, with every failure in its ``failures``; the other blocks
+        are stored.
         """
         args = [keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype)]
-        if engine_hashes is not None:
+        roles = _roles(keys, role)
+        if engine_hashes is not None or roles is not None:
             if not self._takes_engine_hashes:
-                raise InvalidArgument("engine hashes travel only with kvtier.Client")
-            args.append(engine_hashes)
+                raise InvalidArgument("engine hashes and roles travel only with kvtier.Client")
+            args += [engine_hashes, roles]
         raise_failures(self._impl.put_many(*args))
 
     def get_into(self, keys: Sequence[Key], buffers: Sequence[Buffer]) -> list[int | None]:
@@ -248,6 +261,46 @@ class Client(_BlockClient):
             raise InvalidArgument("give keys, or tokens with a namespace")
         num_blocks, tiers = self._impl.lookup_prefix(keys)
         return PrefixMatch(num_blocks, tiers)
+
+    def put_atomic(
+        self,
+        keys: Sequence[Key],
+        values: Sequence[Buffer],
+        *,
+        parents: Sequence[Key | None] | None = None,
+        chain: bool = False,
+        session: int = 0,
+        dtype: Dtype | None = None,
+        role: Role | Sequence[Role] = Role.KV,
+    ) -> None:
+        """Stores every block or none, and readers see all of them or none: a boundary's KV
+        block with its state values (:func:`kvtier.state_key`, ``role`` :attr:`Role.STATE`,
+        the block as parent). One request: at most ``server_info.max_batch`` blocks and
+        ``max_frame_bytes`` in all (put the earlier blocks of a long prompt with
+        :meth:`put_many` first). Raises the error that stopped it (:class:`InvalidArgument`
+        for a bad value or a state value without a parent, :class:`FailedPrecondition` for one
+        whose block is not stored, :class:`ResourceExhausted` when DRAM cannot hold them)."""
+        roles = _roles(keys, role)
+        self._impl.put_atomic(
+            keys, values, _parents(keys, parents, chain), session, _dtype_code(dtype), roles
+        )
+
+    def lookup_resume(
+        self,
+        keys: Sequence[Key],
+        groups: Sequence[StateGroup],
+        *,
+        keys_per_block: int = 1,
+        all_lengths: bool = False,
+    ) -> ResumeMatch:
+        """The longest prefix of a prompt an engine can resume from: the KV of its blocks
+        (``keys_per_block`` keys each; a block's state values hang off its first key) and, for
+        each group, the values its window needs at the boundary. Never a length whose state is
+        missing. ``all_lengths`` also lists every resumable length. Counts as an access."""
+        d = self._impl.lookup_resume(
+            keys, keys_per_block, [(g.name, g.window_blocks) for g in groups], all_lengths
+        )
+        return ResumeMatch(**d)
 
     def delete(self, key: Key) -> bool:
         """Deletes the block from every tier; False when it was not stored."""
