@@ -40,12 +40,27 @@ from kvtier.vllm import KvtierTier
 
 CHUNK = 4096  # Bytes of one block in the primary tier.
 PRIMARY = 4  # Chunks the primary tier holds.
+FULL = (OffloadingGroupConfig(tokens_per_block=16, layer_names=("l0",), group_id=0),)
+# A hybrid model's groups, as vLLM's build_offloading_config makes them: full attention, a
+# sliding window of two chunks, and a Mamba state (a window of one chunk).
+HYBRID = (
+    OffloadingGroupConfig(tokens_per_block=16, layer_names=("attn0",), group_id=0),
+    OffloadingGroupConfig(
+        tokens_per_block=16, layer_names=("swa0",), group_id=1, sliding_window_size_in_chunks=2
+    ),
+    OffloadingGroupConfig(
+        tokens_per_block=16, layer_names=("mamba0",), group_id=2, sliding_window_size_in_chunks=1
+    ),
+)
 
 
 class Engine:
     """The scheduler side of one vLLM engine's OffloadingConnector with kvtier as its tier."""
 
-    def __init__(self, url: str, token: str | None = None, model: str = "llama-3-8b") -> None:
+    def __init__(
+        self, url: str, token: str | None = None, model: str = "llama-3-8b",
+        groups: tuple[OffloadingGroupConfig, ...] = FULL, primary: int = PRIMARY,
+    ) -> None:  # fmt: skip
         tier: dict[str, Any] = {
             "type": "KvtierTier", "module_path": "kvtier.vllm", "url": url, "timeout": 0.5,
             "enable_kv_events": True,
@@ -53,12 +68,12 @@ class Engine:
         if token:
             tier["token"] = token
         config = OffloadingConfig(
-            groups=(OffloadingGroupConfig(tokens_per_block=16, layer_names=("l0",), group_id=0),),
+            groups=groups,
             worker_kv_bytes_per_block=CHUNK,
             enable_kv_cache_events=True,
             extra_config={
                 "spec_name": "TieringOffloadingSpec",
-                "cpu_bytes_to_use": PRIMARY * CHUNK,
+                "cpu_bytes_to_use": primary * CHUNK,
                 "eviction_policy": "lru",
                 "secondary_tiers": [tier],
             },
@@ -100,18 +115,24 @@ class Engine:
     def store(self, req: str, blocks: list[int]) -> list[bytes]:
         """Prefills `blocks` (the worker's copy into the primary tier done here) and lets the
         tier take them."""
-        ctx = ReqContext(req_id=req)
         keys = [key(b) for b in blocks]
+        self.store_keys(req, keys, lambda k: content(blocks[keys.index(k)]))
+        return keys
+
+    def store_keys(
+        self, req: str, keys: list[bytes], fill: Callable[[bytes], bytes] = lambda k: content(k)
+    ) -> None:
+        """The same for any offload keys: each chunk holds fill(its key)."""
+        ctx = ReqContext(req_id=req)
         with self.mgr.lock:
             self.mgr.on_new_request(ctx)
             out = self.mgr.prepare_store(keys, ctx)
             assert out is not None, "the primary tier is full"
             for k, c in zip(out.keys_to_store, out.store_spec.chunk_ids, strict=True):
-                self.chunk(int(c))[:] = content(blocks[keys.index(k)])
+                self.chunk(int(c))[:] = fill(k)
             self.mgr.complete_store(out.keys_to_store, ctx, success=True)
             self.mgr.on_request_finished(ctx)
         self.settle()
-        return keys
 
     def lookup(self, keys: list[bytes], ctx: ReqContext) -> list[LookupResult]:
         """Looks the keys up until no answer is RETRY (vLLM retries at the next step)."""
@@ -144,13 +165,14 @@ class Engine:
             self.mgr.shutdown()
 
 
-def key(block: int) -> bytes:
+def key(block: int, group: int = 0) -> bytes:
     """The offload key of a block whose hash is, as vLLM's are, a SHA-256."""
-    return make_offload_key(hashlib.sha256(f"block-{block}".encode()).digest(), 0)
+    return make_offload_key(hashlib.sha256(f"block-{block}".encode()).digest(), group)
 
 
-def content(block: int) -> bytes:
-    return np.random.default_rng(block).integers(0, 256, CHUNK, dtype=np.uint8).tobytes()
+def content(block: int | bytes) -> bytes:
+    seed = block if isinstance(block, int) else int.from_bytes(hashlib.sha256(block).digest()[:8])
+    return np.random.default_rng(seed).integers(0, 256, CHUNK, dtype=np.uint8).tobytes()
 
 
 def settled_lookup(tier: KvtierTier, k: bytes, ctx: ReqContext) -> LookupResult:
@@ -305,3 +327,43 @@ def test_kvtierds_events_name_the_blocks_as_vllm_does(
     vllms = [maybe_convert_block_hash(BlockHash(get_offload_block_hash(k))) for k in a]
     assert list(names) == vllms  # The same names vLLM's own KV events give these blocks.
     assert names[vllms[1]] == vllms[0] and names[vllms[2]] == vllms[1]
+
+
+def test_a_hybrid_models_groups_reach_kvtierd_and_come_back_with_their_state(
+    daemon: Daemon, engines: Callable[..., Engine]
+) -> None:
+    e = engines(daemon.unix_url, groups=HYBRID, primary=8)
+    blocks = [1, 2, 3, 4]
+    # What vLLM keeps of a request of four blocks: every full-attention chunk, the last two of
+    # the sliding window, the last Mamba state.
+    full = [key(b, 0) for b in blocks]
+    swa = [key(b, 1) for b in blocks[-2:]]
+    mamba = [key(blocks[-1], 2)]
+    e.store_keys("A", full + swa + mamba)
+    # In kvtierd: the windowed groups' chunks are state values of the full-attention chunks,
+    # and kvtier's own resume lookup agrees with vLLM's groups.
+    c = kvtier.Client(daemon.unix_url)
+    groups = [kvtier.StateGroup("vllm-group1", 2), kvtier.StateGroup("vllm-group2", 1)]
+    m = c.lookup_resume(e.tier._keys(full), groups, all_lengths=True)
+    assert (m.kv_blocks, m.resume_blocks, m.resumable) == (4, 4, [4])
+    assert e.tier._keys(mamba) == [kvtier.state_key(e.tier._keys(full)[-1], "vllm-group2")]
+    e.store_keys("B", [key(b) for b in range(10, 18)])  # A leaves the primary tier.
+    ctx = ReqContext(req_id="C")
+    with e.mgr.lock:
+        e.mgr.on_new_request(ctx)
+    every = full + swa + mamba
+    assert e.lookup(every, ctx) == [LookupResult.HIT_PENDING] * len(every)
+    e.promote(every, ctx)
+    with e.mgr.lock:
+        load = e.mgr.prepare_load(every, ctx)
+        got = [bytes(e.chunk(int(ch))) for ch in load.chunk_ids]
+        e.mgr.complete_load(every, ctx)
+        e.mgr.on_request_finished(ctx)
+    assert got == [content(k) for k in every]
+    # A lost state: vLLM's own lookup of the Mamba group misses, so it never resumes without it.
+    assert c.delete(e.tier._keys(mamba)[0])
+    assert c.lookup_resume(e.tier._keys(full), groups).resume_blocks == 0
+    with e.mgr.lock:
+        e.mgr.on_new_request(ReqContext(req_id="D"))
+    assert settled_lookup(e.tier, mamba[0], ReqContext(req_id="D")) is LookupResult.MISS
+    assert settled_lookup(e.tier, full[-1], ReqContext(req_id="D")) is LookupResult.HIT

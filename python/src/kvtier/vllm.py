@@ -22,7 +22,16 @@ memory and kvtierd (no intermediate copy), keyed by vLLM's offload key (block ha
 group) in a namespace of the model, its dtype, the block geometry and the parallel layout, and
 the tenant; each put carries vLLM's own block hash, which names the block in kvtierd's KV events
 (``[events]``) as vLLM's events do. Lookups are batched per step (vLLM's
-``AsyncLookupManager``): one prefix lookup per request, whose first miss ends the hits.
+``AsyncLookupManager``): one existence query per request, answered key by key.
+
+Hybrid models (``docs/state.md``): vLLM offloads every KV-cache group it has, full attention,
+sliding window (``sliding_window_size_in_chunks``), chunked local attention and Mamba (a window
+of one chunk), and asks for each group's chunks itself, so each group's chunks reach kvtierd and
+come back. The chunks of a windowed group are kvtier state values of the full-attention chunk of
+the same block hash (:func:`kvtier.state_key` of it, group ``vllm-group<id>``; role
+``STATE``), and the full-attention chunks are KV that needs state (``KV_NEEDS_STATE``): kvtierd
+evicts KV whose state is gone first, and :meth:`kvtier.Client.lookup_resume` answers for them.
+A model without a full-attention group keys every chunk by its offload key.
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ from vllm.v1.kv_offload.base import (
     RequestOffloadingContext,
     ScheduleEndContext,
     get_offload_block_hash,
+    get_offload_group_idx,
+    make_offload_key,
 )
 from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
 from vllm.v1.kv_offload.tiering.base import JobResult, SecondaryTierManager, TransferJob
@@ -53,6 +64,7 @@ from vllm.v1.kv_offload.tiering.base import JobResult, SecondaryTierManager, Tra
 from . import _kvtier
 from ._client import Client
 from ._errors import Error
+from ._types import Role
 
 
 def namespace_model(spec: Any, block_bytes: int) -> str:
@@ -70,8 +82,14 @@ def namespace_model(spec: Any, block_bytes: int) -> str:
     )  # fmt: skip
 
 
+def state_group(group_id: int) -> str:
+    """The kvtier state group of a windowed vLLM KV-cache group."""
+    return f"vllm-group{group_id}"
+
+
 class _Lookups(AsyncLookupManager):
-    """One prefix lookup in kvtierd per request and step, off the scheduler thread."""
+    """One existence query in kvtierd per request and step, off the scheduler thread. Key by
+    key: vLLM scans a full-attention group from its start and a windowed one from its end."""
 
     def __init__(self, tier: KvtierTier) -> None:
         super().__init__(tier_type=tier.tier_type)
@@ -79,10 +97,10 @@ class _Lookups(AsyncLookupManager):
 
     def batch_lookup(self, keys: list[OffloadKey], req_context: ReqContext) -> Iterable[bool]:
         try:
-            found = self._tier._client.lookup_prefix(self._tier._keys(keys)).num_blocks
+            tiers = self._tier._client.exists_many(self._tier._keys(keys))
         except Error:
-            found = 0
-        return [i < found for i in range(len(keys))]
+            return [False] * len(keys)
+        return [t is not None for t in tiers]
 
 
 class KvtierTier(SecondaryTierManager):
@@ -117,6 +135,12 @@ class KvtierTier(SecondaryTierManager):
             self._client.server_info.tenant, namespace_model(offloading_spec, bs),
             num_layers=1, num_kv_heads=1, head_dim=1, tokens_per_block=1,
         )  # fmt: skip
+        groups = offloading_spec.config.groups
+        self._windowed = {g.group_id for g in groups if g.sliding_window_size_in_chunks is not None}
+        # The group whose chunks the windowed groups' chunks hang off: the first full one.
+        self._anchor = next(
+            (g.group_id for g in groups if g.sliding_window_size_in_chunks is None), None
+        )
         self._flat = primary_kv_view.cast("B")
         self.locality = Locality(locality) if locality else None
         kv_events = getattr(offloading_spec, "kv_events_config", None)
@@ -132,8 +156,42 @@ class KvtierTier(SecondaryTierManager):
         self._jobs_mu = threading.Lock()
         self._lookups = _Lookups(self)
 
+    def _anchor_key(self, key: OffloadKey) -> bytes | None:
+        """The full-attention chunk a windowed group's chunk belongs to; None for a chunk of
+        a full-attention group (or of a model without one)."""
+        if self._anchor is None or get_offload_group_idx(key) not in self._windowed:
+            return None
+        anchor = make_offload_key(get_offload_block_hash(key), self._anchor)
+        return _kvtier.opaque_key(self._namespace, bytes(anchor))
+
+    def _key(self, key: OffloadKey) -> bytes:
+        anchor = self._anchor_key(key)
+        if anchor is None:
+            return _kvtier.opaque_key(self._namespace, bytes(key))
+        return _kvtier.state_key(anchor, state_group(get_offload_group_idx(key)))
+
     def _keys(self, keys: Iterable[OffloadKey]) -> list[bytes]:
-        return [_kvtier.opaque_key(self._namespace, bytes(k)) for k in keys]
+        return [self._key(k) for k in keys]
+
+    def _writes(self, keys: list[OffloadKey]) -> tuple[list[bytes], list[bytes | None], list[int]]:
+        """Keys, parents and roles of a store: each group's chunks chained in order, a windowed
+        group's chunk a state value of its full-attention chunk."""
+        kv_keys = self._keys(keys)
+        parents: list[bytes | None] = []
+        roles: list[int] = []
+        previous: dict[int, bytes] = {}
+        hybrid = bool(self._windowed) and self._anchor is not None
+        for k, kv in zip(keys, kv_keys, strict=True):
+            anchor = self._anchor_key(k)
+            if anchor is not None:
+                parents.append(anchor)
+                roles.append(Role.STATE)
+                continue
+            group = get_offload_group_idx(k)
+            parents.append(previous.get(group))
+            previous[group] = kv
+            roles.append(Role.KV_NEEDS_STATE if hybrid else Role.KV)
+        return kv_keys, parents, roles
 
     def _chunks(self, chunk_ids: Any) -> list[memoryview]:
         bs = self.block_size_bytes
@@ -165,15 +223,18 @@ class KvtierTier(SecondaryTierManager):
 
         def store() -> None:
             start = time.perf_counter()
-            kv_keys = self._keys(keys)
+            kv_keys, parents, roles = self._writes(keys)
             try:
                 # vLLM's own names of the blocks, as its KV events give them: kvtierd's events
-                # then match the engine's.
+                # then match the engine's. A state value is no block of vLLM's: it goes unnamed.
                 names = [
-                    maybe_convert_block_hash(BlockHash(get_offload_block_hash(k))) for k in keys
+                    None
+                    if role == Role.STATE
+                    else maybe_convert_block_hash(BlockHash(get_offload_block_hash(k)))
+                    for k, role in zip(keys, roles, strict=True)
                 ]
                 results: list[Any] = self._client._impl.put_many(
-                    kv_keys, chunks, [None, *kv_keys[:-1]], 0, 0, names
+                    kv_keys, chunks, parents, 0, 0, names, roles
                 )
                 ok = [not isinstance(r, Error) for r in results]
             except Error:
