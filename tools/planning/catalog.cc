@@ -55,6 +55,16 @@ ModelSpec WithMla(ModelSpec m, uint32_t q_lora, uint32_t kv_lora, uint32_t nope,
   return m;
 }
 
+// DeepSeek V3.2's lightning indexer: 64 heads of 128, the top 2048 keys; index keys in fp8
+// with a 4-byte scale per token.
+ModelSpec WithIndexer(ModelSpec m, uint32_t heads, uint32_t head_dim, uint32_t topk) {
+  m.indexer_heads = heads;
+  m.indexer_head_dim = head_dim;
+  m.indexer_key_bytes = head_dim + 4;
+  m.sparse_topk = topk;
+  return m;
+}
+
 ModelSpec WithAliases(ModelSpec m, std::vector<std::string> aliases) {
   m.aliases = std::move(aliases);
   return m;
@@ -120,6 +130,33 @@ std::vector<ModelSpec> MakeModels() {
   oss20.sliding_window = 128;
   oss20.num_sliding_layers = 12;
   models.push_back(std::move(oss20));
+  // DeepSeek-V3.2: V3's architecture with sparse attention (index_n_heads 64, index_head_dim
+  // 128, index_topk 2048).
+  models.push_back(WithAliases(
+      WithIndexer(WithMla(WithExperts(Dense("deepseek-v3.2", "deepseek-ai/DeepSeek-V3.2", 61,
+                                            7168, 128, 128, 0, 18432, 129280),
+                                      3, 256, 8, 1, 2048),
+                          1536, 512, 128, 64, 128),
+                  64, 128, 2048),
+      {"deepseek-v3.2-exp"}));
+  // Qwen3-Next: full_attention_interval 4 (12 of 48 layers attend, 36 are Gated DeltaNet of
+  // 16 key heads and 32 value heads of 128, conv kernel 4), 512 experts of 512, 10 per token,
+  // one shared expert of 512; untied embeddings.
+  ModelSpec next = WithExperts(Dense("qwen3-next-80b-a3b", "Qwen/Qwen3-Next-80B-A3B-Instruct", 48,
+                                     2048, 16, 2, 256, 5120, 151936),
+                               0, 512, 10, 1, 512);
+  SetLinearLayers(&next, 36, GatedDeltaNetLayer(2048, 16, 128, 32, 128, 4));
+  models.push_back(WithAliases(std::move(next), {"qwen3-next", "qwen3-next-80b-a3b-instruct"}));
+  // Nemotron-H 8B: 52 blocks, "M-M-M-M*-..." with 24 Mamba2 blocks (128 heads of 64, state
+  // 128, 8 groups, conv 4), 4 attention blocks and 24 squared-ReLU MLP blocks of 21504.
+  ModelSpec nemotron = Dense("nemotron-h-8b", "nvidia/Nemotron-H-8B-Base-8K", 52, 4096, 32, 8,
+                             128, 21504, 131072);
+  SetLinearLayers(&nemotron, 24, Mamba2Layer(4096, 128, 64, 128, 8, 4));
+  nemotron.num_mixerless_layers = 24;
+  nemotron.num_ffnless_layers = 28;
+  nemotron.num_dense_layers = 24;
+  nemotron.mlp_matrices = 2;
+  models.push_back(WithAliases(std::move(nemotron), {"nemotron-h-8b-base-8k"}));
   return models;
 }
 
@@ -182,6 +219,50 @@ Result<T> FindIn(std::span<const T> entries, std::string_view name, std::string_
 
 }  // namespace
 
+LinearLayerShape GatedDeltaNetLayer(uint32_t hidden, uint32_t key_heads, uint32_t key_dim,
+                                    uint32_t value_heads, uint32_t value_dim,
+                                    uint32_t conv_kernel) {
+  const uint64_t h = hidden;
+  const uint64_t keys = uint64_t{key_heads} * key_dim;
+  const uint64_t values = uint64_t{value_heads} * value_dim;
+  const uint64_t conv = 2 * keys + values;  // q, k and v go through the convolution.
+  const uint64_t state = uint64_t{value_heads} * key_dim * value_dim;
+  LinearLayerShape s;
+  s.state_bytes = state * 4 + conv * (conv_kernel - 1) * 2;
+  // q, k, v, z; beta and the decay; the convolution; the output; decay and dt biases, the
+  // gated norm.
+  s.params = h * (2 * keys + 2 * values) + h * 2 * value_heads + conv * conv_kernel + values * h +
+             2 * uint64_t{value_heads} + value_dim;
+  // Per token and value head: decay the state, read k's value (2 x k x v), write the delta
+  // (2 x k x v), read q's output (2 x k x v); the convolution.
+  s.flops_per_token = 7 * state + 2 * conv * conv_kernel;
+  return s;
+}
+
+LinearLayerShape Mamba2Layer(uint32_t hidden, uint32_t heads, uint32_t head_dim,
+                             uint32_t state_dim, uint32_t groups, uint32_t conv_kernel) {
+  const uint64_t h = hidden;
+  const uint64_t inner = uint64_t{heads} * head_dim;
+  const uint64_t bc = 2 * uint64_t{groups} * state_dim;
+  const uint64_t conv = inner + bc;  // x, B and C go through the convolution.
+  const uint64_t state = inner * state_dim;
+  LinearLayerShape s;
+  s.state_bytes = state * 4 + conv * (conv_kernel - 1) * 2;
+  // x, z, B, C, dt; the convolution with its bias; the output; A, D, dt bias; the gated norm.
+  s.params = h * (2 * inner + bc + heads) + conv * (conv_kernel + 1) + inner * h +
+             3 * uint64_t{heads} + inner;
+  // Per token: decay and update the state with B x (2 x state), read it with C (2 x state).
+  s.flops_per_token = 5 * state + 2 * conv * conv_kernel;
+  return s;
+}
+
+void SetLinearLayers(ModelSpec* model, uint32_t count, const LinearLayerShape& shape) {
+  model->num_linear_layers = count;
+  model->linear_state_bytes = shape.state_bytes;
+  model->linear_params = shape.params;
+  model->linear_flops_per_token = shape.flops_per_token;
+}
+
 Status ModelSpec::Validate() const {
   auto bad = [this](const std::string& why) {
     return Status::InvalidArgument("model '" + name + "': " + why);
@@ -201,16 +282,32 @@ Status ModelSpec::Validate() const {
       return bad("MLA head dimensions must be positive");
     }
   }
-  if (num_sliding_layers > num_layers) return bad("num_sliding_layers exceeds num_layers");
+  if (uint64_t{num_mixerless_layers} + (linear_parallel ? 0 : num_linear_layers) > num_layers ||
+      num_linear_layers > num_layers) {
+    return bad("linear and mixerless layers exceed num_layers");
+  }
+  if (num_ffnless_layers > num_layers) return bad("num_ffnless_layers exceeds num_layers");
+  if (num_linear_layers > 0 && linear_state_bytes == 0) {
+    return bad("linear layers need linear_state_bytes");
+  }
+  if (num_attention_layers() == 0) return bad("a model needs an attention layer to cache KV");
+  if (num_sliding_layers > num_attention_layers()) {
+    return bad("num_sliding_layers exceeds the attention layers");
+  }
+  if ((indexer_key_bytes == 0) != (sparse_topk == 0)) {
+    return bad("indexer_key_bytes and sparse_topk must both be set or both be zero");
+  }
   if ((num_sliding_layers == 0) != (sliding_window == 0)) {
     return bad("sliding_window and num_sliding_layers must both be set or both be zero");
   }
-  if (num_dense_layers > num_layers) return bad("num_dense_layers exceeds num_layers");
+  if (num_dense_layers > num_ffn_layers()) return bad("num_dense_layers exceeds the feed-forward layers");
   if (num_dense_layers > 0 && intermediate_size == 0) {
     return bad("intermediate_size must be positive when there are dense layers");
   }
   if (num_experts == 0) {
-    if (num_dense_layers != num_layers) return bad("a dense model needs num_dense_layers == num_layers");
+    if (num_dense_layers != num_ffn_layers()) {
+      return bad("a dense model needs num_dense_layers == its feed-forward layers");
+    }
   } else {
     if (experts_per_token == 0 || experts_per_token > num_experts) {
       return bad("experts_per_token must be from 1 to num_experts");

@@ -53,11 +53,40 @@ struct ModelSpec {
   uint32_t sliding_window = 0;
   uint32_t num_sliding_layers = 0;
 
-  // Feed-forward. Dense models: every layer has a SwiGLU MLP of `intermediate_size`.
-  // Mixture-of-experts: the first `num_dense_layers` layers are dense, the rest route each
-  // token to `experts_per_token` of `num_experts` experts of `moe_intermediate_size`, plus
-  // `num_shared_experts` that every token uses.
+  // Linear-attention and state-space layers (Gated DeltaNet, Mamba, Mamba2): `num_linear_layers`
+  // layers mix tokens through a fixed-size state per request instead of attention over cached
+  // KV. They replace attention in their layer, or, with `linear_parallel`, run beside it
+  // (Falcon-H1). Per layer: the state an engine keeps for a request (recurrent state in fp32
+  // plus the convolution window in bf16), the mixer's weights, and its FLOPs per token beyond
+  // the matmuls of those weights (state update and read, convolution). A resume needs the state
+  // at exactly its boundary: one snapshot of every linear layer's state.
+  uint32_t num_linear_layers = 0;
+  bool linear_parallel = false;
+  uint64_t linear_state_bytes = 0;
+  uint64_t linear_params = 0;
+  uint64_t linear_flops_per_token = 0;
+  // Layers that are a feed-forward block only (no token mixer), and layers without a
+  // feed-forward block (Nemotron-H alternates mixer-only and MLP-only blocks). 0 = none.
+  uint32_t num_mixerless_layers = 0;
+  uint32_t num_ffnless_layers = 0;
+
+  // Sparse attention (DeepSeek V3.2's lightning indexer): every attention layer also caches an
+  // index key of `indexer_key_bytes` per token (fp8 plus its scale), which every later token
+  // reads; `indexer_heads` x `indexer_head_dim` scores pick the `sparse_topk` keys each query
+  // attends to. 0 = dense attention.
+  uint32_t indexer_key_bytes = 0;
+  uint32_t indexer_heads = 0;
+  uint32_t indexer_head_dim = 0;
+  uint32_t sparse_topk = 0;
+
+  // Feed-forward. Dense models: every feed-forward layer has a SwiGLU MLP of
+  // `intermediate_size`. Mixture-of-experts: `num_dense_layers` of them are dense, the rest
+  // route each token to `experts_per_token` of `num_experts` experts of
+  // `moe_intermediate_size`, plus `num_shared_experts` that every token uses.
   uint32_t intermediate_size = 0;
+  // Weight matrices of one MLP: 3 for SwiGLU (gate, up, down), 2 for a plain one (Nemotron-H's
+  // squared ReLU).
+  uint32_t mlp_matrices = 3;
   uint32_t num_dense_layers = 0;
   uint32_t num_experts = 0;
   uint32_t experts_per_token = 0;
@@ -65,6 +94,13 @@ struct ModelSpec {
   uint32_t moe_intermediate_size = 0;
 
   bool is_moe() const { return num_experts > 0; }
+  // Layers with attention (sliding ones included), and those of them without a window.
+  uint32_t num_attention_layers() const {
+    return num_layers - num_mixerless_layers - (linear_parallel ? 0 : num_linear_layers);
+  }
+  uint32_t num_full_attention_layers() const { return num_attention_layers() - num_sliding_layers; }
+  // Layers with a feed-forward block.
+  uint32_t num_ffn_layers() const { return num_layers - num_ffnless_layers; }
   // Query-key and value head dimensions as used by the attention FLOPs.
   uint32_t qk_head_dim() const {
     return attention == AttentionKind::kMla ? qk_nope_head_dim + qk_rope_head_dim : head_dim;
@@ -75,6 +111,26 @@ struct ModelSpec {
   // heads, sliding layers over the layer count, experts_per_token over num_experts...).
   Status Validate() const;
 };
+
+// What one linear-attention or state-space layer adds to a ModelSpec (its linear_* fields),
+// computed from the mixer's published shape. State: the recurrent state in fp32 and the
+// convolution's last kernel - 1 inputs in bf16, as engines keep them (vLLM, SGLang).
+struct LinearLayerShape {
+  uint64_t state_bytes = 0;
+  uint64_t params = 0;
+  uint64_t flops_per_token = 0;
+};
+// Gated DeltaNet (Qwen3-Next, Qwen3.5): per value head a key_dim x value_dim state; q, k, v, a
+// gate z, the decay and beta projections, a short convolution over q, k and v.
+LinearLayerShape GatedDeltaNetLayer(uint32_t hidden, uint32_t key_heads, uint32_t key_dim,
+                                    uint32_t value_heads, uint32_t value_dim,
+                                    uint32_t conv_kernel);
+// Mamba2 (Nemotron-H, Granite 4, Falcon-H1): per head a head_dim x state_dim state; the input
+// projection to x, z, B, C and dt, a short convolution over x, B and C.
+LinearLayerShape Mamba2Layer(uint32_t hidden, uint32_t heads, uint32_t head_dim,
+                             uint32_t state_dim, uint32_t groups, uint32_t conv_kernel);
+// Sets `count` linear layers of `shape` on `model`.
+void SetLinearLayers(ModelSpec* model, uint32_t count, const LinearLayerShape& shape);
 
 struct GpuSpec {
   std::string name;

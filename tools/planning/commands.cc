@@ -31,6 +31,11 @@ std::string AttentionSummary(const ModelSpec& m) {
   if (m.sliding_window > 0) {
     s += Format(", %u/%u layers window %u", m.num_sliding_layers, m.num_layers, m.sliding_window);
   }
+  if (m.num_linear_layers > 0) {
+    s += Format(", %u/%u attention, %u linear", m.num_attention_layers(), m.num_layers,
+                m.num_linear_layers);
+  }
+  if (m.sparse_topk > 0) s += Format(", sparse top-%u", m.sparse_topk);
   return s;
 }
 
@@ -39,11 +44,11 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   model->require_subcommand(1);
   CLI::App* list = model->add_subcommand("list", "List the built-in models");
   list->callback([exit_code] {
-    std::printf("%-16s %-6s %-52s %14s %10s %10s\n", "model", "layers", "attention",
+    std::printf("%-18s %-6s %-64s %14s %10s %10s\n", "model", "layers", "attention",
                 "KV/token bf16", "params", "active");
     for (const ModelSpec& m : BuiltinModels()) {
       const ParameterCounts p = CountParameters(m);
-      std::printf("%-16s %-6u %-52s %14s %10s %10s\n", m.name.c_str(), m.num_layers,
+      std::printf("%-18s %-6u %-64s %14s %10s %10s\n", m.name.c_str(), m.num_layers,
                   AttentionSummary(m).c_str(),
                   FormatBytes(static_cast<double>(KvBytesPerToken(m, KvPrecision::kBf16))).c_str(),
                   Billions(p.total).c_str(), Billions(p.active).c_str());
@@ -85,7 +90,19 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
                   "full-attention layers grow.\n",
                   m->sliding_window,
                   static_cast<unsigned long long>(KvBytesPerTokenBeyondWindow(*m, KvPrecision::kBf16)),
-                  m->num_layers - m->num_sliding_layers);
+                  m->num_full_attention_layers());
+    }
+    if (m->num_linear_layers > 0) {
+      std::printf("\n%u linear layers hold no KV; a resume needs their state at its boundary: "
+                  "%s per snapshot (%s per layer), whatever the prompt's length.\n",
+                  m->num_linear_layers,
+                  FormatBytes(static_cast<double>(StateBytesPerSnapshot(*m))).c_str(),
+                  FormatBytes(static_cast<double>(m->linear_state_bytes)).c_str());
+    }
+    if (m->sparse_topk > 0) {
+      std::printf("\nSparse attention: each token also caches a %u-byte index key per layer; "
+                  "queries attend to the top %u keys.\n",
+                  m->indexer_key_bytes, m->sparse_topk);
     }
     *exit_code = 0;
   });
@@ -166,7 +183,7 @@ void AddCrossoverCommand(CLI::App& app, int* exit_code) {
                   m->options().mfu, attention.c_str(), std::string(KvPrecisionName(m->options().kv_precision)).c_str(),
                   m->link().name.c_str(), m->link().gigabytes_per_second, m->link().latency_us,
                   m->link().per_gpu ? ", per GPU" : ", shared by the group");
-      std::printf("\n%10s %14s %14s %14s %10s\n", "tokens", "KV bytes/GPU", "recompute", "reload", "speed-up");
+      std::printf("\n%10s %14s %14s %14s %10s\n", "tokens", "reload B/GPU", "recompute", "reload", "speed-up");
       for (double len : {256.0, 1024.0, 4096.0, 16384.0, 65536.0, 131072.0}) {
         std::printf("%10.0f %14s %14s %14s %9.1fx\n", len, FormatBytes(m->ReloadBytesPerGpu(len)).c_str(),
                     FormatSeconds(m->RecomputeSeconds(len)).c_str(),

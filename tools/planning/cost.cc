@@ -58,8 +58,9 @@ Result<CostComparison> CompareCost(const PrefillModel& prefill, const CostScenar
   c.gpu_seconds_saved = cold->gpu_seconds_per_prompt - warm->gpu_seconds_per_prompt;
   c.gpu_time_saved_fraction = c.gpu_seconds_saved / cold->gpu_seconds_per_prompt;
   c.ttft_speedup = cold->ttft_seconds / warm->ttft_seconds;
+  // A hybrid model's session also keeps the state snapshot it resumes from.
   c.kv_bytes_per_session = static_cast<double>(
-      KvBytesForTokens(prefill.model(), prefill.options().kv_precision, scenario.prompt_tokens));
+      ResumeBytes(prefill.model(), prefill.options().kv_precision, scenario.prompt_tokens));
   c.kv_bytes_per_session_reduced = c.kv_bytes_per_session / scenario.data_reduction_ratio;
   return c;
 }

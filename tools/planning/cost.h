@@ -56,7 +56,8 @@ struct CostComparison {
   double gpu_seconds_saved = 0;       // Per request, over the tensor-parallel group.
   double gpu_time_saved_fraction = 0; // gpu_seconds_saved / without_cache.gpu_seconds.
   double ttft_speedup = 0;            // without_cache.ttft / with_cache.ttft.
-  double kv_bytes_per_session = 0;    // The prompt's KV at the scenario's dtype.
+  double kv_bytes_per_session = 0;    // The prompt's KV at the scenario's dtype, and the state a
+                                      // hybrid model resumes from.
   double kv_bytes_per_session_reduced = 0;  // Divided by the data-reduction ratio.
 };
 

@@ -55,14 +55,23 @@ double PrefillModel::DenseFlops(double cached, double tokens) const {
 }
 
 double PrefillModel::AttentionFlops(double cached, double tokens) const {
-  const double full_layers = model_.num_layers - model_.num_sliding_layers;
+  const double full_layers = model_.num_full_attention_layers();
   const double pair_flops =
       2.0 * model_.num_heads * (model_.qk_head_dim() + model_.value_head_dim());
   const double window = model_.sliding_window;
-  const double pairs = full_layers * (tokens * tokens - cached * cached) / 2 +
+  // Sparse attention: each query attends to at most sparse_topk keys (as a window does, for
+  // FLOPs), chosen by index scores over every pair.
+  const double topk = model_.sparse_topk;
+  const double pairs = full_layers * (CausalPairs(tokens, topk) - CausalPairs(cached, topk)) +
                        model_.num_sliding_layers *
                            (CausalPairs(tokens, window) - CausalPairs(cached, window));
-  return pair_flops * pairs;
+  const double index_pairs =
+      model_.sparse_topk > 0 ? model_.num_attention_layers() * (tokens * tokens - cached * cached) / 2 : 0;
+  const double index_pair_flops = 2.0 * model_.indexer_heads * model_.indexer_head_dim;
+  // Linear layers: a constant cost per token (state update and read, convolution).
+  const double linear = static_cast<double>(model_.linear_flops_per_token) *
+                        model_.num_linear_layers * (tokens - cached);
+  return pair_flops * pairs + index_pair_flops * index_pairs + linear;
 }
 
 double PrefillModel::GroupFlopsPerSecond() const {
@@ -83,13 +92,14 @@ double PrefillModel::SuffixSeconds(double cached, double tokens) const {
 }
 
 double PrefillModel::ReloadBytesPerGpu(double tokens) const {
-  // KvBytesForTokens works in whole tokens; fractions matter only for hit-rate sweeps, where
-  // linear interpolation between neighbours is exact below the window and above it.
+  // ResumeBytes works in whole tokens; fractions matter only for hit-rate sweeps, where
+  // linear interpolation between neighbours is exact below the window and above it (and the
+  // state snapshot is there from the first token on).
   const auto whole = static_cast<uint64_t>(tokens);
   const double frac = tokens - static_cast<double>(whole);
   const double bytes =
-      static_cast<double>(KvBytesForTokens(model_, options_.kv_precision, whole)) * (1 - frac) +
-      static_cast<double>(KvBytesForTokens(model_, options_.kv_precision, whole + 1)) * frac;
+      static_cast<double>(ResumeBytes(model_, options_.kv_precision, whole)) * (1 - frac) +
+      static_cast<double>(ResumeBytes(model_, options_.kv_precision, whole + 1)) * frac;
   return bytes * kv_share_per_gpu_;
 }
 

@@ -5,12 +5,17 @@
 // Recompute (tokens T, of which the first P are already cached; P = 0 for a full prefill):
 //   dense FLOPs     = 2 x active_matmul_params x (T - P)
 //   attention FLOPs = 2 x heads x (qk_head_dim + v_head_dim) x
-//                     [ full_layers x (T^2 - P^2) / 2 + sliding_layers x (S(T) - S(P)) ]
-//       where S(x) = x^2 / 2 for x <= window, window x x - window^2 / 2 beyond: the number of
-//       (query, key) pairs of a causal mask, counted continuously.
+//                     [ full_layers x (S_k(T) - S_k(P)) + sliding_layers x (S_w(T) - S_w(P)) ]
+//                   + 2 x indexer_heads x indexer_head_dim x attention_layers x (T^2 - P^2) / 2
+//                   + linear_flops_per_token x linear_layers x (T - P)
+//       where S_w(x) = x^2 / 2 for x <= w, w x x - w^2 / 2 beyond (w = 0: unbounded): the
+//       (query, key) pairs of a causal mask with a window w, counted continuously; k is the
+//       sparse-attention top-k (0 for dense attention), whose index scores cover every pair.
+//       Linear-attention and state-space layers cost the same for every token: no T^2 term.
 //   seconds = dense FLOPs / (tp x peak x mfu) + attention FLOPs / (tp x peak x attention_mfu)
 // Reload of P tokens:
-//   bytes per GPU = KvBytesForTokens(P) x share, share = 1 / min(tp, kv_heads) for standard
+//   bytes per GPU = ResumeBytes(P) x share (the KV of P tokens and, for a hybrid model, one
+//       state snapshot), share = 1 / min(tp, kv_heads) for standard
 //       attention (KV heads are split over tensor-parallel ranks, replicated past kv_heads) and
 //       1 for MLA (every rank needs the whole latent)
 //   seconds = link latency + bytes per GPU / link bandwidth           (link per GPU)

@@ -6,6 +6,11 @@
 // Qwen3-MoE (num_experts), gpt-oss (experts_per_token) and DeepSeek/Kimi (n_routed_experts,
 // n_shared_experts, first_k_dense_replace), MLA (kv_lora_rank, q_lora_rank, qk_*_head_dim,
 // v_head_dim), and multimodal wrappers that nest the language model under "text_config".
+// Hybrid models: linear-attention and state-space layers from layer_types (linear_attention,
+// mamba), Nemotron-H's hybrid_override_pattern / layers_block_type, or Qwen3-Next's
+// full_attention_interval, shaped by Gated DeltaNet's linear_* fields (Qwen3-Next, Qwen3.5)
+// or Mamba2's mamba_* fields (Nemotron-H, Granite 4); shared experts given by their width;
+// DeepSeek V3.2's sparse-attention indexer (index_n_heads, index_head_dim, index_topk).
 
 #ifndef KVTIER_TOOLS_PLANNING_HF_CONFIG_H_
 #define KVTIER_TOOLS_PLANNING_HF_CONFIG_H_

@@ -245,7 +245,7 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
       const double reused = std::max(0.0, t - static_cast<double>(s.new_tokens_per_turn));
       const double shared = std::min(t, static_cast<double>(s.shared_prefix_tokens));
       mean_tokens += q * t;
-      mean_bytes += q * static_cast<double>(KvBytesForTokens(*spec, *precision, b.tokens));
+      mean_bytes += q * static_cast<double>(ResumeBytes(*spec, *precision, b.tokens));
       mean_bytes_per_gpu += q * g2.ReloadBytesPerGpu(t);
       reuse_tokens += q * reused;
       shared_tokens += q * shared;
