@@ -9,14 +9,17 @@ the prefix reloaded from kvtierd, in one run:
   warm G3       from kvtierd's NVMe tier (a kvtierd whose DRAM the prefix has left)
   warm G4       from the shared tier, through a second kvtierd sharing the G4 directory
 
-The model is a Llama-style transformer with random weights (seeded), in bf16, big enough that a
-16K-token prefill takes seconds here. TTFT is prefill plus the first token's argmax; every warm
+The model (random weights, seeded, bf16, big enough that a 16K-token prefill takes seconds
+here) is a Llama-style transformer (``llama``, the default) or a hybrid one (``qwen3-next``:
+Qwen3-Next's architecture, Gated DeltaNet linear-attention layers alternating with full
+attention, whose warm runs reload the KV of the attention layers and the linear layers' state at
+the block boundary; ``docs/state.md``). TTFT is prefill plus the first token's argmax; every warm
 run must pick the cold run's first token. Beside each measurement: `kvtier crossover`'s prediction
 for the same model (its config.json) fed the matmul and attention FLOP rates measured from two
 shorter prefills (on a CPU attention runs far below the matmul rate) and the reload rate measured
 from each tier (a raw get_into of the prefix) in the same run.
 
-Usage: build/venv/bin/python bench/ttft_bench.py BUILD_DIR [tokens] [tail]
+Usage: build/venv/bin/python bench/ttft_bench.py BUILD_DIR [tokens] [tail] [llama|qwen3-next]
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import (
+    DynamicCache,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen3NextConfig,
+    Qwen3NextForCausalLM,
+)
 
 import kvtier
 import kvtier.hf
@@ -46,6 +55,17 @@ CONFIG = dict(
     num_key_value_heads=2, head_dim=128, vocab_size=8192, max_position_embeddings=32768,
     rope_theta=500000.0, tie_word_embeddings=False,
 )  # fmt: skip
+# The same size, two of its four layers Gated DeltaNet (4 key and 8 value heads of 128), dense
+# MLPs.
+HYBRID = dict(
+    CONFIG, linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=128,
+    linear_value_head_dim=128, full_attention_interval=2, num_experts=0,
+    mlp_only_layers=[0, 1, 2, 3],
+)  # fmt: skip
+MODELS = {
+    "llama": (LlamaForCausalLM, LlamaConfig, CONFIG),
+    "qwen3-next": (Qwen3NextForCausalLM, Qwen3NextConfig, HYBRID),
+}
 
 
 def start_kvtierd(
@@ -81,7 +101,7 @@ def start_kvtierd(
 
 
 def ttft(
-    model: LlamaForCausalLM,
+    model: torch.nn.Module,
     ids: torch.Tensor,
     client: kvtier.Client | None = None,
     ns: kvtier.Namespace | None = None,
@@ -102,19 +122,26 @@ def ttft(
 
 
 def reload_rate(
-    client: kvtier.Client, ns: kvtier.Namespace, prefix: list[int]
+    client: kvtier.Client, ns: kvtier.Namespace, prefix: list[int], state: bool
 ) -> tuple[float, float]:
-    """Bytes per second and seconds of a raw read of the stored prefix."""
+    """Bytes per second and seconds of a raw read of the stored prefix (with its state)."""
     keys = kvtier.block_keys(ns, prefix)
     block_bytes = ns.block_bytes
     buf = torch.zeros((len(keys), block_bytes), dtype=torch.uint8)  # Zeroed: no page faults timed.
+    bufs = [buf[i] for i in range(len(keys))]
+    if state:
+        key = kvtier.state_key(keys[-1], kvtier.hf.STATE_GROUP)
+        value = client.get(key)
+        assert value is not None, "the prefix's state is not stored"
+        keys = [*keys, key]
+        bufs.append(torch.zeros(len(value), dtype=torch.uint8))
     seconds = []
     for _ in range(REPEATS):
         start = time.perf_counter()
-        sizes = client.get_into(keys, [buf[i] for i in range(len(keys))])
+        sizes = client.get_into(keys, bufs)
         seconds.append(time.perf_counter() - start)
-        assert all(s == block_bytes for s in sizes), "the prefix is not all stored"
-    return len(keys) * block_bytes / min(seconds), min(seconds)
+        assert sizes == [len(b) for b in bufs], "the prefix is not all stored"
+    return sum(len(b) for b in bufs) / min(seconds), min(seconds)
 
 
 def crossover(
@@ -135,7 +162,7 @@ def crossover(
 def measure_rates(
     build: Path,
     config: Path,
-    model: LlamaForCausalLM,
+    model: torch.nn.Module,
     ids: torch.Tensor,
     shapes: tuple[tuple[int, int], ...],
 ) -> tuple[float, float]:
@@ -188,10 +215,10 @@ def predict(
 
 RESTARTED = """
 import sys, json, time, torch, kvtier, kvtier.hf
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM
 sys.path.insert(0, {bench!r})
 from ttft_bench import REPEATS, ttft
-model = LlamaForCausalLM.from_pretrained({model_dir!r}, dtype=torch.bfloat16).eval()
+model = AutoModelForCausalLM.from_pretrained({model_dir!r}, dtype=torch.bfloat16).eval()
 ids = torch.load({ids!r})
 client = kvtier.Client({url!r})
 ns = kvtier.hf.namespace_for(model, "ttft-bench@seed0", tokens_per_block={block})
@@ -204,9 +231,22 @@ def main() -> None:
     build = Path(sys.argv[1]).resolve()
     tokens = int(sys.argv[2]) if len(sys.argv) > 2 else 16384
     tail = int(sys.argv[3]) if len(sys.argv) > 3 else 128
+    arch = sys.argv[4] if len(sys.argv) > 4 else "llama"
+    if arch not in MODELS:
+        sys.exit(f"unknown model {arch!r}: {', '.join(MODELS)}")
+    model_class, config_class, shape = MODELS[arch]
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**CONFIG)).to(torch.bfloat16).eval()
+    model = model_class(config_class(**shape)).to(torch.bfloat16).eval()
     ns = kvtier.hf.namespace_for(model, "ttft-bench@seed0", tokens_per_block=BLOCK)
+    hybrid = kvtier.hf.cache_plan(DynamicCache(config=model.config)).needs_state
+
+    def resumable(c: kvtier.Client, prefix: list[int]) -> int:
+        """Blocks of the prefix a warm run can resume from (with the state, when hybrid)."""
+        keys = kvtier.block_keys(ns, prefix)
+        if hybrid:
+            return c.lookup_resume(keys, [kvtier.StateGroup(kvtier.hf.STATE_GROUP)]).resume_blocks
+        return c.lookup_prefix(keys).num_blocks
+
     ids = torch.randint(0, CONFIG["vocab_size"], (1, tokens))
     kv_mib = (tokens // BLOCK) * ns.block_bytes / 2**20
     dram_mib = int(kv_mib * 2 + 256)
@@ -274,9 +314,7 @@ def main() -> None:
             # G4: node A uploaded on put; wait for every object, then read through node B.
             deadline = time.monotonic() + 120
             with kvtier.Client(url["b"]) as c:
-                while (
-                    c.lookup_prefix(kvtier.block_keys(ns, prefix)).num_blocks < len(prefix) // BLOCK
-                ):
+                while resumable(c, prefix) < len(prefix) // BLOCK:
                     assert time.monotonic() < deadline, "G4 never held the whole prefix"
                     time.sleep(0.05)
 
@@ -287,7 +325,7 @@ def main() -> None:
                 ("b", "warm, G4 via a 2nd kvtierd"),
             ):
                 with kvtier.Client(url[name], connections=2) as c:
-                    rate, _ = reload_rate(c, ns, prefix)
+                    rate, _ = reload_rate(c, ns, prefix, hybrid)
                     seconds, token, cached = min(ttft(model, ids, c, ns) for _ in range(REPEATS))
                     assert token == cold_token, f"{label}: first token {token}, cold {cold_token}"
                     rows.append((label, seconds, cached, rate))
@@ -306,7 +344,7 @@ def main() -> None:
 
         print(
             f"TTFT (best of {REPEATS}), {tokens}-token prompt, {stored} reloaded when warm; "
-            f"{sum(p.numel() for p in model.parameters()) / 1e6:.0f}M-parameter Llama-style model, "
+            f"{sum(p.numel() for p in model.parameters()) / 1e6:.0f}M-parameter {arch} model, "
             f"bf16, {torch.get_num_threads()} threads; KV {kv_mib:.0f} MiB"
         )
         warm_prefixes = " and ".join(str(c) for c, _ in WARM_CALIBRATION)

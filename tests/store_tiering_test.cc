@@ -276,5 +276,43 @@ TEST_F(StoreTieringTest, PinBringsAG3BlockBackToDram) {
   EXPECT_EQ(store_->LookupPrefix(tenant_, keys)->tiers, std::vector<TierLevel>{TierLevel::kG2});
 }
 
+TEST_F(StoreTieringTest, AChainLongerThanDramLeavesItABlockAtATimeForAnAtomicPut) {
+  // G2 holds 8 blocks; a chain of 20 leaves it tail first, each block through G3. The tip and a
+  // state of three blocks' size, in one atomic put, need room that only the chain's older
+  // blocks can give, each once its child has gone down: the put waits for those demotions
+  // instead of failing, and everything is readable afterwards.
+  Options o;
+  o.memory.capacity_bytes = 8 * kBlock;
+  o.max_block_bytes = 4 * kBlock;
+  o.disk.dir = dir_.string();
+  o.disk.capacity_bytes = 64 * kMiB;
+  o.disk.segment_bytes = 4 * kMiB;
+  o.disk_admission = {.frequency_gate = false};
+  store_ = std::move(Store::Open(o)).value();
+  tenant_ = *store_->FindTenant("default");
+  for (uint64_t i = 0; i < 20; ++i) {
+    ASSERT_TRUE(Put(i, i > 0 ? std::optional<uint64_t>(i - 1) : std::nullopt).ok()) << i;
+  }
+  std::vector<std::byte> tip = Value(20);
+  std::vector<std::byte> state(3 * kBlock - 4096, std::byte{7});
+  std::vector<BlockWrite> writes(2);
+  writes[0].key = Key(20);
+  writes[0].value = tip;
+  writes[0].parent = Key(19);
+  writes[0].role = BlockRole::kKvNeedsState;
+  writes[1].key = *StateKey(Key(20), "mamba");
+  writes[1].value = state;
+  writes[1].parent = Key(20);
+  writes[1].role = BlockRole::kState;
+  Status put = store_->PutAtomic(tenant_, writes);
+  ASSERT_TRUE(put.ok()) << put.ToString();
+  std::vector<BlockKey> keys;
+  for (uint64_t i = 0; i <= 20; ++i) keys.push_back(Key(i));
+  Result<ResumeMatch> m = store_->LookupResume(tenant_, keys, {1, {{"mamba", 1}}, false});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->resume_blocks, 21u);
+  for (uint64_t i = 0; i <= 20; ++i) EXPECT_TRUE(Has(i)) << i;
+}
+
 }  // namespace
 }  // namespace kvtier

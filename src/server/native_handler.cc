@@ -274,8 +274,9 @@ class NativeHandler final : public ProtocolHandler {
   }
 
   void LookupResume(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
-    Result<protocol::ResumeRequest> req =
-        protocol::DecodeResumeRequest(body, ctx_->config->max_batch);
+    // A prompt's keys in one request: bound by the frame, not by max_batch (no values move).
+    Result<protocol::ResumeRequest> req = protocol::DecodeResumeRequest(
+        body, static_cast<uint32_t>(ctx_->max_frame_bytes / kBlockKeySize));
     Result<ResumeMatch> match =
         req.ok() ? ctx_->store->LookupResume(principal_->tenant, req->keys, req->query)
                  : Result<ResumeMatch>(req.status());

@@ -167,6 +167,29 @@ TEST(DaemonStateTest, BadStateInputGetsClearErrorsAndStoresNothing) {
   close(fd);
 }
 
+TEST(DaemonStateTest, APromptLongerThanMaxBatchIsLookedUpInOneRequest) {
+  Daemon d;
+  auto c = Connect(d.unix_endpoint());
+  ASSERT_NE(c, nullptr);
+  const uint32_t blocks = c->server_info().max_batch + 904;
+  std::vector<BlockKey> keys;
+  std::vector<BlockWrite> writes;
+  const std::vector<std::byte> value = RandomValue(5, 512);
+  for (uint32_t i = 0; i < blocks; ++i) {
+    keys.push_back(TestKey(900, i));
+    writes.push_back(Write(keys[i], value, i > 0 ? std::optional(keys[i - 1]) : std::nullopt,
+                           BlockRole::kKvNeedsState));
+  }
+  for (const Status& s : c->PutMany(writes)) ASSERT_TRUE(s.ok()) << s.ToString();
+  std::vector<BlockWrite> state = {
+      Write(*StateKey(keys.back(), "mamba"), value, keys.back(), BlockRole::kState)};
+  ASSERT_TRUE(c->PutAtomic(state).ok());
+  Result<ResumeMatch> m = c->LookupResume(keys, {1, {{"mamba", 1}}, false});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->kv_blocks, blocks);
+  EXPECT_EQ(m->resume_blocks, blocks);
+}
+
 TEST(DaemonStateTest, StateOutlivesAKill9ThroughG3) {
   Daemon d;
   HybridPrompt p;
