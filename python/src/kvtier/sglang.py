@@ -21,6 +21,18 @@ pipeline- and context-parallel rank and size, and the tenant: another model, sha
 never matches. MLA pages are the same on every TP rank: rank 0 (SGLang's storage writer)
 stores them, every rank reads them. A page's blocks are chained to the previous page's, so that
 kvtierd evicts prompts tail first.
+
+Hybrid models (HiCache's v2 interface; ``docs/state.md``): every pool SGLang registers beside
+the KV (``mamba``, ``swa``, ``indexer``, the DeepSeek V4 pools, draft pools) is stored as kvtier
+state values of the page's first KV block, one state group per component of the pool's page
+(``<pool>/<i>``, in ``get_page_buffer_meta`` order: a Mamba page's temporal state, then each
+conv state), moved straight between the pool's host pages and kvtierd. ``batch_exists_v2`` is
+one resume lookup in kvtierd with each pool's hit policy as its window (``trailing_pages``: the
+transfer's trailing window; ``all_pages``: every page), and returns the longest page count the
+engine can resume from and every such count (``restorable_prefix_pages``), never one whose
+state is missing. A Mamba state that is TP-sharded under an MLA model (every rank writes its
+own) is stored per rank. ``block_groups`` (which nothing in SGLang 0.5.23 produces) is answered
+as its own verdict: the pages its leading complete groups cover, not gating the KV hit.
 """
 
 from __future__ import annotations
@@ -34,14 +46,21 @@ from sglang.srt.mem_cache.hicache_storage import (
     HiCacheStorage,
     HiCacheStorageConfig,
     HiCacheStorageExtraInfo,
+    PoolHitPolicy,
+    PoolName,
+    PoolTransfer,
+    PoolTransferResult,
 )
 from sglang.srt.observability.metrics_collector import StorageMetrics
 
 from . import _kvtier
 from ._client import Client, _dtype_code
 from ._errors import Error
+from ._types import Role, StateGroup
 
 _Buffer = Any  # A ctypes array over host-pool memory.
+# Pools whose pages a resume needs only at the end of the prefix: with them the KV needs state.
+_TRAILING_POOLS = {"mamba", "swa", "auxiliary_swa", "draft_swa"}
 
 
 class KvtierHiCacheStorage(HiCacheStorage):  # type: ignore[misc]
@@ -69,6 +88,10 @@ class KvtierHiCacheStorage(HiCacheStorage):  # type: ignore[misc]
         self._regions = 0  # Memory regions, hence kvtier blocks, per page.
         self._dtype = 0
         self.mem_pool_host: Any = None
+        # The pools beside the KV (v2): name -> (host pool, components per page).
+        self._pools: dict[str, tuple[Any, int]] = {}
+        # Whether the KV needs a state to resume from (a trailing-window pool is registered).
+        self._kv_role = Role.KV
 
     # -- setup -----------------------------------------------------------------------------------
 
@@ -104,6 +127,37 @@ class KvtierHiCacheStorage(HiCacheStorage):  # type: ignore[misc]
             tp_size=1 if mla else c.tp_size,
         )
         self._dtype = _dtype_code(host.dtype)
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        """Records a pool beside the KV and how many components one of its pages has."""
+        super().register_mem_host_pool_v2(host_pool, host_pool_name)
+        name = str(PoolName(host_pool_name).value)
+        if name == PoolName.KV.value:
+            return  # The anchor's pages go through the v1 calls.
+        page = host_pool.page_size or 1
+        ptrs, _ = host_pool.get_page_buffer_meta(torch.arange(page))
+        self._pools[name] = (host_pool, len(ptrs))
+        if name in _TRAILING_POOLS or name.endswith("_state"):
+            self._kv_role = Role.KV_NEEDS_STATE
+
+    def _groups(self, transfer: PoolTransfer, window: int) -> list[StateGroup]:
+        """The kvtier state groups of a pool's page components, with one window."""
+        _, components = self._pools[str(PoolName(transfer.name).value)]
+        return [StateGroup(self._group(transfer.name, i), window) for i in range(components)]
+
+    def _group(self, pool: Any, component: int) -> str:
+        name = str(PoolName(pool).value)
+        c = self._config
+        if c.is_mla_model and c.tp_size > 1 and name == "mamba":
+            # TP-sharded state under one KV namespace for every rank (MLA): each rank its own.
+            return f"{name}/{component}@tp{c.tp_rank}"
+        return f"{name}/{component}"
+
+    def _anchor(self, page_hash: str) -> bytes:
+        """The first KV block of a page, which its state values hang off."""
+        assert self._namespace is not None, "register_mem_pool_host first"
+        h = page_hash if self._regions == 1 else f"{page_hash}/0"
+        return _kvtier.opaque_key(self._namespace, h)
 
     def _keys(self, page_hashes: list[str]) -> list[bytes]:
         assert self._namespace is not None, "register_mem_pool_host first"
@@ -179,13 +233,115 @@ class KvtierHiCacheStorage(HiCacheStorage):  # type: ignore[misc]
         start = time.perf_counter()
         try:
             results: list[Any] = self._client._impl.put_many(
-                kv_keys, buffers, parents, 0, self._dtype
+                kv_keys, buffers, parents, 0, self._dtype, None, [int(self._kv_role)] * len(kv_keys)
             )
         except Error:
             return [False] * len(keys)
         pages = self._per_page([not isinstance(r, Error) for r in results])
         self._record(self._stats.backup_pgs, self._stats.backup_bandwidth, pages, buffers, start)
         return pages
+
+    # -- the v2 interface: the pools of hybrid models, beside the KV ------------------------------
+
+    def batch_exists_v2(
+        self,
+        keys: list[str],
+        pool_transfers: list[PoolTransfer] | None = None,
+        extra_info: HiCacheStorageExtraInfo | None = None,
+    ) -> PoolTransferResult:
+        """One resume lookup in kvtierd: the longest page count whose KV and every pool's pages
+        (their hit policies) are stored, every such count, and each pool's own verdict."""
+        if not keys:
+            return PoolTransferResult(0, {}, [])
+        gating: list[tuple[PoolTransfer, list[StateGroup]]] = []
+        verdicts: list[tuple[PoolTransfer, list[StateGroup]]] = []
+        try:
+            for t in pool_transfers or []:
+                if t.hit_policy == PoolHitPolicy.TRAILING_PAGES:
+                    gating.append((t, self._groups(t, max(1, len(t.keys or ())))))
+                elif t.hit_policy == PoolHitPolicy.ALL_PAGES:
+                    gating.append((t, self._groups(t, 0)))
+                else:
+                    verdicts.append((t, self._groups(t, 0)))
+            groups = [g for _, gs in gating for g in gs]
+            kv = self._keys(keys)
+            m = self._client.lookup_resume(
+                kv, groups, keys_per_block=self._regions, all_lengths=True
+            )
+            hits: dict[Any, int] = {PoolName.KV: m.kv_blocks} if m.kv_blocks else {}
+            at = 0
+            for t, gs in gating:
+                pages = min(m.group_blocks[at : at + len(gs)], default=m.kv_blocks)
+                at += len(gs)
+                if pages:
+                    hits[t.name] = pages
+            for t, gs in verdicts:
+                # A pool of key groups (block_groups): its leading complete groups, its own
+                # verdict only.
+                own = self._client.lookup_resume(kv, gs, keys_per_block=self._regions)
+                group = max(1, t.group_pages)
+                pages = min(own.group_blocks, default=own.kv_blocks) // group * group
+                if pages:
+                    hits[t.name] = pages
+        except (Error, KeyError, ValueError):
+            return PoolTransferResult(0, {}, [])
+        return PoolTransferResult(m.resume_blocks, hits, list(m.resumable))
+
+    def batch_set_v2(
+        self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None
+    ) -> dict[Any, list[bool]]:
+        """Stores each pool's pages as state values of their pages' KV blocks: True for a page
+        all of whose components were stored. SGLang writes these before the KV pages: a state
+        without its KV is never a resume point."""
+        return {t.name: self._pool_io(t, store=True) for t in transfers}
+
+    def batch_get_v2(
+        self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None
+    ) -> dict[Any, list[bool]]:
+        """Reads each pool's pages into its host pages: True for a page all of whose components
+        came back with exactly their sizes."""
+        return {t.name: self._pool_io(t, store=False) for t in transfers}
+
+    def _pool_io(self, t: PoolTransfer, store: bool) -> list[bool]:
+        keys = list(t.keys or [])
+        if not keys:
+            return []
+        name = str(PoolName(t.name).value)
+        if name == PoolName.KV.value:
+            assert t.host_indices is not None
+            return (self.batch_set_v1 if store else self.batch_get_v1)(keys, t.host_indices)
+        entry = self._pools.get(name)
+        if entry is None or t.host_indices is None:
+            return [False] * len(keys)
+        pool, components = entry
+        if len(keys) * (pool.page_size or 1) != t.host_indices.numel():
+            return [False] * len(keys)
+        ptrs, sizes = pool.get_page_buffer_meta(t.host_indices)
+        if len(ptrs) != len(keys) * components:
+            return [False] * len(keys)
+        buffers = [(ctypes.c_ubyte * s).from_address(p) for p, s in zip(ptrs, sizes, strict=True)]
+        anchors = [self._anchor(k) for k in keys]
+        state_keys = [
+            _kvtier.state_key(a, self._group(t.name, c)) for a in anchors for c in range(components)
+        ]
+        try:
+            if store:
+                if not (self._writer or name == "mamba"):
+                    return [True] * len(keys)  # Another rank stores these (MLA).
+                parents = [a for a in anchors for _ in range(components)]
+                results: list[Any] = self._client._impl.put_many(
+                    state_keys, buffers, parents, 0, 0, None, [int(Role.STATE)] * len(state_keys)
+                )
+                ok = [not isinstance(r, Error) for r in results]
+            else:
+                results = self._client._impl.get_into(state_keys, buffers)
+                ok = [
+                    isinstance(r, int) and r == len(b)
+                    for r, b in zip(results, buffers, strict=True)
+                ]
+        except Error:
+            return [False] * len(keys)
+        return [all(ok[i : i + components]) for i in range(0, len(ok), components)]
 
     def _per_page(self, region_ok: list[bool]) -> list[bool]:
         n = self._regions
