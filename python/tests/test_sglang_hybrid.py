@@ -106,15 +106,11 @@ def mamba_hybrid() -> tuple[HostPoolGroup, list[Any]]:
         kv_pool=config.pools[0].decl.device_pool, page_size=PAGE, use_mla=False, host_size=None
     )
     mamba_host = build_mamba_host_pool(mamba, info, host_size=0, layout="page_first")
-    entries = _build_pool_entries(config=config, root_host_pool=kv_host) + [
-        build_pool_entry(
-            name=PoolName.MAMBA,
-            host_pool=mamba_host,
-            device_pool=mamba,
-            layer_mapping={0: 0, 1: 1, 2: 2},
-            transfer_layer_id_max=4,
-        )  # fmt: skip
-    ]
+    mamba_entry = build_pool_entry(
+        name=PoolName.MAMBA, host_pool=mamba_host, device_pool=mamba,
+        layer_mapping={0: 0, 1: 1, 2: 2}, transfer_layer_id_max=4,
+    )  # fmt: skip
+    entries = [*_build_pool_entries(config=config, root_host_pool=kv_host), mamba_entry]
     return HostPoolGroup(entries), []
 
 
