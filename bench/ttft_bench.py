@@ -48,8 +48,11 @@ BLOCK = 256
 # Prefills timed to fix the engine's matmul and attention rates, as (cached, tokens): whole
 # prompts for the cold prediction, a tail after a cached prefix (kept in memory) for the warm one.
 COLD_CALIBRATION = ((0, 2048), (0, 6144))
-WARM_CALIBRATION = ((2048, 2048), (8192, 8192))  # Plus the benchmark's uncached tail.
-REPEATS = 2  # Each TTFT is the best of this many runs.
+# Plus the benchmark's uncached tail. A tail's time grows with the cached prefix it attends to;
+# two points a factor of 3 apart, the larger within 25% of the benchmark's, keep the
+# extrapolation from amplifying the noise of this shared machine.
+WARM_CALIBRATION = ((4096, 4096), (12288, 12288))
+REPEATS = 3  # Each TTFT is the best of this many runs.
 CONFIG = dict(
     hidden_size=1024, intermediate_size=2816, num_hidden_layers=4, num_attention_heads=8,
     num_key_value_heads=2, head_dim=128, vocab_size=8192, max_position_embeddings=32768,

@@ -38,6 +38,20 @@ def test_vectors_of_docs_block_keys_md() -> None:
         "other", NS.model, num_layers=32, num_kv_heads=8, head_dim=128, tokens_per_block=4
     )
     assert other.seed.hex() == "f2290f151205f0e07ab270e379dbffa9067795ce75e67c3acfe94f62de529f6c"
+    assert (
+        kvtier.state_key(keys[0], "mamba").hex()
+        == "e6b6a14fd5781cc2cae0ffbd1931f4661360324c69c20a954b6505103dce66ac"
+    )
+    assert (
+        kvtier.state_key(keys[0], "swa/k").hex()
+        == "a26ed4f08e09c42f39e91477965153294f2cba96b2f04024787b408015cfe708"
+    )
+    # The same bytes from the documented formula, computed here.
+    group = b"mamba"
+    mine = hashlib.sha256(b"kvtier/state/v1" + keys[0] + len(group).to_bytes(4, "little") + group)
+    assert kvtier.state_key(keys[0], "mamba") == mine.digest()
+    with pytest.raises(kvtier.InvalidArgument, match="state group name"):
+        kvtier.state_key(keys[0], "not a name")
 
 
 def test_tokens_as_lists_and_integer_arrays_give_the_same_keys() -> None:
