@@ -167,6 +167,25 @@ TEST(DaemonStateTest, BadStateInputGetsClearErrorsAndStoresNothing) {
   close(fd);
 }
 
+TEST(DaemonStateTest, DeletingASessionTakesItsStateWithItsKv) {
+  Daemon d;
+  auto c = Connect(d.tcp_endpoint());
+  ASSERT_NE(c, nullptr);
+  HybridPrompt p;
+  std::vector<BlockWrite> writes = {
+      Write(p.keys[0], p.kv[0], std::nullopt, BlockRole::kKvNeedsState),
+      Write(*StateKey(p.keys[0], "mamba"), p.mamba, p.keys[0], BlockRole::kState)};
+  for (BlockWrite& w : writes) w.session = 77;
+  ASSERT_TRUE(c->PutAtomic(writes).ok());
+  Result<DeletionReport> report = c->DeleteSession(77);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->memory_blocks, 2u);
+  const std::vector<BlockKey> both = {writes[0].key, writes[1].key};
+  Result<std::vector<std::optional<TierLevel>>> there = c->Exists(both);
+  ASSERT_TRUE(there.ok());
+  EXPECT_FALSE((*there)[0] || (*there)[1]);
+}
+
 TEST(DaemonStateTest, APromptLongerThanMaxBatchIsLookedUpInOneRequest) {
   Daemon d;
   auto c = Connect(d.unix_endpoint());
