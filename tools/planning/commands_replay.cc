@@ -95,6 +95,7 @@ struct ReplayFlags {
   std::string g3_link = "nvme-gen5";
   std::string g4_link = "400gbe";
   uint64_t ttl_seconds = 0;
+  uint32_t snapshot_every = 0;
   uint32_t block_tokens = 512;
   bool strict = false;
   bool curve = false;
@@ -159,6 +160,14 @@ std::string ReplayText(const Trace& trace, const ReplayReport& r, const PrefillM
                 static_cast<unsigned long long>(r.writes_declined()),
                 static_cast<unsigned long long>(r.puts_accepted),
                 r.writes_declined() == 0 ? " (n/a: this Store admits every block)" : "");
+  if (r.state_bytes > 0) {
+    out += Format("hybrid model: a resume needs a %s state snapshot; %llu stored (%s); %llu KV "
+                  "blocks found past a request's last snapshot (of no use to it)\n",
+                  FormatBytes(static_cast<double>(r.state_bytes)).c_str(),
+                  static_cast<unsigned long long>(r.snapshots_written),
+                  FormatBytes(static_cast<double>(r.snapshots_written * r.state_bytes)).c_str(),
+                  static_cast<unsigned long long>(r.unresumable_kv_blocks));
+  }
   out += Format("evictions: %llu, expirations: %llu, failed puts: %llu\n",
                 static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.expirations),
                 static_cast<unsigned long long>(r.puts_failed));
@@ -251,6 +260,8 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
   o.kv_precision = g2.options().kv_precision;
   o.g2_capacity_bytes = *capacity;
   o.ttl_seconds = f.ttl_seconds;
+  o.state_bytes = StateBytesPerSnapshot(o.model);
+  o.snapshot_every = f.snapshot_every;
   if (!f.g3_capacity.empty()) {
     Result<uint64_t> g3 = ParseBytes(f.g3_capacity);
     if (!g3.ok()) {
@@ -331,6 +342,11 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
                          {"declined", report->evictions_declined},
                          {"bytes_not_written", report->admission_saved_bytes()}};
     j["evictions"] = report->evictions;
+    if (report->state_bytes > 0) {
+      j["state"] = {{"snapshot_bytes", report->state_bytes},
+                    {"snapshots_written", report->snapshots_written},
+                    {"unresumable_kv_blocks", report->unresumable_kv_blocks}};
+    }
     j["prefill_seconds_saved"] = report->prefill_seconds_saved();
     j["gpu_hours_saved"] = report->gpu_hours_saved();
     j["skipped_lines"] = trace->skipped_lines;
@@ -404,6 +420,9 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
                 "At each --capacities (default 1/64 .. 1x of the footprint): kvtier beside LRU, ARC, "
                 "OPT, OPT+bypass and an infinite cache");
   cmd->add_option("--ttl", f->ttl_seconds, "Per-tenant TTL since last access, seconds (0 = none)");
+  cmd->add_option("--snapshot-every", f->snapshot_every,
+                  "Hybrid models: also keep a state snapshot every N blocks a request computes "
+                  "(0 = at its last block only)");
   cmd->add_option("--block-tokens", f->block_tokens, "Block size of a trace without a kvtier header")
       ->capture_default_str();
   cmd->add_flag("--strict", f->strict, "Fail on the first malformed line instead of skipping it");

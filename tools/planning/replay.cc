@@ -198,7 +198,9 @@ class LowerTiers final : public EvictionObserver {
       return;
     }
     ++report_->evictions_admitted;
-    const uint32_t id = p_.id_of.at(key);
+    const auto found = p_.id_of.find(key);
+    if (found == p_.id_of.end()) return;  // A state value: hybrid replays simulate G2 only.
+    const uint32_t id = found->second;
     if (g3_ && !g3_->Contains(id)) {  // The Store does not write what G3 holds already.
       const uint32_t victim = g3_->Write(id);
       if (victim != ClockTier::kNoBlock) Forget(TierLevel::kG3, victim);
@@ -293,6 +295,10 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
                                    " bytes is smaller than one block (" +
                                    std::to_string(p.block_bytes) + " bytes)");
   }
+  const bool hybrid = options.state_bytes > 0;
+  if (hybrid && (options.g3_capacity_bytes != 0 || options.g4)) {
+    return Status::InvalidArgument("a hybrid model's replay simulates G2 only: no G3 or G4");
+  }
   if (options.g3_capacity_bytes != 0 && options.g3_capacity_bytes < p.block_bytes) {
     return Status::InvalidArgument("G3 capacity " + std::to_string(options.g3_capacity_bytes) +
                                    " bytes is smaller than one block (" +
@@ -307,7 +313,8 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
   o.memory.page_bytes = page;
   o.memory.initial_reused_share = options.initial_reused_share;
   o.memory.max_reused_share = options.max_reused_share;
-  o.max_block_bytes = p.block_bytes;
+  const uint64_t largest = std::max(p.block_bytes, options.state_bytes);
+  o.max_block_bytes = largest;
   o.disk_admission = options.g3_admission;
   o.eviction_observer = &lower;
   o.tenants.clear();
@@ -326,9 +333,12 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
     if (!id.ok()) return id.status();
     tenants.push_back(*id);
   }
-  UntouchedBuffer values(p.block_bytes);
+  UntouchedBuffer values(largest);
   if (!values.ok()) return Status::ResourceExhausted("cannot reserve address space for values");
   const std::span<const std::byte> value = values.Prefix(p.block_bytes);
+  const std::span<const std::byte> state = values.Prefix(options.state_bytes);
+  report.state_bytes = options.state_bytes;
+  const ResumeQuery resume{1, {{"state", 1}}, false};
 
   const PrefillModel* g2_model =
       options.reload_by_tier[0] ? &*options.reload_by_tier[0] : nullptr;
@@ -353,7 +363,12 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       lower.Read(tier, p.stream.blocks[ref]);
     };
     size_t hits = 0;
-    if (n > 0) {
+    if (n > 0 && hybrid) {
+      Result<ResumeMatch> match = store.LookupResume(tenant, keys, resume);
+      if (!match.ok()) return match.status();
+      for (; hits < match->resume_blocks; ++hits) hit(TierLevel::kG2, begin + hits);
+      report.unresumable_kv_blocks += match->kv_blocks - match->resume_blocks;
+    } else if (n > 0) {
       Result<PrefixMatch> match = store.LookupPrefix(tenant, keys);
       if (!match.ok()) return match.status();
       for (; hits < match->num_blocks; ++hits) hit(match->tiers[hits], begin + hits);
@@ -371,10 +386,13 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       }
     }
     run.hits[r] = static_cast<uint32_t>(hits);
-    for (size_t i = hits; i < n; ++i) {
+    size_t stored = hits;
+    for (; stored < n; ++stored) {
+      const size_t i = stored;
       PutOptions put;
       if (i > 0) put.parent = keys[i - 1];
       put.session = p.sessions[r];
+      if (hybrid) put.role = BlockRole::kKvNeedsState;
       Status s = store.Put(tenant, keys[i], value, put);
       if (!s.ok()) {
         // The rest of the chain would hang off a block that is not there; engines stop too.
@@ -383,6 +401,18 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       }
       ++report.puts_accepted;
       lower.Stored(p.stream.blocks[begin + i]);
+    }
+    // The states the request's prefill passed through: at its last whole block, and at the
+    // interior boundaries it keeps.
+    for (size_t i = hits; hybrid && i < stored; ++i) {
+      const bool interior = options.snapshot_every > 0 && (i + 1) % options.snapshot_every == 0;
+      if (i + 1 != stored && !interior) continue;
+      PutOptions put;
+      put.parent = keys[i];
+      put.session = p.sessions[r];
+      put.role = BlockRole::kState;
+      Result<BlockKey> key = StateKey(keys[i], "state");
+      if (key.ok() && store.Put(tenant, *key, state, put).ok()) ++report.snapshots_written;
     }
     if (report.has_prefill_model) {
       const double tokens = static_cast<double>(request.input_length);

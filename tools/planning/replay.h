@@ -12,6 +12,13 @@
 // bytes of its tokens (KvBytesForTokens); the bytes themselves are never touched. Eviction,
 // chains, budgets, TTLs and G3 admission are the Store's own: nothing here re-implements them.
 //
+// A hybrid model (ReplayOptions::state_bytes > 0) resumes only where a state snapshot is
+// (docs/state.md): a request's hit is the Store's LookupResume of its blocks with one
+// boundary state group, its missing blocks are put as KV that needs state, and it stores a
+// snapshot of `state_bytes` at its last whole block and, with `snapshot_every` N, at every
+// N-th block boundary it computes (interior snapshots, as engines that keep states at their
+// prefix tree's nodes do). G2 only.
+//
 // G3 and G4 are simulated deterministically, on the same clock, with demotion and upload
 // synchronous: every block G2 evicts that G3 admission (AdmissionOptions) takes is written to
 // G3, whose capacity evicts in CLOCK order as the disk tier does, and, unless G4 holds it
@@ -68,6 +75,11 @@ struct ReplayOptions {
   // tier, indexed by TierSlot. A tier without one has its hits valued with the G2 model;
   // without a G2 model no time is computed.
   std::array<std::optional<PrefillModel>, kNumTiers> reload_by_tier;
+  // A hybrid model's state snapshot (StateBytesPerSnapshot); 0 = none needed. G2 only.
+  uint64_t state_bytes = 0;
+  // Also store a snapshot at every N-th block boundary a request computes; 0 = at its last
+  // whole block only.
+  uint32_t snapshot_every = 0;
 };
 
 struct TierReplayStats {
@@ -102,6 +114,11 @@ struct ReplayReport {
   // G3: what admission saved the SSD), counted whether or not G3 is simulated.
   uint64_t evictions_admitted = 0;
   uint64_t evictions_declined = 0;
+  // Hybrid models: snapshot size, snapshots stored, and KV blocks found in G2 past the last
+  // snapshot a request could resume from (stored, but of no use to it).
+  uint64_t state_bytes = 0;
+  uint64_t snapshots_written = 0;
+  uint64_t unresumable_kv_blocks = 0;
   bool has_prefill_model = false;
   double prefill_seconds_without_cache = 0;
   double prefill_seconds_with_cache = 0;

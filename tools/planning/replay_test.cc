@@ -65,6 +65,39 @@ TEST(ReplayTest, HitRatesOfASharedPrefixWorkedByHand) {
   EXPECT_EQ(r->tiers[TierSlot(TierLevel::kG3)].hit_blocks, 0u);
 }
 
+TEST(ReplayTest, AHybridModelResumesOnlyWhereASnapshotIs) {
+  // Qwen3-Next: the KV of blocks 1 and 2 is there for the second and third requests, but with
+  // snapshots at request tips only none is after block 2 (the first request's is after 3):
+  //   r0 [1 2 3]  miss; snapshot after 3       r1 [1 2 4]  KV 1, 2 found, no resume; after 4
+  //   r2 [1 2 (5)] KV found, no resume; after 2 r3 [9]      miss; after 9
+  // Keeping a snapshot at every block boundary turns both into 2-block hits.
+  const Trace trace = ParseOrDie(kSharedPrefixTrace);
+  ReplayOptions o;
+  o.model = *FindModel("qwen3-next");
+  o.g2_capacity_bytes = 8 * kGiB;
+  o.state_bytes = StateBytesPerSnapshot(o.model);
+  Result<ReplayReport> tips = Replay(trace, o);
+  ASSERT_TRUE(tips.ok()) << tips.status().ToString();
+  EXPECT_EQ(tips->hit_blocks(), 0u);
+  EXPECT_EQ(tips->unresumable_kv_blocks, 4u);
+  EXPECT_EQ(tips->snapshots_written, 4u);
+  o.snapshot_every = 1;
+  Result<ReplayReport> every = Replay(trace, o);
+  ASSERT_TRUE(every.ok()) << every.status().ToString();
+  EXPECT_EQ(every->hit_blocks(), 4u);
+  EXPECT_EQ(every->hit_tokens(), 16u);
+  EXPECT_EQ(every->unresumable_kv_blocks, 0u);
+  EXPECT_EQ(every->snapshots_written, 5u);  // 1, 2, 3; then 4; then 9.
+  // Room for two snapshots: they and the KV evict each other, and the replay goes on.
+  o.g2_capacity_bytes = 2 * o.state_bytes + 8 * 4 * 24'576;
+  Result<ReplayReport> tight = Replay(trace, o);
+  ASSERT_TRUE(tight.ok()) << tight.status().ToString();
+  EXPECT_GT(tight->evictions, 0u);
+  // A hybrid replay is G2's only.
+  o.g4 = true;
+  EXPECT_EQ(Replay(trace, o).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ReplayTest, PrefillTimeSavedUsesTheCrossoverModel) {
   const Trace trace = ParseOrDie(kSharedPrefixTrace);
   ReplayOptions o = Options(64 * kMiB);
