@@ -90,4 +90,48 @@ grep -q "^stats " <<<"$out" || fail "top: $out"
 
 run 2 --url http://127.0.0.1:1 status
 grep -q "cannot reach kvtierd" <<<"$out" || fail "unreachable: $out"
+stop_kvtierd
+
+# arenas: G2 arena files of kvtierds with warm restarts, here in $DIR/shm rather than /dev/shm.
+# write_config NAME: a kvtierd with its data directory $DIR/NAME and its arena $DIR/shm/NAME.
+mkdir -p "$DIR/shm"
+write_config() {
+  mkdir -p "$DIR/$1"
+  cat >"$DIR/$1/kvtierd.toml" <<TOML
+data_dir = "$DIR/$1"
+[server]
+native_listen = ""
+resp_listen = ""
+http_listen = "127.0.0.1:0"
+[memory]
+capacity = "16MiB"
+arena_file = "$DIR/shm/$1"
+[store]
+max_block_bytes = "1MiB"
+TOML
+}
+write_config gone
+start_kvtierd "$KVTIERD" "$DIR/gone/kvtierd.toml" "$DIR/gone"
+run 0 arenas --dir "$DIR/shm"
+grep -qE "^$DIR/shm/gone +in use +$PID +16\.0. MiB +$DIR/gone\$" <<<"$out" || fail "arenas, in use: $out"
+run 0 arenas --dir "$DIR/shm" --remove --all-stopped
+[ -f "$DIR/shm/gone.lock" ] || fail "--remove took an arena in use: $out"
+stop_kvtierd
+run 0 arenas --dir "$DIR/shm" --json
+python3 -c "import json, sys; a = json.loads(sys.argv[1]); assert [x['state'] for x in a] == ['stopped'], a" \
+  "$out" || fail "arenas --json after a stop: $out"
+run 0 arenas --dir "$DIR/shm" --remove
+[ -f "$DIR/shm/gone.lock" ] || fail "--remove took a stopped arena whose data_dir is there: $out"
+mv "$DIR/gone" "$DIR/moved"  # The operator moves the data directory: nothing adopts the arena.
+write_config next
+start_kvtierd "$KVTIERD" "$DIR/next/kvtierd.toml" "$DIR/next"
+grep -q "whose data directory is gone keep 16 MiB of memory: $DIR/shm/gone ($DIR/gone)" "$DIR/next/log" ||
+  fail "kvtierd's start does not name the orphaned arena: $(cat "$DIR/next/log")"
+run 0 arenas --dir "$DIR/shm" --remove
+grep -qE "^$DIR/shm/gone +orphaned .*\(removed\)$" <<<"$out" || fail "arenas --remove: $out"
+grep -qE "^$DIR/shm/next +in use" <<<"$out" || fail "arenas --remove: $out"
+[ -z "$(find "$DIR/shm" -name 'gone*')" ] || fail "files of the orphaned arena are left: $(ls "$DIR/shm")"
+[ -f "$DIR/shm/next.lock" ] || fail "--remove touched the arena in use"
+run 2 arenas --dir "$DIR/nowhere"
+grep -q "does not exist" <<<"$out" || fail "arenas in a missing directory: $out"
 echo "PASS"

@@ -73,6 +73,11 @@ struct MemoryTierOptions {
   // matches (docs/operations.md). A crash leaves no index, and the next open starts empty. One
   // process at a time (arena_file + ".lock"). Empty = G2 is gone with the process.
   std::string arena_file;
+
+  // The data directory the arena belongs to (kvtierd's data_dir, absolute), recorded in its
+  // lock file: `kvtier admin arenas` and kvtierd's start-up log call an arena whose directory
+  // is gone orphaned, and can remove it. "" = none recorded.
+  std::string arena_data_dir;
 };
 
 // The G3 tier: the node's local NVMe, as log-structured segment files in one directory.

@@ -488,9 +488,17 @@ Options ServerConfig::StoreOptions() const {
   };
   under_data_dir(&o.disk.dir);
   o.memory.arena_file = ArenaFile();
+  o.memory.arena_data_dir = AbsoluteDataDir();
   under_data_dir(&o.security.keystore_dir);
   under_data_dir(&o.security.audit_log_path);
   return o;
+}
+
+std::string ServerConfig::AbsoluteDataDir() const {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::weakly_canonical(data_dir, ec);
+  if (ec) dir = std::filesystem::absolute(data_dir).lexically_normal();
+  return dir.string();
 }
 
 std::string ServerConfig::ArenaFile() const {
@@ -498,10 +506,7 @@ std::string ServerConfig::ArenaFile() const {
   if (!arena_file.empty()) return arena_file;
   // One file per data directory, named by its absolute path: two daemons on one host with
   // different data_dirs never share one, and a restart finds its own again.
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::weakly_canonical(data_dir, ec);
-  if (ec) dir = std::filesystem::absolute(data_dir).lexically_normal();
-  const std::string name = dir.string();
+  const std::string name = AbsoluteDataDir();
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Checksum64(
       std::as_bytes(std::span<const char>(name.data(), name.size())))));

@@ -136,6 +136,8 @@ struct ServerConfig {
   Options StoreOptions() const;
   // The G2 arena file this configuration uses ("" = no warm restart).
   std::string ArenaFile() const;
+  // data_dir made absolute (symbolic links resolved where it exists).
+  std::string AbsoluteDataDir() const;
   // max_frame_bytes with its default applied.
   uint64_t EffectiveMaxFrameBytes() const;
   // Checks cross-field rules (tenant names unique, tokens unique, anonymous tenant exists,

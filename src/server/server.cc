@@ -8,8 +8,38 @@
 #include <utility>
 
 #include "src/server/net.h"
+#include "src/tier/memory/arena_files.h"
 
 namespace kvtier::server {
+namespace {
+
+// Says which arenas beside this kvtierd's hold memory that no kvtierd will adopt: a data
+// directory that was removed or moved leaves its arena on tmpfs until someone removes it.
+void LogIdleArenas(const std::string& own_arena) {
+  const std::string dir = std::filesystem::path(own_arena).parent_path().string();
+  Result<std::vector<ArenaFiles>> arenas = ListArenas(dir.empty() ? "." : dir);
+  if (!arenas.ok()) return;  // Only advice; G2 itself opened.
+  for (ArenaState state : {ArenaState::kOrphaned, ArenaState::kUnknownOwner}) {
+    uint64_t bytes = 0;
+    std::string paths;
+    for (const ArenaFiles& a : *arenas) {
+      if (a.state != state || a.path == own_arena) continue;
+      bytes += a.bytes;
+      paths += (paths.empty() ? "" : ", ") + a.path;
+      if (!a.data_dir.empty()) paths += " (" + a.data_dir + ")";
+    }
+    if (paths.empty()) continue;
+    Env::Default()->Log(
+        "G2: arenas no running kvtierd holds " +
+        std::string(state == ArenaState::kOrphaned ? "whose data directory is gone"
+                                                   : "that name no data directory") +
+        " keep " + std::to_string(bytes >> 20) + " MiB of memory: " + paths + "; `kvtier admin " +
+        "arenas` lists them, `kvtier admin arenas --remove" +
+        (state == ArenaState::kOrphaned ? "" : " --all-stopped") + "` frees them");
+  }
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
                                               const ListenerFds* inherited,
@@ -44,6 +74,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
   Result<std::unique_ptr<Store>> store = Store::Open(options);
   if (!store.ok()) return store.status();
   s->store_ = std::move(store).value();
+  if (const std::string arena = s->config_.ArenaFile(); !arena.empty()) LogIdleArenas(arena);
   Result<Authenticator> auth = Authenticator::Create(s->config_, *s->store_);
   if (!auth.ok()) return auth.status();
   s->auth_ = std::make_unique<Authenticator>(std::move(auth).value());

@@ -351,7 +351,8 @@ int Top(const AdminOptions& o) {
 void AddAdminCommand(CLI::App& app, int* exit_code) {
   CLI::App* admin = app.add_subcommand(
       "admin", "Drive a running kvtierd through its HTTP endpoint: status, tenants, pin, "
-               "unpin, delete, shred, top; check its G3 or G4 offline: fsck.");
+               "unpin, delete, shred, top; check its G3 or G4 offline: fsck; G2 arena "
+               "files on this host: arenas.");
   admin->require_subcommand(1);
   auto o = std::make_shared<AdminOptions>();
   const char* url = std::getenv("KVTIER_ADMIN_URL");
@@ -426,6 +427,7 @@ void AddAdminCommand(CLI::App& app, int* exit_code) {
   top->callback(run(Top));
 
   AddFsckCommand(admin, exit_code);
+  AddArenasCommand(admin, exit_code);
 }
 
 }  // namespace kvtier::cli

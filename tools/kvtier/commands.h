@@ -17,6 +17,8 @@ void AddKvCommand(CLI::App& app, int* exit_code);
 void AddAdminCommand(CLI::App& app, int* exit_code);
 // kvtier admin fsck (fsck.cc), added under `admin`.
 void AddFsckCommand(CLI::App* admin, int* exit_code);
+// kvtier admin arenas (arenas.cc): G2 arena files on this host, under `admin`.
+void AddArenasCommand(CLI::App* admin, int* exit_code);
 
 }  // namespace kvtier::cli
 

@@ -36,6 +36,7 @@
 #include "src/common/byte_codec.h"
 #include "src/common/checksum.h"
 #include "src/common/worker_pool.h"
+#include "src/tier/memory/arena_files.h"
 #include "src/tier/memory/memory_tier.h"
 
 namespace kvtier {
@@ -207,6 +208,8 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::OpenFromFile(const MemoryTierOpt
                                       " is in use by another process (another kvtierd with the "
                                       "same data_dir or memory.arena_file?)");
   }
+  Status owner = WriteArenaOwner(path, options.arena_data_dir, env);
+  if (!owner.ok()) env->Log("G2: cannot record the arena's data directory: " + owner.ToString());
   // The index is deleted before the arena changes: from here on only this run's own index,
   // written at its clean close, can describe the bytes.
   Snapshot snapshot;
