@@ -7,9 +7,46 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace kvtier {
+
+uint64_t UsableMemoryBytes(std::string* source) {
+  uint64_t bytes = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  *source = "physical memory";
+  // The smallest limit on the way from the process's cgroup up to the hierarchy's root:
+  // cgroup v2's memory.max ("0::/path" in /proc/self/cgroup), v1's memory.limit_in_bytes
+  // ("N:memory:/path"). Directories that are not there (another cgroup namespace) are skipped.
+  auto lowest_limit = [&](std::filesystem::path root, const std::string& path, const char* file) {
+    std::filesystem::path dir = root / std::filesystem::path(path).relative_path();
+    for (;; dir = dir.parent_path()) {
+      std::ifstream in(dir / file);
+      uint64_t limit = 0;
+      if (in >> limit && limit < bytes) {
+        bytes = limit;
+        *source = (dir / file).string();
+      }
+      if (dir == root || !dir.has_parent_path() || dir == dir.parent_path()) break;
+    }
+  };
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    const size_t colon = line.find(':');
+    const size_t second = line.find(':', colon + 1);
+    if (colon == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(colon + 1, second - colon - 1) + ",";
+    const std::string path = line.substr(second + 1);
+    if (controllers == ",,") {
+      lowest_limit("/sys/fs/cgroup", path, "memory.max");
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      lowest_limit("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes");
+    }
+  }
+  return bytes;
+}
 
 Result<std::unique_ptr<Arena>> Arena::Reserve(size_t count, uint64_t region_bytes) {
   if (count == 0 || region_bytes == 0) return Status::InvalidArgument("arena size is 0");
@@ -18,11 +55,15 @@ Result<std::unique_ptr<Arena>> Arena::Reserve(size_t count, uint64_t region_byte
   void* p = mmap(nullptr, count * region_bytes, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    return Status::ResourceExhausted("reserving " + std::to_string(count * region_bytes) +
-                                     " bytes of address space for the G2 arena (" +
-                                     std::to_string(count) + " tenants of " +
-                                     std::to_string(region_bytes) + " bytes): " +
-                                     std::strerror(errno));
+    // Each tenant's region spans the whole capacity (any tenant may fill G2), so tenants times
+    // capacity must fit in the process's address space (128 TiB on x86-64 with 4-level paging).
+    return Status::ResourceExhausted(
+        "reserving " + std::to_string(count * region_bytes) +
+        " bytes of address space for the G2 arena failed (" + std::strerror(errno) + "): " +
+        std::to_string(count) + " tenants' regions of " + std::to_string(region_bytes) +
+        " bytes each (every region spans memory.capacity); the kernel gives a process about "
+        "128 TiB (2^47 bytes) of address space, so tenants x memory.capacity must stay under "
+        "it: configure fewer tenants or a smaller memory.capacity");
   }
   std::unique_ptr<Arena> arena(new Arena(static_cast<std::byte*>(p), region_bytes));
   arena->reserved_ = count;

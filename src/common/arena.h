@@ -22,6 +22,10 @@
 
 namespace kvtier {
 
+// The memory this process can have: the machine's physical memory, or less where its cgroup
+// (v2 memory.max, of its own cgroup or an ancestor) limits it. *source says which, for errors.
+uint64_t UsableMemoryBytes(std::string* source);
+
 // Thread-safe: immutable after Create; the bytes themselves are the caller's to coordinate.
 class Arena {
  public:

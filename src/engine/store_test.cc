@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kvtier/env.h"
+#include "src/common/arena.h"
 #include "src/engine/store_test_util.h"
 
 namespace kvtier {
@@ -110,6 +111,25 @@ TEST_F(StoreTest, OpenRejectsInconsistentOptions) {
   o = Options();
   o.tenants.clear();
   EXPECT_EQ(Store::Open(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A G2 larger than the machine would be found out by the OOM killer after puts were
+// acknowledged; it is refused at open, with the reason. A payload-free store (the replay's)
+// holds no bytes and simulates any size.
+TEST_F(StoreTest, AG2LargerThanTheMachinesMemoryIsRefusedAtOpen) {
+  std::string source;
+  const uint64_t machine = UsableMemoryBytes(&source);
+  Options o;
+  o.memory.capacity_bytes = (machine / kGiB + 1) * kGiB;
+  Result<std::unique_ptr<Store>> s = Store::Open(o);
+  ASSERT_EQ(s.status().code(), StatusCode::kResourceExhausted) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("more than this process can have"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_NE(s.status().message().find(source), std::string::npos) << s.status().ToString();
+  o.payload_free = true;
+  o.memory.capacity_bytes = uint64_t{1} << 50;  // 1 PiB.
+  o.memory.page_bytes = 2 * kMiB;
+  EXPECT_TRUE(Store::Open(o).ok());
 }
 
 TEST_F(StoreTest, BlockOverTheTenantBudgetIsRejected) {

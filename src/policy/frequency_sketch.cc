@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 namespace kvtier {
 namespace {
@@ -13,6 +14,23 @@ constexpr uint64_t kRowSeeds[] = {0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL,
 FrequencySketch::FrequencySketch(size_t expected_items)
     : width_(std::bit_ceil(std::max(kMinWidth, 4 * expected_items))), reset_after_(10 * width_) {
   counters_.assign(kRows * width_, 0);
+}
+
+void FrequencySketch::Reserve(size_t expected_items) {
+  const size_t width = std::bit_ceil(std::max(kMinWidth, 4 * expected_items));
+  if (width <= width_) return;
+  // Widths are powers of two, so an item's slot in a row of width 2w is its slot in the row of
+  // width w, or that plus w: both copies hold its counter.
+  std::vector<uint8_t> wider(kRows * width);
+  for (int r = 0; r < kRows; ++r) {
+    const uint8_t* row = counters_.data() + r * width_;
+    for (size_t copy = 0; copy < width / width_; ++copy) {
+      std::copy(row, row + width_, wider.begin() + r * width + copy * width_);
+    }
+  }
+  counters_ = std::move(wider);
+  width_ = width;
+  reset_after_ = 10 * width_;
 }
 
 size_t FrequencySketch::Slot(int row, uint64_t hash) const {

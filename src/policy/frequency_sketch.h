@@ -23,9 +23,18 @@ class FrequencySketch {
   // seen twice to about 0.3%.
   explicit FrequencySketch(size_t expected_items);
 
+  // Widens the rows for `expected_items` when they are too narrow for it (never narrows):
+  // the owner calls it as its population grows, so the sketch's memory follows what is
+  // tracked rather than a configured maximum. Widening doubles the rows, each counter copied to
+  // both of its halves, so every estimate stays what it was; the period between halvings
+  // grows with the width.
+  void Reserve(size_t expected_items);
+
   void Increment(uint64_t hash);
   uint32_t Estimate(uint64_t hash) const;
   size_t MemoryUsage() const { return counters_.size(); }
+  // Items the rows are wide enough for.
+  size_t expected_items() const { return width_ / 4; }
   // Increments between two halvings.
   uint64_t sample_size() const { return reset_after_; }
 

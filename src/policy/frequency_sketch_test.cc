@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace kvtier {
 namespace {
 
@@ -38,6 +40,25 @@ TEST(FrequencySketchTest, FewFalsePositivesAtDesignLoad) {
   for (uint64_t i = 0; i < 4096; ++i) over += s.Estimate(Mix(i)) >= 2;
   // Each item was seen once; a few collide in every row (the sketch over-counts, never under).
   EXPECT_LT(over, 4096 / 100);
+}
+
+TEST(FrequencySketchTest, GrowingKeepsEveryEstimateAndSizesMemoryByItems) {
+  FrequencySketch s(1024);
+  const size_t small = s.MemoryUsage();
+  std::vector<uint32_t> before;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    for (uint64_t k = 0; k <= i % 5; ++k) s.Increment(Mix(i));
+  }
+  for (uint64_t i = 0; i < 6000; ++i) before.push_back(s.Estimate(Mix(i)));
+  s.Reserve(1000);  // Already wide enough: nothing changes.
+  EXPECT_EQ(s.MemoryUsage(), small);
+  s.Reserve(100'000);
+  EXPECT_GE(s.expected_items(), 100'000u);
+  EXPECT_EQ(s.MemoryUsage(), 4 * 4 * s.expected_items()) << "four rows of 4 counters per item";
+  EXPECT_LT(s.MemoryUsage(), 4 * 4 * 2 * 100'000u) << "at most twice what the items need";
+  for (uint64_t i = 0; i < 6000; ++i) {
+    ASSERT_EQ(s.Estimate(Mix(i)), before[i]) << "item " << i << " changed its count by growing";
+  }
 }
 
 }  // namespace

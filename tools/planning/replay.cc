@@ -11,6 +11,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/events.h"
+#include "tools/planning/units.h"
 
 namespace kvtier::planning {
 namespace {
@@ -294,6 +295,13 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
     return Status::InvalidArgument("G2 capacity " + std::to_string(capacity) +
                                    " bytes is smaller than one block (" +
                                    std::to_string(p.block_bytes) + " bytes)");
+  }
+  if (capacity / page > UINT32_MAX) {
+    return Status::InvalidArgument(
+        "G2 capacity " + FormatBytes(static_cast<double>(capacity)) +
+        " is more than the Store can address: 2^32 pages of " + FormatBytes(page) + ", " +
+        FormatBytes(static_cast<double>(uint64_t{UINT32_MAX} * page)) + "; the largest page is " +
+        FormatBytes(kMaxPageBytes));
   }
   const bool hybrid = options.state_bytes > 0;
   if (hybrid && (options.g3_capacity_bytes != 0 || options.g4)) {

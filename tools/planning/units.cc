@@ -34,6 +34,8 @@ Result<uint64_t> ParseBytes(std::string_view text) {
     scale = 1024.0 * 1024 * 1024;
   } else if (unit == "t" || unit == "tib") {
     scale = 1024.0 * 1024 * 1024 * 1024;
+  } else if (unit == "p" || unit == "pib") {
+    scale = 1024.0 * 1024 * 1024 * 1024 * 1024;
   } else if (unit == "kb") {
     scale = 1e3;
   } else if (unit == "mb") {
@@ -42,9 +44,11 @@ Result<uint64_t> ParseBytes(std::string_view text) {
     scale = 1e9;
   } else if (unit == "tb") {
     scale = 1e12;
+  } else if (unit == "pb") {
+    scale = 1e15;
   } else {
     return Status::InvalidArgument("unknown size unit in '" + s +
-                                   "'; use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB");
+                                   "'; use B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB or PB");
   }
   const double bytes = number * scale;
   if (bytes >= 1.8e19) return Status::InvalidArgument("size too large: '" + s + "'");

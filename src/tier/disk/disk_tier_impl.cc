@@ -1,5 +1,7 @@
 #include "src/tier/disk/disk_tier_impl.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -69,6 +71,16 @@ Result<std::unique_ptr<DiskTier>> DiskTierImpl::Open(const DiskTierOptions& opti
   KVTIER_RETURN_IF_ERROR(CheckOptions(options, tenants));
   if (env == nullptr) env = Env::Default();
   KVTIER_RETURN_IF_ERROR(env->CreateDir(options.dir));
+  // A G3 larger than its file system could never be filled: say so now rather than let it
+  // run into a full disk it was configured past. (An Env without real files has no statvfs.)
+  struct statvfs fs {};
+  if (::statvfs(options.dir.c_str(), &fs) == 0 && fs.f_blocks > 0 &&
+      options.capacity_bytes > uint64_t{fs.f_blocks} * fs.f_frsize) {
+    return Status::InvalidArgument(
+        "disk tier: capacity_bytes of " + std::to_string(options.capacity_bytes) +
+        " is more than the file system of " + options.dir + " holds (" +
+        std::to_string(uint64_t{fs.f_blocks} * fs.f_frsize) + " bytes); lower [disk] capacity");
+  }
   Result<std::unique_ptr<FileLock>> lock = env->LockFile(options.dir + "/LOCK");
   if (!lock.ok()) return lock.status();
   std::unique_ptr<DiskTierImpl> tier(

@@ -5,12 +5,14 @@
 
 #include "src/tier/memory/arena_files.h"
 
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +153,24 @@ TEST_F(ArenaFilesTest, ArenasOfUnknownOwnerAndOtherProgramsFiles) {
   ASSERT_TRUE(RemoveArena(arenas[0]).ok());
   EXPECT_EQ(Names(), (std::vector<std::string>{"kvtier-g2-notours.lock", "postgres.0123456789abcdef",
                                                "pulse-shm-1234"}));
+}
+
+// A G2 larger than its file system has room for runs in anonymous memory, without warm
+// restarts (containers give /dev/shm 64 MiB): it leaves no file behind, not even its lock.
+TEST_F(ArenaFilesTest, AnArenaThatDoesNotFitItsFileSystemLeavesNothingBehind) {
+  // A file system of 8 MiB for a G2 of 16 MiB.
+  const fs::path small = dir_ / "small";
+  fs::create_directories(small);
+  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=8m") != 0) {
+    GTEST_SKIP() << "cannot mount a small tmpfs: " << std::strerror(errno) << " (needs root)";
+  }
+  options_.memory.arena_file = (small / "g2").string();
+  OpenAndPut();
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(small)) left.push_back(e.path().string());
+  EXPECT_TRUE(left.empty()) << "left behind: " << left.front();
+  store_.reset();
+  EXPECT_EQ(::umount(small.c_str()), 0);
 }
 
 TEST_F(ArenaFilesTest, AMissingDirectoryIsNotFound) {

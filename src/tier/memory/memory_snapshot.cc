@@ -255,7 +255,9 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::OpenFromFile(const MemoryTierOpt
   }
   if (arena.status().code() == StatusCode::kResourceExhausted) {
     // A small /dev/shm (containers default to 64 MiB) must not keep the daemon from serving.
+    // Nothing of the files is used: they all go, the lock (still held) last.
     for (const std::string& p : paths) (void)env->RemoveFile(p);
+    (void)env->RemoveFile(path + ".lock");
     env->Log("G2: warm restart off, G2 is anonymous memory: " + arena.status().ToString() +
              "; give the file system room for memory.capacity or set memory.arena_file");
     arena = Arena::Create(tenants.size(), options.capacity_bytes);
@@ -273,8 +275,9 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::OpenFromFile(const MemoryTierOpt
   } else {
     tier->Adopt(snapshot, start_us);
   }
-  // The memory is taken now, as a file system that fills up later would refuse puts.
-  tier->Provision();
+  // The memory is taken right away (a file system that fills up later would refuse puts), in
+  // the background: start-up does not wait for the capacity, only for what was adopted.
+  tier->StartProvisioning();
   return tier;
 }
 

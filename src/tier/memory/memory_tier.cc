@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -11,6 +12,18 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& op
                                                      bool payload_free,
                                                      std::vector<TenantConfig> tenants,
                                                      Env* env) {
+  if (!payload_free) {
+    // A G2 the machine cannot back would be found out by the OOM killer, after puts were
+    // acknowledged: refuse it now, with the reason.
+    std::string source;
+    const uint64_t usable = UsableMemoryBytes(&source);
+    if (options.capacity_bytes > usable) {
+      return Status::ResourceExhausted(
+          "memory.capacity of " + std::to_string(options.capacity_bytes) +
+          " bytes is more than this process can have: " + std::to_string(usable) + " bytes (" +
+          source + "); lower memory.capacity");
+    }
+  }
   if (!payload_free && !options.arena_file.empty()) {
     return OpenFromFile(options, std::move(tenants), env);
   }
@@ -23,37 +36,75 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& op
   }
   std::unique_ptr<MemoryTier> tier(
       new MemoryTier(std::move(arena), false, options, std::move(tenants), env));
-  if (options.prefault) tier->Provision();
+  if (options.prefault) tier->StartProvisioning();
   return tier;
 }
 
-void MemoryTier::Provision() {
+void MemoryTier::StartProvisioning() {
   if (!arena_) return;
+  provisioner_ = std::thread([this] {
+    const uint64_t start_us = env_->NowMicros();
+    uint64_t pages = 0;
+    while (!stop_provisioning_.load(std::memory_order_relaxed)) {
+      Result<uint64_t> step = ProvisionStep();
+      if (!step.ok()) {
+        env_->Log("G2: memory not taken up front (puts take it as they go): " +
+                  step.status().ToString());
+        return;
+      }
+      if (*step == 0) break;
+      pages += *step;
+    }
+    if (pages > 0) {
+      env_->Log("G2: took " + std::to_string(pages * page_bytes_ >> 20) + " MiB of memory up " +
+                "front in " + std::to_string((env_->NowMicros() - start_us) / 1000) +
+                " ms, serving meanwhile");
+    }
+  });
+}
+
+Result<uint64_t> MemoryTier::ProvisionStep() {
+  // Pages per step: the lock is held while they are backed, so a put waits at most this long.
+  constexpr uint64_t kStepBytes = 32 * kMiB;
   MutexLock l(&mu_);
   // In configuration order, each tenant up to its budget: the lowest free pages of its region,
   // which its allocator hands out first.
-  for (uint32_t t = 0; t < pages_.size() && resident_pages_ < total_pages_; ++t) {
-    uint64_t want = std::min<uint64_t>(total_pages_ - resident_pages_,
-                                       tenants_[t].budget_pages ? tenants_[t].budget_pages
-                                                                : total_pages_);
-    std::vector<Extent> runs;
-    pages_[t].ForEachFreeRun([&runs](const Extent& run) { runs.push_back(run); });
-    for (Extent run : runs) {
-      if (want == 0) break;
-      run.num_pages = static_cast<uint32_t>(std::min<uint64_t>(run.num_pages, want));
-      Status backed = arena_->Back(t, uint64_t{run.first_page} * page_bytes_,
-                                   uint64_t{run.num_pages} * page_bytes_);
-      if (!backed.ok()) {
-        env_->Log("G2: memory not taken up front (puts take it as they go): " +
-                  backed.ToString());
-        return;
-      }
-      std::vector<Extent> one = {run};
-      const uint64_t before = resident_pages_;
-      TakeMemory(t, one, nullptr);
-      want -= std::min<uint64_t>(want, resident_pages_ - before);
+  for (; provision_.tenant < pages_.size(); ++provision_.tenant) {
+    const uint32_t t = provision_.tenant;
+    if (resident_pages_ >= total_pages_) return 0;
+    if (!provision_.started) {
+      provision_.started = true;
+      provision_.left = std::min<uint64_t>(
+          total_pages_ - resident_pages_,
+          tenants_[t].budget_pages ? tenants_[t].budget_pages : total_pages_);
     }
+    // The first free pages of the tenant's region that hold no memory yet.
+    std::optional<Extent> next;
+    pages_[t].ForEachFreeRun([&](const Extent& run) {
+      uint64_t p = run.first_page;
+      const uint64_t end = uint64_t{run.first_page} + run.num_pages;
+      resident_[t].ForEachIn(run, [&](const Extent& held) {
+        if (!next && held.first_page > p) {
+          next = Extent{static_cast<uint32_t>(p), static_cast<uint32_t>(held.first_page - p)};
+        }
+        p = uint64_t{held.first_page} + held.num_pages;
+      });
+      if (!next && p < end) next = Extent{static_cast<uint32_t>(p), static_cast<uint32_t>(end - p)};
+    });
+    if (provision_.left > 0 && next) {
+      next->num_pages = static_cast<uint32_t>(std::min<uint64_t>(
+          {next->num_pages, provision_.left, std::max<uint64_t>(kStepBytes / page_bytes_, 1)}));
+      KVTIER_RETURN_IF_ERROR(arena_->Back(t, uint64_t{next->first_page} * page_bytes_,
+                                          uint64_t{next->num_pages} * page_bytes_));
+      const uint64_t before = resident_pages_;
+      TakeMemory(t, std::span<const Extent>(&*next, 1), nullptr);
+      const uint64_t taken = resident_pages_ - before;
+      provision_.left -= std::min(provision_.left, taken);
+      return taken;
+    }
+    provision_.started = false;
   }
+  return 0;
 }
 
 MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
@@ -73,7 +124,7 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
   pages_.reserve(tenants.size());
   for (size_t i = 0; i < tenants.size(); ++i) {
     pages_.emplace_back(total_pages_);
-    resident_.emplace_back((uint64_t{total_pages_} + 63) / 64, 0);
+    resident_.emplace_back();
     TenantState& t = tenants_[i];
     t.config = std::move(tenants[i]);
     t.budget_pages = t.config.budget_bytes / page_bytes_;
@@ -84,6 +135,10 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
 }
 
 MemoryTier::~MemoryTier() {
+  if (provisioner_.joinable()) {
+    stop_provisioning_ = true;
+    provisioner_.join();
+  }
   if (arena_lock_ == nullptr) return;
   Status s = SaveSnapshot();
   if (!s.ok()) env_->Log("G2: no warm restart (the next start is empty): " + s.ToString());
@@ -297,7 +352,12 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   if (queue == QueueId::kReused) e.flags |= kEntryWasReused;
   EnqueueNew(idx, queue);
   RebalanceQueues(tenant);
-  if (sketch_) sketch_->Increment(SketchHash(tenant, key));
+  if (sketch_) {
+    if (const size_t items = SketchItems(); items > sketch_->expected_items()) {
+      sketch_->Reserve(items);
+    }
+    sketch_->Increment(SketchHash(tenant, key));
+  }
   ++t.stats.puts;
   t.stats.put_bytes += size;
   if (events_ != nullptr) {

@@ -44,6 +44,7 @@
 #ifndef KVTIER_TIER_MEMORY_MEMORY_TIER_H_
 #define KVTIER_TIER_MEMORY_MEMORY_TIER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -51,6 +52,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -64,6 +66,7 @@
 #include "src/common/arena.h"
 #include "src/common/extent_allocator.h"
 #include "src/common/mutex.h"
+#include "src/common/page_runs.h"
 #include "src/policy/frequency_sketch.h"
 #include "src/policy/ghost_filter.h"
 #include "src/tier/memory/entry_table.h"
@@ -282,6 +285,8 @@ class MemoryTier final : public BlockHandle::Releaser {
   bool Admit(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // G3 admission from now on: `admission` and a fresh access sketch.
   void SetAdmission(const AdmissionOptions& admission) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Items the admission sketch is sized for now (memory_tier_eviction.cc).
+  size_t SketchItems() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartDemotion(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Detach(uint32_t index, DetachReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees what a detached entry no longer needs: its pages once unleased, the entry itself
@@ -301,10 +306,14 @@ class MemoryTier final : public BlockHandle::Releaser {
   // had none are appended to *to_back (when not null) for the caller to back.
   void TakeMemory(uint32_t tenant, std::span<const Extent> extents, std::vector<Extent>* to_back)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes memory for the capacity up front (prefault, named files): free pages of the regions,
-  // in configuration order, each tenant up to its budget. Later allocations then find their
-  // pages resident, and pages move to another tenant only when shed. A failure is logged.
-  void Provision() ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes memory for the capacity up front (prefault, named files), on a thread of its own
+  // while the tier serves: free pages of the regions, in configuration order, each tenant up to
+  // its budget, a step at a time. Later allocations then find their pages resident (those
+  // allocated first back their own pages), and pages move to another tenant only when shed.
+  // A failure is logged and ends it.
+  void StartProvisioning();
+  // Backs one step's pages; returns how many (0: done).
+  Result<uint64_t> ProvisionStep() ABSL_LOCKS_EXCLUDED(mu_);
   // Gives back the memory of free pages, of any tenant, until the regions hold at most the
   // capacity.
   void ShedMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -329,8 +338,16 @@ class MemoryTier final : public BlockHandle::Releaser {
   std::vector<ExtentAllocator> pages_ ABSL_GUARDED_BY(mu_);  // Per tenant region.
   uint32_t free_pages_ ABSL_GUARDED_BY(mu_);  // total_pages_ less every tenant's used pages.
   // Which pages of each region hold memory (a bit per page), and how many in all.
-  std::vector<std::vector<uint64_t>> resident_ ABSL_GUARDED_BY(mu_);
+  std::vector<PageRuns> resident_ ABSL_GUARDED_BY(mu_);
   uint64_t resident_pages_ ABSL_GUARDED_BY(mu_) = 0;
+  struct ProvisionCursor {
+    uint32_t tenant = 0;    // The tenant being provisioned.
+    bool started = false;   // `left` is set for it.
+    uint64_t left = 0;      // Pages it still wants.
+  };
+  ProvisionCursor provision_ ABSL_GUARDED_BY(mu_);
+  std::thread provisioner_;
+  std::atomic<bool> stop_provisioning_{false};
   EntryTable table_ ABSL_GUARDED_BY(mu_);
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);

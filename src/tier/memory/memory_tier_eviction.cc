@@ -12,7 +12,11 @@ namespace {
 // Each ghost remembers up to this many evicted keys per queued block: reuse in agent and chat
 // traffic comes back after several cache-fulls (docs/store.md has the measurements).
 constexpr size_t kGhostsPerQueuedBlock = 4;
-// The sketch tracks about one item per 64 KiB of G2, the smallest block engines use.
+// The admission sketch tracks the items its window sees: the blocks G2 holds and the others
+// accessed meanwhile, up to this many per resident block, and never more than one per 64 KiB of
+// G2 (the smallest block engines use). Its memory so follows what G2 holds: a large G2 of large
+// blocks costs what its blocks need, not what its capacity would hold in 64 KiB blocks.
+constexpr size_t kSketchItemsPerBlock = 16;
 constexpr uint64_t kSketchBytesPerItem = 64 * 1024;
 }  // namespace
 
@@ -154,7 +158,13 @@ void MemoryTier::StartDemotion(uint32_t index) {
 
 void MemoryTier::SetAdmission(const AdmissionOptions& admission) {
   admission_ = admission;
-  sketch_.emplace(static_cast<size_t>(capacity_bytes_ / kSketchBytesPerItem));
+  sketch_.emplace(SketchItems());
+}
+
+size_t MemoryTier::SketchItems() const {
+  return static_cast<size_t>(std::min<uint64_t>(
+      capacity_bytes_ / kSketchBytesPerItem,
+      kSketchItemsPerBlock * std::max<uint64_t>(table_.indexed(), 1)));
 }
 
 void MemoryTier::EnableDemotion(const AdmissionOptions& admission) {
@@ -281,17 +291,10 @@ void MemoryTier::FreeExtents(uint32_t tenant, const std::vector<Extent>& extents
 void MemoryTier::TakeMemory(uint32_t tenant, std::span<const Extent> extents,
                             std::vector<Extent>* to_back) {
   if (!arena_) return;
-  std::vector<uint64_t>& bits = resident_[tenant];
   for (const Extent& x : extents) {
-    uint32_t fresh = 0;
-    for (uint32_t p = x.first_page; p < x.first_page + x.num_pages; ++p) {
-      fresh += (bits[p / 64] >> (p % 64) & 1) == 0;
-    }
+    const uint32_t fresh = resident_[tenant].Add(x);
     if (fresh == 0) continue;
     if (back_on_allocate_ && to_back != nullptr) to_back->push_back(x);
-    for (uint32_t p = x.first_page; p < x.first_page + x.num_pages; ++p) {
-      bits[p / 64] |= uint64_t{1} << (p % 64);
-    }
     resident_pages_ += fresh;
   }
   ShedMemory();
@@ -301,26 +304,14 @@ void MemoryTier::ShedMemory() {
   if (!arena_) return;
   // Used pages never exceed the capacity, so enough free ones hold memory to get under it.
   for (uint32_t t = 0; t < pages_.size() && resident_pages_ > total_pages_; ++t) {
-    std::vector<Extent> runs;
-    pages_[t].ForEachFreeRun([&runs](const Extent& run) { runs.push_back(run); });
-    std::vector<uint64_t>& bits = resident_[t];
-    for (const Extent& run : runs) {
-      uint32_t p = run.first_page;
-      const uint32_t end = run.first_page + run.num_pages;
-      while (p < end && resident_pages_ > total_pages_) {
-        if ((bits[p / 64] >> (p % 64) & 1) == 0) {
-          ++p;
-          continue;
-        }
-        const uint32_t from = p;
-        while (p < end && (bits[p / 64] >> (p % 64) & 1) != 0) {
-          bits[p / 64] &= ~(uint64_t{1} << (p % 64));
-          ++p;
-        }
-        arena_->Discard(t, uint64_t{from} * page_bytes_, uint64_t{p - from} * page_bytes_);
-        resident_pages_ -= p - from;
-      }
+    std::vector<Extent> held;  // Free pages that hold memory.
+    pages_[t].ForEachFreeRun([&](const Extent& run) {
+      resident_[t].ForEachIn(run, [&held](const Extent& x) { held.push_back(x); });
+    });
+    for (const Extent& x : held) {
       if (resident_pages_ <= total_pages_) break;
+      arena_->Discard(t, uint64_t{x.first_page} * page_bytes_, uint64_t{x.num_pages} * page_bytes_);
+      resident_pages_ -= resident_[t].Remove(x);
     }
   }
 }
