@@ -180,17 +180,5 @@ TEST_F(PosixEnvTest, SecondProcessOpeningTheDirectoryIsRefused) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
-// A G3 the disk can never hold is refused at open, naming both sizes; nothing is created in it.
-TEST_F(PosixEnvTest, AG3LargerThanItsFileSystemIsRefused) {
-  DiskTierOptions o = TierOptions(dir_, false);
-  o.capacity_bytes = uint64_t{1} << 60;  // 1 EiB.
-  Result<std::unique_ptr<DiskTier>> t = DiskTier::Open(o, {DiskTenantConfig{"t"}}, nullptr);
-  ASSERT_EQ(t.status().code(), StatusCode::kInvalidArgument) << t.status().ToString();
-  EXPECT_NE(t.status().message().find("is more than the file system of " + o.dir + " holds"),
-            std::string::npos)
-      << t.status().ToString();
-  EXPECT_TRUE(std::filesystem::is_empty(o.dir));
-}
-
 }  // namespace
 }  // namespace kvtier

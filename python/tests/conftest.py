@@ -75,7 +75,15 @@ class Daemon:
         )
         self.proc: subprocess.Popen[bytes] | None = None
         self.ports: dict[str, str] = {}
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # Its fixture never gets to close it: nothing may stay behind.
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            remove_arena_files("", self.dir)
+            raise
 
     def start(self, take_over: bool = False) -> None:
         port_file = self.dir / "ports"
@@ -172,21 +180,32 @@ class Daemon:
         return samples
 
     def close(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGCONT)
-            assert self.stop() == 0, "kvtierd did not shut down cleanly"
-        # G2 stays in its files on /dev/shm for a warm restart (the arena file and arena.*:
-        # the tenants' regions, the index, the lock): a test's daemon has none coming.
-        arena = self.ports.get("g2_arena_file", "")
-        if arena:
-            remove_arena_files(arena)
+        try:
+            if self.proc is not None:
+                self.proc.send_signal(signal.SIGCONT)
+                assert self.stop() == 0, "kvtierd did not shut down cleanly"
+        finally:
+            # G2 stays in its files on /dev/shm for a warm restart (the arena file and arena.*:
+            # the tenants' regions, the index, the lock): a test's daemon has none coming.
+            remove_arena_files(self.ports.get("g2_arena_file", ""), self.dir)
 
 
-def remove_arena_files(arena: str) -> None:
-    """Removes G2's files of a kvtierd that has stopped: the arena file and arena.*."""
-    path = Path(arena)
-    for p in [path, *path.parent.glob(path.name + ".*")]:
-        p.unlink(missing_ok=True)
+def remove_arena_files(arena: str, data_dir: Path | None = None) -> None:
+    """Removes G2's files of a kvtierd that has stopped: the arena file and arena.*, and those
+    of every arena in /dev/shm whose lock names `data_dir` as its owner (a kvtierd that failed
+    or was killed before it wrote its port file)."""
+    arenas = [Path(arena)] if arena else []
+    if data_dir is not None:
+        owner = f"data_dir={data_dir.resolve()}\n"
+        for lock in Path("/dev/shm").glob("kvtier-g2-*.lock"):
+            try:
+                if lock.read_text(errors="replace").endswith(owner):
+                    arenas.append(lock.with_suffix(""))
+            except FileNotFoundError:  # Removed meanwhile.
+                continue
+    for path in arenas:
+        for p in [path, *path.parent.glob(path.name + ".*")]:
+            p.unlink(missing_ok=True)
 
 
 @pytest.fixture

@@ -64,6 +64,31 @@ inline std::vector<std::byte> XorshiftBytes(uint64_t state, size_t size) {
   return v;
 }
 
+// Removes the G2 arena files kvtierd left for `arena_file` (its regions, index and lock) and
+// for every arena in /dev/shm whose lock names `data_dir` as its owner: also those of a kvtierd
+// that failed or was killed before it wrote its port file.
+inline void RemoveArenaFiles(const std::string& arena_file, const std::filesystem::path& data_dir) {
+  std::vector<std::filesystem::path> arenas;
+  if (!arena_file.empty()) arenas.emplace_back(arena_file);
+  const std::string owner = "data_dir=" + data_dir.string() + "\n";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("kvtier-g2-") || !name.ends_with(".lock")) continue;
+    std::ifstream lock(e.path());
+    const std::string text((std::istreambuf_iterator<char>(lock)), std::istreambuf_iterator<char>());
+    if (text.ends_with(owner)) arenas.push_back(e.path().parent_path() / name.substr(0, name.size() - 5));
+  }
+  for (const std::filesystem::path& arena : arenas) {
+    for (const auto& e : std::filesystem::directory_iterator(arena.parent_path(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == arena.filename().string() || name.starts_with(arena.filename().string() + ".")) {
+        std::filesystem::remove(e.path(), ec);
+      }
+    }
+  }
+}
+
 // Pseudo-random bytes from `seed`: incompressible.
 inline std::vector<std::byte> RandomValue(uint32_t seed, size_t size) {
   return XorshiftBytes(seed * 0x9E3779B97F4A7C15ull + 1, size);
@@ -122,19 +147,11 @@ token = "acme-token"
       waitpid(pid_, &status, 0);
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kvtierd did not shut down cleanly";
     }
-    std::filesystem::remove_all(dir_);
     // G2 stays in its files on /dev/shm for a warm restart (arena_file and arena_file.*: the
     // tenants' regions, the index, the lock): a test's daemon has none coming.
-    if (!arena_file_.empty()) {
-      const std::filesystem::path arena(arena_file_);
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(arena.parent_path(), ec)) {
-        const std::string name = e.path().filename().string();
-        if (name == arena.filename().string() || name.starts_with(arena.filename().string() + ".")) {
-          std::filesystem::remove(e.path(), ec);
-        }
-      }
-    }
+    std::error_code ec;
+    RemoveArenaFiles(arena_file_, std::filesystem::weakly_canonical(dir_, ec));
+    std::filesystem::remove_all(dir_);
   }
 
   // Starts kvtierd (again, after Stop or Kill) with the same configuration and data directory:

@@ -71,15 +71,16 @@ Result<std::unique_ptr<DiskTier>> DiskTierImpl::Open(const DiskTierOptions& opti
   KVTIER_RETURN_IF_ERROR(CheckOptions(options, tenants));
   if (env == nullptr) env = Env::Default();
   KVTIER_RETURN_IF_ERROR(env->CreateDir(options.dir));
-  // A G3 larger than its file system could never be filled: say so now rather than let it
-  // run into a full disk it was configured past. (An Env without real files has no statvfs.)
+  // A G3 larger than its file system fills the disk before its capacity: it then stops taking
+  // writes and serves on (a file system may also grow later), so this is said, not refused.
+  // (An Env without real files has no statvfs.)
   struct statvfs fs {};
   if (::statvfs(options.dir.c_str(), &fs) == 0 && fs.f_blocks > 0 &&
       options.capacity_bytes > uint64_t{fs.f_blocks} * fs.f_frsize) {
-    return Status::InvalidArgument(
-        "disk tier: capacity_bytes of " + std::to_string(options.capacity_bytes) +
-        " is more than the file system of " + options.dir + " holds (" +
-        std::to_string(uint64_t{fs.f_blocks} * fs.f_frsize) + " bytes); lower [disk] capacity");
+    env->Log("G3: capacity_bytes of " + std::to_string(options.capacity_bytes) +
+             " is more than the file system of " + options.dir + " holds (" +
+             std::to_string(uint64_t{fs.f_blocks} * fs.f_frsize) +
+             " bytes): G3 stops taking writes when the disk is full, before its capacity");
   }
   Result<std::unique_ptr<FileLock>> lock = env->LockFile(options.dir + "/LOCK");
   if (!lock.ok()) return lock.status();
