@@ -79,8 +79,10 @@ Result<uint64_t> MemoryTier::ProvisionStep() {
           tenants_[t].budget_pages ? tenants_[t].budget_pages : total_pages_);
     }
     // The first free pages of the tenant's region that hold no memory yet.
+    std::vector<Extent> free_runs;
+    pages_[t].ForEachFreeRun([&free_runs](const Extent& run) { free_runs.push_back(run); });
     std::optional<Extent> next;
-    pages_[t].ForEachFreeRun([&](const Extent& run) {
+    for (const Extent& run : free_runs) {
       uint64_t p = run.first_page;
       const uint64_t end = uint64_t{run.first_page} + run.num_pages;
       resident_[t].ForEachIn(run, [&](const Extent& held) {
@@ -90,7 +92,8 @@ Result<uint64_t> MemoryTier::ProvisionStep() {
         p = uint64_t{held.first_page} + held.num_pages;
       });
       if (!next && p < end) next = Extent{static_cast<uint32_t>(p), static_cast<uint32_t>(end - p)};
-    });
+      if (next) break;
+    }
     if (provision_.left > 0 && next) {
       next->num_pages = static_cast<uint32_t>(std::min<uint64_t>(
           {next->num_pages, provision_.left, std::max<uint64_t>(kStepBytes / page_bytes_, 1)}));

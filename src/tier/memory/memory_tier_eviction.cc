@@ -304,10 +304,12 @@ void MemoryTier::ShedMemory() {
   if (!arena_) return;
   // Used pages never exceed the capacity, so enough free ones hold memory to get under it.
   for (uint32_t t = 0; t < pages_.size() && resident_pages_ > total_pages_; ++t) {
+    std::vector<Extent> free_runs;
+    pages_[t].ForEachFreeRun([&free_runs](const Extent& run) { free_runs.push_back(run); });
     std::vector<Extent> held;  // Free pages that hold memory.
-    pages_[t].ForEachFreeRun([&](const Extent& run) {
+    for (const Extent& run : free_runs) {
       resident_[t].ForEachIn(run, [&held](const Extent& x) { held.push_back(x); });
-    });
+    }
     for (const Extent& x : held) {
       if (resident_pages_ <= total_pages_) break;
       arena_->Discard(t, uint64_t{x.first_page} * page_bytes_, uint64_t{x.num_pages} * page_bytes_);
