@@ -95,6 +95,49 @@ TEST_F(StoreTieringTest, EvictedBlocksAreServedFromWhereverTheyAre) {
   for (uint64_t k = 0; k < 40; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
 }
 
+// Everything held, listed a slot at a time: G2's blocks with their parents and depths, then G3's,
+// each exactly once per tier, and nothing deleted; across a reopen, what G3 recovered.
+TEST_F(StoreTieringTest, ListHeldNamesEveryBlockOfEachTierOnceWithItsChain) {
+  Open(4);
+  for (uint64_t k = 0; k < 12; ++k) {
+    ASSERT_TRUE(Put(k, k == 0 ? std::nullopt : std::optional<uint64_t>(k - 1)).ok());
+  }
+  ASSERT_TRUE(store_->Delete(tenant_, Key(3)).ok());
+  const auto list = [&](size_t slots) {
+    std::map<BlockMedium, std::map<BlockKey, HeldBlock>> held;
+    uint64_t cursor = 0;
+    for (int calls = 0; cursor != Store::kHeldEnd; ++calls) {
+      EXPECT_LT(calls, 10000) << "the cursor does not advance";
+      Result<std::vector<HeldBlock>> part = store_->ListHeld(tenant_, &cursor, slots);
+      EXPECT_TRUE(part.ok()) << part.status().ToString();
+      if (!part.ok()) break;
+      for (const HeldBlock& b : *part) {
+        EXPECT_TRUE(held[b.medium].emplace(b.key, b).second) << "listed twice";
+      }
+    }
+    return held;
+  };
+  for (size_t slots : {1, 3, 4096}) {
+    auto held = list(slots);
+    ASSERT_EQ(held[BlockMedium::kCpu].size(), 4u) << slots;  // G2 holds the last four.
+    for (uint64_t k = 8; k < 12; ++k) {
+      const HeldBlock& b = held[BlockMedium::kCpu].at(Key(k));
+      ASSERT_TRUE(b.parent.has_value());
+      EXPECT_EQ(*b.parent, Key(k - 1));
+      EXPECT_EQ(b.depth, k);
+    }
+    EXPECT_EQ(held[BlockMedium::kDisk].size(), 7u) << "blocks 0-7 but the deleted 3";
+    EXPECT_FALSE(held[BlockMedium::kDisk].contains(Key(3)));
+  }
+  Open(4);  // G2 is volatile here; G3 recovers its blocks, and lists them.
+  auto held = list(2);
+  EXPECT_TRUE(held[BlockMedium::kCpu].empty());
+  EXPECT_EQ(held[BlockMedium::kDisk].size(), 7u);
+  TenantId unknown{99};
+  uint64_t cursor = 0;
+  EXPECT_EQ(store_->ListHeld(unknown, &cursor, 1).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(StoreTieringTest, BlocksSurviveAReopenThroughG3) {
   Open(4);
   for (uint64_t k = 0; k < 20; ++k) ASSERT_TRUE(Put(k).ok());

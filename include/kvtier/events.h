@@ -5,8 +5,9 @@
 // A Store calls its listener (Options::event_listener) when a block becomes readable in a
 // tier and when it stops being readable there (evicted, expired, deleted, dropped as
 // corrupt), and when a tenant's blocks were all deleted. G2 reports CPU, G3 DISK, and G4
-// EXTERNAL for the uploads and deletions this node made. Not reported: what G3 recovers at
-// start-up, and G4 objects of a session deletion (whose keys this node does not list).
+// EXTERNAL for the uploads and deletions this node made (a session's or tenant's deletion
+// with the keys G4 removed). What G2 adopts and G3 recovers at open is not reported here:
+// Store::ListHeld lists it (kvtierd announces it, src/server/kv_events.h).
 
 #ifndef KVTIER_EVENTS_H_
 #define KVTIER_EVENTS_H_

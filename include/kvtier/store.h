@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kvtier/block_key.h"
+#include "kvtier/events.h"
 #include "kvtier/options.h"
 #include "kvtier/state.h"
 #include "kvtier/status.h"
@@ -317,6 +318,14 @@ struct StoreStats {
   std::vector<TenantStats> tenants;
 };
 
+// A block this node holds (Store::ListHeld).
+struct HeldBlock {
+  BlockKey key;
+  std::optional<BlockKey> parent;  // G2: the previous block of its chain, when it was named.
+  uint16_t depth = 0;              // G2: its position in the chain (0 = head; saturating).
+  BlockMedium medium = BlockMedium::kCpu;  // kCpu (G2) or kDisk (G3).
+};
+
 class Store {
  public:
   // Opens an in-process store. InvalidArgument for inconsistent options; ResourceExhausted
@@ -443,6 +452,16 @@ class Store {
 
   virtual StoreStats Stats() const = 0;
   virtual Result<TenantStats> StatsForTenant(TenantId tenant) const = 0;
+
+  // What this node holds of `tenant` in G2, then in G3 (a block in both is listed twice),
+  // a part at a time for a caller that must not hold the tiers long: each call looks at up to
+  // `slots` index slots from *cursor (start at 0) and moves it on; *cursor is kHeldEnd when
+  // the listing is complete. Blocks stored or removed while a listing is under way may be in
+  // it or not; their events tell which (KV events: src/server/kv_events.h). G4 is shared by
+  // the cluster and not listed. InvalidArgument for an unknown tenant.
+  static constexpr uint64_t kHeldEnd = UINT64_MAX;
+  virtual Result<std::vector<HeldBlock>> ListHeld(TenantId tenant, uint64_t* cursor,
+                                                  size_t slots) const = 0;
 };
 
 }  // namespace kvtier

@@ -1,6 +1,7 @@
 """kvtierd's KV events ([events]), read as a KV-aware router reads vLLM's: a ZMQ SUB socket,
-vLLM's own decoder (vllm.distributed.kv_events.KVEventBatch, vllm 0.33.0), and the replay
-socket for what the subscriber missed."""
+vLLM's own decoder (vllm.distributed.kv_events.KVEventBatch, vllm 0.33.0), the replay
+socket for what the subscriber missed, and a snapshot of what kvtierd holds for a router that
+comes late."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ import kvtier
 
 BLOCK = 256 << 10
 END_SEQ = b"\xff" * 8
+TENANTS = 3  # conftest's Daemon: default, acme, other.
+MEDIA = ("CPU", "DISK", "EXTERNAL")
 DECODER = msgspec.msgpack.Decoder(type=KVEventBatch)
 
 
@@ -75,6 +78,39 @@ class Router:
         dealer.close()
         return got
 
+    def snapshot(self) -> tuple[int, dict[int, tuple[str, bytes]]]:
+        """Asks the replay socket for a snapshot: its batches (numbered from 0 in the order they
+        came) and the first live sequence number to apply after them."""
+        dealer = self.ctx.socket(zmq.DEALER)
+        dealer.connect(self.replay_endpoint)
+        dealer.send_multipart([b"", b"kvtier-snapshot"])
+        got: dict[int, tuple[str, bytes]] = {}
+        seqs: set[bytes] = set()
+        while True:
+            assert dealer.poll(DEADLINE * 1000), "no snapshot answer"
+            empty, topic, seq, payload = dealer.recv_multipart()
+            assert empty == b""
+            if seq == END_SEQ:
+                break
+            seqs.add(seq)
+            got[len(got)] = (topic.decode(), payload)
+        dealer.close()
+        assert len(seqs) == 1, "every batch of a snapshot carries the same seq"
+        return int.from_bytes(seqs.pop(), "big"), got
+
+    def wait_for_probe(self, put: Callable[[bytes], None]) -> None:
+        """Puts probe blocks until a live message arrives: a SUB socket joins asynchronously
+        and misses what came before."""
+        probes = iter(range(1000))
+
+        def probed() -> bool:
+            if self.live:
+                return True
+            put(key(next(probes), b"p"))
+            return False
+
+        self.receive(probed)
+
     def close(self) -> None:
         self.sub.close()
         self.ctx.term()
@@ -113,6 +149,21 @@ def removed(events: list[Any], medium: str) -> set[Any]:
     }
 
 
+def view(messages: dict[int, tuple[str, bytes]], topic: str) -> dict[str, set[Any]]:
+    """What a router knows of one tenant after applying `messages` in order: per medium, the
+    blocks held."""
+    held: dict[str, set[Any]] = {m: set() for m in MEDIA}
+    for e in events_of(messages, topic):
+        if isinstance(e, AllBlocksCleared):
+            for blocks in held.values():
+                blocks.clear()
+        elif isinstance(e, BlockStored):
+            held[e.medium].update(e.block_hashes)
+        elif isinstance(e, BlockRemoved):
+            held[e.medium].difference_update(e.block_hashes)
+    return held
+
+
 def metric(d: Daemon, name: str) -> float:
     samples = d.metrics()
     assert name in samples, f"{name} not in /metrics"
@@ -146,22 +197,13 @@ def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
     acme.put_many(chain, [value] * 3, chain=True, engine_hashes=names)
     other.put(key(0, b"o"), value)
 
-    # Both went out (two topics, two messages) before the router connects: it misses them.
-    wait_for_messages(d, 2)
+    # Start-up's announcement (a message per tenant) and both puts (two topics, two messages)
+    # went out before the router connects: it misses them.
+    wait_for_messages(d, TENANTS + 2)
     router = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
     try:
-        # A live message proves the subscription is in place: keep putting probes until one
-        # arrives (a SUB socket joins asynchronously and misses what came before).
-        probes = iter(range(1000))
-
-        def probed() -> bool:
-            if router.live:
-                return True
-            acme.put(key(next(probes), b"p"), value)
-            return False
-
-        router.receive(probed)
-        assert min(router.live) >= 2, "the router cannot have seen the first two messages"
+        router.wait_for_probe(lambda k: acme.put(k, value))
+        assert min(router.live) >= TENANTS + 2, "the router cannot have seen the first messages"
         replayed = router.replay(0)
         assert min(replayed) == 0
         for seq, message in router.live.items():
@@ -213,3 +255,105 @@ def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
         router.close()
         acme.close()
         other.close()
+
+
+def test_a_late_router_gets_a_snapshot_and_ends_with_the_view_of_one_there_from_the_start(
+    make_daemon: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "g4").mkdir()
+    d = make_daemon(extra=config(tmp_path / "g4"), memory="4MiB")
+    acme = kvtier.Client(d.unix_url, "acme-token")
+    other = kvtier.Client(d.unix_url, "other-token")
+    value = bytes(BLOCK)
+    chain = [key(i) for i in range(3)]
+    names: list[int | bytes] = [7, 8, b"engine-hash-9"]
+    # Before the late router: a named chain, fillers that push it to G3, another tenant's
+    # block, a deletion.
+    acme.put_many(chain, [value] * 3, chain=True, engine_hashes=names)
+    fillers = [key(i, b"f") for i in range(20)]
+    acme.put_many(fillers, [value] * len(fillers), chain=True)
+    other.put(key(0, b"o"), value)
+    acme.delete(fillers[-1])
+
+    late = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
+    try:
+        late.wait_for_probe(lambda k: acme.put(k, value))
+        start, snapshot = late.snapshot()
+        assert start > min(late.live), "the snapshot comes after the first live message"
+        # After the snapshot was asked for: more blocks (G2 evicts to G3 again), a deletion, a
+        # session's blocks and the session's deletion (G4 names the keys it removed).
+        more = [key(i, b"m") for i in range(12)]
+        acme.put_many(more, [value] * len(more), chain=True)
+        acme.delete(more[0])
+        session = [key(i, b"s") for i in range(4)]
+        acme.put_many(session, [value] * len(session), session=77)
+        report = acme.delete_session(77)
+        assert report.shared_blocks == len(session)
+        late.receive(
+            lambda: set(session) <= removed(events_of(late.live, "kvtier.acme"), "EXTERNAL")
+        )
+
+        # A router there from the start saw every message (the replay keeps them all); the
+        # late one applies the snapshot, then the live messages from `start` to the same end.
+        early = late.replay(0)
+        end = max(early)
+        assert sorted(early) == list(range(end + 1))
+        late.receive(lambda: max(late.live) >= end)
+        caught_up = dict(snapshot)
+        for seq in range(start, end + 1):
+            caught_up[len(snapshot) + seq] = late.live[seq]
+        for tenant in ("default", "acme", "other"):
+            topic = "kvtier." + tenant
+            want, got = view(early, topic), view(caught_up, topic)
+            # G4 is the cluster's and no node lists it: the snapshot says what this node holds.
+            for medium in ("CPU", "DISK"):
+                assert got[medium] == want[medium], f"{tenant} {medium}"
+        acme_view = view(early, "kvtier.acme")
+        assert acme_view["CPU"] and acme_view["DISK"], "both tiers hold blocks"
+        assert set(names) <= acme_view["DISK"], "the chain is in G3, named as the engine named it"
+        assert fillers[-1] not in acme_view["CPU"] | acme_view["DISK"]
+        assert key(0, b"o") in view(early, "kvtier.other")["CPU"]
+        # The session's deletion removed its blocks from G4, by key.
+        acme_events = events_of(early, "kvtier.acme")
+        assert set(session) <= set(stored(acme_events, "EXTERNAL"))
+        assert set(session) <= removed(acme_events, "EXTERNAL")
+        assert not set(session) & acme_view["EXTERNAL"]
+        assert metric(d, "kvtier_events_snapshots_total") == 1
+    finally:
+        late.close()
+        acme.close()
+        other.close()
+
+
+def test_a_restarted_kvtierd_announces_what_g2_adopted_and_g3_recovered(
+    make_daemon: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "g4").mkdir()
+    d = make_daemon(extra=config(tmp_path / "g4"), memory="4MiB")
+    acme = kvtier.Client(d.unix_url, "acme-token")
+    value = bytes(BLOCK)
+    blocks = [key(i) for i in range(24)]
+    acme.put_many(blocks, [value] * len(blocks), chain=True)
+    acme.delete(blocks[5])
+    acme.close()
+    assert d.stop() == 0
+    d.start()
+
+    router = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
+    try:
+        # The announcement went out before anything else, and stays in the replay buffer.
+        wait_for_messages(d, TENANTS)
+        announced = router.replay(0)
+        acme_events = events_of(announced, "kvtier.acme")
+        assert isinstance(acme_events[0], AllBlocksCleared)
+        held = view(announced, "kvtier.acme")
+        assert held["CPU"] and held["DISK"], "G2 kept some blocks and G3 the others"
+        assert held["CPU"] | held["DISK"] == set(blocks) - {blocks[5]}
+        # G2's adopted chains keep their order: each block after its parent.
+        parents = stored(acme_events, "CPU")
+        for b, parent in parents.items():
+            if parent is not None:
+                assert blocks.index(parent) == blocks.index(b) - 1
+        assert any(p is not None for p in parents.values())
+    finally:
+        router.close()

@@ -528,6 +528,39 @@ Result<TenantStats> StoreImpl::StatsForTenant(TenantId tenant) const {
   return memory_->StatsForTenant(tenant.value);
 }
 
+Result<std::vector<HeldBlock>> StoreImpl::ListHeld(TenantId tenant, uint64_t* cursor,
+                                                   size_t slots) const {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  // The cursor's top bit says which tier: clear for G2's entry slots, set for G3's.
+  constexpr uint64_t kInDisk = uint64_t{1} << 63;
+  std::vector<HeldBlock> held;
+  if (*cursor == kHeldEnd) return held;
+  if ((*cursor & kInDisk) == 0) {
+    for (MemoryTier::Listed& b : memory_->ListResident(tenant.value, cursor, slots)) {
+      held.push_back(HeldBlock{b.key, b.parent, b.depth, BlockMedium::kCpu});
+    }
+    if (*cursor != MemoryTier::kEndOfKeys) return held;
+    *cursor = disk_ ? kInDisk : kHeldEnd;
+    return held;
+  }
+  uint64_t slot = *cursor & ~kInDisk;
+  for (const BlockKey& key : disk_->ListKeys(tenant.value, &slot, slots)) {
+    held.push_back(HeldBlock{key, std::nullopt, 0, BlockMedium::kDisk});
+  }
+  *cursor = slot == DiskTier::kEndOfKeys ? kHeldEnd : (slot | kInDisk);
+  return held;
+}
+
+void StoreImpl::AnnounceSharedRemovals(std::string_view tenant,
+                                       const std::vector<BlockKey>& keys) {
+  if (options_.event_listener == nullptr) return;
+  Result<TenantId> id = FindTenant(tenant);
+  if (!id.ok()) return;
+  for (const BlockKey& key : keys) {
+    options_.event_listener->OnRemoved(id->value, key, BlockMedium::kExternal);
+  }
+}
+
 template <typename EraseMemory, typename EraseDisk, typename EraseShared>
 Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event, DeletionNotice notice,
                                                   EraseMemory erase_memory, EraseDisk erase_disk,
@@ -543,9 +576,10 @@ Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event, Delet
     if (shared_) {
       // Uploads queued before the deletion must not publish a copy after it.
       if (uploader_) uploader_->Flush();
-      Result<uint64_t> on_shared = erase_shared();
+      Result<std::vector<BlockKey>> on_shared = erase_shared();
       if (!on_shared.ok()) return on_shared.status();
-      r.shared_blocks = *on_shared;
+      r.shared_blocks = on_shared->size();
+      AnnounceSharedRemovals(notice.tenant, *on_shared);
       KVTIER_RETURN_IF_ERROR(Announce(std::move(notice)));
     }
     return r;

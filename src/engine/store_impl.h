@@ -101,6 +101,8 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Result<uint64_t> ApplyDeletionNotices() override ABSL_LOCKS_EXCLUDED(notice_mu_);
   StoreStats Stats() const override;
   Result<TenantStats> StatsForTenant(TenantId tenant) const override;
+  Result<std::vector<HeldBlock>> ListHeld(TenantId tenant, uint64_t* cursor,
+                                          size_t slots) const override;
   Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,
                                        std::string_view actor) override;
   Result<DeletionReport> DeleteTenant(TenantId tenant, std::string_view actor) override;
@@ -146,6 +148,8 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // --- Deletion notices (store_notices.cc) ---
   // Publishes `notice` (tenant, scope, keys or session filled in) to G4 for the other nodes.
   Status Announce(DeletionNotice notice);
+  // Tells the event listener that G4 no longer holds `keys` of the tenant named `tenant`.
+  void AnnounceSharedRemovals(std::string_view tenant, const std::vector<BlockKey>& keys);
   // Removes what a notice of another node names from G2 and G3 (and G4 again), and audits
   // it. Not OK when a tier failed: the notice is then applied again later.
   Status ApplyNotice(const DeletionNotice& notice);

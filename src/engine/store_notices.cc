@@ -213,7 +213,7 @@ Status StoreImpl::ApplyNotice(const DeletionNotice& notice) {
   // other node deleted them there: delete again, once they are out.
   if (uploader_) uploader_->Flush();
   const std::string& name = notice.tenant;
-  Result<uint64_t> on_shared = uint64_t{0};
+  Result<std::vector<BlockKey>> on_shared = std::vector<BlockKey>{};
   switch (notice.scope) {
     case DeletionNotice::Scope::kKeys:
       for (const BlockKey& key : notice.keys) {
@@ -229,7 +229,8 @@ Status StoreImpl::ApplyNotice(const DeletionNotice& notice) {
       break;
   }
   if (on_shared.ok()) {
-    r.shared_blocks = *on_shared;
+    r.shared_blocks = on_shared->size();
+    AnnounceSharedRemovals(name, *on_shared);
   } else if (status.ok()) {
     status = on_shared.status();
   }

@@ -220,7 +220,8 @@ class HttpHandler final : public ProtocolHandler {
       if (req.method != "GET") return {405, "text/plain", "use GET\n"};
       std::optional<EventCounters> events;
       if (const KvEventPublisher* e = ctx_->events; e != nullptr) {
-        events = EventCounters{e->events(), e->dropped(), e->messages(), e->replays()};
+        events = EventCounters{e->events(), e->dropped(), e->messages(), e->replays(),
+                               e->snapshots()};
       }
       return {200, "text/plain; version=0.0.4; charset=utf-8",
               ctx_->metrics->RenderPrometheus(ctx_->store->Stats(), events ? &*events : nullptr)};

@@ -2,6 +2,7 @@
 
 #include <zmq.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -87,6 +88,9 @@ Result<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Start(
     Result<void*> replay = bind(ZMQ_ROUTER, config.replay_endpoint, hwm, &p->replay_endpoint_);
     if (!replay.ok()) return replay.status();
     p->replay_ = *replay;
+    // A full queue is EAGAIN instead of a silent drop, so a snapshot's rest waits for room.
+    const int mandatory = 1;
+    zmq_setsockopt(p->replay_, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof(mandatory));
     p->kept_.resize(config.buffer_steps);
   }
   p->thread_ = std::thread([q = p.get()] { q->Run(); });
@@ -132,23 +136,103 @@ void KvEventPublisher::OnCleared(uint32_t tenant) {
                 std::nullopt});
 }
 
+void KvEventPublisher::SetStore(const Store* store, bool announce) {
+  MutexLock s(&store_mu_);
+  store_ = store;
+  MutexLock l(&mu_);
+  announce_ = store != nullptr && announce;
+}
+
 void KvEventPublisher::Run() {
   for (;;) {
-    // Waits batch_ms (answering replay requests meanwhile), then sends what came.
+    // Waits batch_ms (answering replay requests meanwhile), then sends what came. A listing
+    // under way takes a step each time round instead of waiting.
     zmq_pollitem_t item{replay_, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&item, replay_ != nullptr ? 1 : 0, static_cast<long>(config_.batch_ms)) > 0) {
-      ServeReplay();
-    }
+    const long wait = listings_.empty() ? static_cast<long>(config_.batch_ms) : 0;
+    if (zmq_poll(&item, replay_ != nullptr ? 1 : 0, wait) > 0) ServeReplay();
     std::vector<Event> events;
     bool stop;
     {
       MutexLock l(&mu_);
-      events.swap(queue_);
       stop = stopping_;
+      if (std::exchange(announce_, false)) listings_.push_front(Listing{});
+      // While an announcement is under way live events wait, and go out after it: each says
+      // the last word on its block, whether the listing read the block before or after.
+      if (stop || listings_.empty() || listings_.front().requester) events.swap(queue_);
     }
     if (!events.empty()) Publish(std::move(events));
     if (stop) return;
+    if (!listings_.empty()) StepListing();
+    if (!replay_outbox_.empty()) FlushReplayOutbox();
   }
+}
+
+void KvEventPublisher::StepListing() {
+  Listing& l = listings_.front();
+  Result<std::vector<HeldBlock>> part = std::vector<HeldBlock>{};
+  {
+    MutexLock s(&store_mu_);
+    if (store_ == nullptr) {  // The Store is going away: so is what a listing would say.
+      listings_.clear();
+      return;
+    }
+    part = store_->ListHeld(TenantId{l.tenant}, &l.cursor, kListSlots);
+  }
+  if (part.ok()) l.held.insert(l.held.end(), part->begin(), part->end());
+  if (part.ok() && l.cursor != Store::kHeldEnd) return;
+
+  // The tenant's listing is complete: G2 before G3, each chain's blocks after their parents.
+  std::stable_sort(l.held.begin(), l.held.end(), [](const HeldBlock& a, const HeldBlock& b) {
+    return std::pair(a.medium, a.depth) < std::pair(b.medium, b.depth);
+  });
+  std::vector<Event> events;
+  events.reserve(l.held.size() + 1);
+  events.push_back(Event{Kind::kCleared, BlockMedium::kCpu, false, l.tenant, BlockKey{},
+                         BlockKey{}, std::nullopt});
+  for (const HeldBlock& b : l.held) {
+    events.push_back(Event{Kind::kStored, b.medium, b.parent.has_value(), l.tenant, b.key,
+                           b.parent.value_or(BlockKey{}), std::nullopt});
+  }
+  const Namer name = [this](uint32_t tenant, const BlockKey& key) { return NameOf(tenant, key); };
+  const std::string topic =
+      config_.topic_prefix + (l.tenant < tenant_names_.size() ? tenant_names_[l.tenant] : "");
+  const double ts = NowSeconds();
+  for (size_t begin = 0; begin < events.size(); begin += kSnapshotBatch) {
+    std::vector<const Event*> batch;
+    for (size_t i = begin; i < std::min(events.size(), begin + kSnapshotBatch); ++i) {
+      batch.push_back(&events[i]);
+    }
+    std::string payload = EncodeBatch(ts, batch, name);
+    if (l.requester) {
+      replay_outbox_.push_back({*l.requester, "", topic, BigEndian(l.seq), std::move(payload)});
+    } else {
+      Send(l.tenant, std::move(payload));
+    }
+  }
+  l.held.clear();
+  l.cursor = 0;
+  if (++l.tenant < tenant_names_.size()) return;
+  if (l.requester) replay_outbox_.push_back({*l.requester, "", "", std::string(8, '\xff'), ""});
+  listings_.pop_front();
+}
+
+void KvEventPublisher::FlushReplayOutbox() {
+  while (!replay_outbox_.empty()) {
+    const std::vector<std::string>& m = replay_outbox_.front();
+    if (!SendMultipart(replay_, {m.begin(), m.end()})) {
+      if (zmq_errno() == EAGAIN) return;  // The requester's queue is full: later.
+      // The requester went away: the rest of its snapshot goes nowhere.
+      const std::string gone = m[0];
+      std::erase_if(replay_outbox_, [&](const auto& x) { return x[0] == gone; });
+      continue;
+    }
+    replay_outbox_.pop_front();
+  }
+}
+
+const EngineHash* KvEventPublisher::NameOf(uint32_t tenant, const BlockKey& key) const {
+  auto it = named_.find(TenantKey{tenant, key});
+  return it == named_.end() ? nullptr : &it->second;
 }
 
 void KvEventPublisher::Publish(std::vector<Event> events) {
@@ -165,24 +249,23 @@ void KvEventPublisher::Publish(std::vector<Event> events) {
       }
     }
   }
-  const Namer name = [this](uint32_t tenant, const BlockKey& key) -> const EngineHash* {
-    auto it = named_.find(TenantKey{tenant, key});
-    return it == named_.end() ? nullptr : &it->second;
-  };
+  const Namer name = [this](uint32_t tenant, const BlockKey& key) { return NameOf(tenant, key); };
   const double ts = NowSeconds();
-  for (const auto& [tenant, list] : by_tenant) {
-    Sent sent;
-    sent.seq = next_seq_++;
-    sent.topic = config_.topic_prefix + (tenant < tenant_names_.size() ? tenant_names_[tenant] : "");
-    sent.payload = EncodeBatch(ts, list, name);
-    const std::string seq = BigEndian(sent.seq);
-    // A PUB socket drops what a slow subscriber cannot take; replay serves it again.
-    SendMultipart(pub_, {sent.topic, seq, sent.payload});
-    messages_.fetch_add(1, std::memory_order_relaxed);
-    if (!kept_.empty()) {
-      kept_[kept_next_] = std::move(sent);
-      kept_next_ = (kept_next_ + 1) % kept_.size();
-    }
+  for (const auto& [tenant, list] : by_tenant) Send(tenant, EncodeBatch(ts, list, name));
+}
+
+void KvEventPublisher::Send(uint32_t tenant, std::string payload) {
+  Sent sent;
+  sent.seq = next_seq_++;
+  sent.topic = config_.topic_prefix + (tenant < tenant_names_.size() ? tenant_names_[tenant] : "");
+  sent.payload = std::move(payload);
+  const std::string seq = BigEndian(sent.seq);
+  // A PUB socket drops what a slow subscriber cannot take; replay serves it again.
+  SendMultipart(pub_, {sent.topic, seq, sent.payload});
+  messages_.fetch_add(1, std::memory_order_relaxed);
+  if (!kept_.empty()) {
+    kept_[kept_next_] = std::move(sent);
+    kept_next_ = (kept_next_ + 1) % kept_.size();
   }
 }
 
@@ -201,8 +284,18 @@ void KvEventPublisher::ServeReplay() {
       more = zmq_msg_more(&msg);
       zmq_msg_close(&msg);
     }
-    // [identity, empty, start]: anything else is not a replay request and is ignored.
-    if (frames.size() != 3 || !frames[1].empty() || frames[2].size() != 8) continue;
+    // [identity, empty, start] or [identity, empty, "kvtier-snapshot"]: anything else is
+    // not a request and is ignored.
+    if (frames.size() != 3 || !frames[1].empty()) continue;
+    if (frames[2] == kSnapshotRequest) {
+      snapshots_.fetch_add(1, std::memory_order_relaxed);
+      Listing l;
+      l.requester = frames[0];
+      l.seq = next_seq_;
+      listings_.push_back(std::move(l));
+      continue;
+    }
+    if (frames[2].size() != 8) continue;
     uint64_t start = 0;
     for (char c : frames[2]) start = (start << 8) | static_cast<uint8_t>(c);
     replays_.fetch_add(1, std::memory_order_relaxed);

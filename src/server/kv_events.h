@@ -22,6 +22,19 @@
 //   sequence number (from a REQ socket, or a DEALER sending an empty frame first) with every
 //   kept batch from that number on, each as (empty, topic, seq, payload), then the end marker
 //   (empty, empty, 0xff x 8, empty). The last buffer_steps batches are kept.
+// - What the node holds: a request of the frame "kvtier-snapshot" on the replay socket is
+//   answered, per tenant, with batches (empty, topic, seq, payload) whose events are one
+//   AllBlocksCleared and then BlockStored of every block held in G2 (CPU) and G3 (DISK), each
+//   chain's blocks after their parents, then the end marker. Every batch of a snapshot carries
+//   the same seq: the first live batch the snapshot does not include. A router that subscribes,
+//   asks for a snapshot, applies it and then the live batches from that seq on has the view of
+//   one that was there from the start (a block stored or removed during the snapshot is in it
+//   or not, and the live batches after it set it right). G4 is shared by the cluster and is not
+//   in a snapshot. At start-up the same listing goes out as live batches (AllBlocksCleared, then
+//   what G2 adopted and G3 recovered), so routers learn what a restarted node holds; live
+//   events wait until it is out.
+//   Listings look at the Store a part at a time (kListSlots index slots per step, one step
+//   between sends), so the data path is not held up.
 //
 // Events are queued by the Store's threads (a bounded queue; beyond max_queue they are
 // dropped and counted) and sent by one thread, batch_ms apart at most.
@@ -42,6 +55,7 @@
 
 #include "kvtier/events.h"
 #include "kvtier/status.h"
+#include "kvtier/store.h"
 #include "src/common/mutex.h"
 #include "src/server/config.h"
 
@@ -64,6 +78,17 @@ class KvEventPublisher final : public BlockEventListener {
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnCleared(uint32_t tenant) override ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The Store whose blocks snapshots list (not owned; nullptr: none, and listings under way
+  // stop). With `announce`, what it holds goes out now as live events. Call with nullptr
+  // before the Store is destroyed.
+  void SetStore(const Store* store, bool announce) ABSL_LOCKS_EXCLUDED(store_mu_);
+
+  // Index slots a listing looks at per step; events in one snapshot batch.
+  static constexpr size_t kListSlots = 4096;
+  static constexpr size_t kSnapshotBatch = 1024;
+  // The replay socket's request for a snapshot.
+  static constexpr std::string_view kSnapshotRequest = "kvtier-snapshot";
+
   // The endpoints as bound (a "tcp://host:*" endpoint shows its port).
   const std::string& endpoint() const { return endpoint_; }
   const std::string& replay_endpoint() const { return replay_endpoint_; }
@@ -72,6 +97,7 @@ class KvEventPublisher final : public BlockEventListener {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   uint64_t messages() const { return messages_.load(std::memory_order_relaxed); }
   uint64_t replays() const { return replays_.load(std::memory_order_relaxed); }
+  uint64_t snapshots() const { return snapshots_.load(std::memory_order_relaxed); }
 
   enum class Kind : uint8_t { kStored, kRemoved, kCleared };
   struct Event {
@@ -95,7 +121,14 @@ class KvEventPublisher final : public BlockEventListener {
   void Run();
   // Sends the queued events, one message per tenant present.
   void Publish(std::vector<Event> events);
+  // Sends one batch on the PUB socket with the next seq, and keeps it for replay.
+  void Send(uint32_t tenant, std::string payload);
   void ServeReplay();
+  // One step of the listing at the front of listings_; a finished tenant's blocks are sent.
+  void StepListing() ABSL_LOCKS_EXCLUDED(store_mu_);
+  // Sends what waits in replay_outbox_ until the socket takes no more.
+  void FlushReplayOutbox();
+  const EngineHash* NameOf(uint32_t tenant, const BlockKey& key) const;
 
   const EventsConfig config_;
   const std::vector<std::string> tenant_names_;
@@ -108,6 +141,23 @@ class KvEventPublisher final : public BlockEventListener {
   Mutex mu_;
   std::vector<Event> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool announce_ ABSL_GUARDED_BY(mu_) = false;  // SetStore asked for an announcement.
+
+  // Held while a listing step reads the Store, so SetStore(nullptr) waits for it.
+  Mutex store_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  const Store* store_ ABSL_GUARDED_BY(store_mu_) = nullptr;
+
+  // Listings under way, oldest first (sending thread only).
+  struct Listing {
+    std::optional<std::string> requester;  // Replay socket identity; nullopt = announcement.
+    uint64_t seq = 0;                      // A snapshot's: the first live batch not in it.
+    uint32_t tenant = 0;
+    uint64_t cursor = 0;
+    std::vector<HeldBlock> held;  // The current tenant's, so far.
+  };
+  std::deque<Listing> listings_;
+  // Snapshot messages the replay socket did not take yet (its queue was full).
+  std::deque<std::vector<std::string>> replay_outbox_;
 
   struct Sent {
     uint64_t seq;
@@ -134,6 +184,7 @@ class KvEventPublisher final : public BlockEventListener {
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> messages_{0};
   std::atomic<uint64_t> replays_{0};
+  std::atomic<uint64_t> snapshots_{0};
   std::thread thread_;
 };
 

@@ -328,6 +328,8 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
              "KV-event messages sent (the next sequence number).", events->messages);
     p.Single("kvtier_events_replays_total", "counter", "Replay requests answered.",
              events->replays);
+    p.Single("kvtier_events_snapshots_total", "counter", "Snapshot requests answered.",
+             events->snapshots);
   }
   return p.Take();
 }

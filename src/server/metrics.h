@@ -33,6 +33,7 @@ struct EventCounters {
   uint64_t dropped = 0;
   uint64_t messages = 0;
   uint64_t replays = 0;
+  uint64_t snapshots = 0;
 };
 
 class Metrics {

@@ -74,6 +74,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
   Result<std::unique_ptr<Store>> store = Store::Open(options);
   if (!store.ok()) return store.status();
   s->store_ = std::move(store).value();
+  // Routers learn what G2 adopted and G3 recovered.
+  if (s->events_) s->events_->SetStore(s->store_.get(), /*announce=*/true);
   if (const std::string arena = s->config_.ArenaFile(); !arena.empty()) LogIdleArenas(arena);
   Result<Authenticator> auth = Authenticator::Create(s->config_, *s->store_);
   if (!auth.ok()) return auth.status();
@@ -170,6 +172,7 @@ void Server::Shutdown() {
     if (!handed_over()) unlink(unix_path_.c_str());
     unix_path_.clear();
   }
+  if (events_) events_->SetStore(nullptr, /*announce=*/false);
   store_.reset();
   handover_.reset();
 }

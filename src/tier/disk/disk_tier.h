@@ -144,6 +144,11 @@ class DiskTier {
   // restart); returns how many. InvalidArgument for session 0 or an unknown tenant.
   virtual Result<uint64_t> EraseSession(uint32_t tenant, SessionId session) = 0;
   virtual size_t PurgeExpired() = 0;
+  // The keys of the tenant's blocks in index slots [*cursor, *cursor + slots), and *cursor
+  // moved past them; *cursor is kEndOfKeys when no slot is left. A listing spread over calls
+  // sees blocks that are stored or removed meanwhile, or not.
+  static constexpr uint64_t kEndOfKeys = UINT64_MAX;
+  virtual std::vector<BlockKey> ListKeys(uint32_t tenant, uint64_t* cursor, size_t slots) = 0;
 
   // Makes every acknowledged write durable against power loss.
   virtual Status Sync() = 0;

@@ -449,6 +449,18 @@ Status DiskTierImpl::WriteTombstone(PendingRecord tombstone, const std::string& 
                        "restart): " + std::string(records[0].status.message()));
 }
 
+std::vector<BlockKey> DiskTierImpl::ListKeys(uint32_t tenant, uint64_t* cursor, size_t slots) {
+  std::vector<BlockKey> keys;
+  MutexLock l(&mu_);
+  const uint64_t end = std::min<uint64_t>(index_.SlabSize(), *cursor + slots);
+  for (uint64_t i = *cursor; i < end; ++i) {
+    const disk::DiskEntry& e = index_.at(static_cast<uint32_t>(i));
+    if (e.in_use && e.tenant == tenant) keys.push_back(e.key);
+  }
+  *cursor = end < index_.SlabSize() ? end : kEndOfKeys;
+  return keys;
+}
+
 Result<uint64_t> DiskTierImpl::EraseTenant(uint32_t tenant) {
   if (!ValidTenant(tenant)) return Status::InvalidArgument("disk tier: unknown tenant");
   MutexLock w(&write_mu_);

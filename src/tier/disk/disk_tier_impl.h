@@ -55,6 +55,8 @@ class DiskTierImpl final : public DiskTier {
       ABSL_LOCKS_EXCLUDED(mu_);
   Status Erase(uint32_t tenant, const BlockKey& key) override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   Result<uint64_t> EraseTenant(uint32_t tenant) override ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  std::vector<BlockKey> ListKeys(uint32_t tenant, uint64_t* cursor, size_t slots) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   Result<uint64_t> EraseSession(uint32_t tenant, SessionId session) override
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
   size_t PurgeExpired() override ABSL_LOCKS_EXCLUDED(mu_);

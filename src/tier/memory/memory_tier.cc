@@ -674,6 +674,22 @@ std::vector<BlockKey> MemoryTier::ResidentKeys(uint32_t tenant) const {
   return keys;
 }
 
+std::vector<MemoryTier::Listed> MemoryTier::ListResident(uint32_t tenant, uint64_t* cursor,
+                                                         size_t slots) const {
+  std::vector<Listed> listed;
+  MutexLock l(&mu_);
+  const uint64_t end = std::min<uint64_t>(table_.high_water(), *cursor + slots);
+  for (uint64_t i = *cursor; i < end; ++i) {
+    const Entry& e = table_.at(static_cast<uint32_t>(i));
+    if (e.state != EntryState::kResident || e.tenant != tenant) continue;
+    Listed b{e.key, std::nullopt, e.depth};
+    if (e.parent != kNil) b.parent = table_.at(e.parent).key;
+    listed.push_back(b);
+  }
+  *cursor = end < table_.high_water() ? end : kEndOfKeys;
+  return listed;
+}
+
 TenantStats MemoryTier::StatsForTenant(uint32_t tenant) const {
   MutexLock l(&mu_);
   const TenantState& t = tenants_[tenant];

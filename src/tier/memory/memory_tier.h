@@ -162,6 +162,17 @@ class MemoryTier final : public BlockHandle::Releaser {
   size_t PurgeExpired() ABSL_LOCKS_EXCLUDED(mu_);
   // Keys of the tenant's resident blocks, in no particular order.
   std::vector<BlockKey> ResidentKeys(uint32_t tenant) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The tenant's resident blocks in entry slots [*cursor, *cursor + slots), with their
+  // parents and depths, and *cursor moved past them; *cursor is kEndOfKeys when no slot is
+  // left. A listing spread over calls sees blocks stored or removed meanwhile, or not.
+  static constexpr uint64_t kEndOfKeys = UINT64_MAX;
+  struct Listed {
+    BlockKey key;
+    std::optional<BlockKey> parent;
+    uint16_t depth;
+  };
+  std::vector<Listed> ListResident(uint32_t tenant, uint64_t* cursor, size_t slots) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   void ReleaseLease(uint32_t entry) override ABSL_LOCKS_EXCLUDED(mu_);
 

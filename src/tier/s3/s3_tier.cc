@@ -673,7 +673,7 @@ Status S3Tier::Delete(std::string_view tenant, const BlockKey& key) {
   return Status::OK();
 }
 
-Result<uint64_t> S3Tier::DeleteSession(std::string_view tenant, SessionId session) {
+Result<std::vector<BlockKey>> S3Tier::DeleteSession(std::string_view tenant, SessionId session) {
   Result<std::string> component = g4::TenantComponent(tenant);
   if (!component.ok()) return component.status();
   if (session == 0) return Status::InvalidArgument("session 0 names no session");
@@ -692,9 +692,11 @@ Result<uint64_t> S3Tier::DeleteSession(std::string_view tenant, SessionId sessio
   }
   // A marker's block may have been deleted and put again by another session since.
   std::vector<std::optional<SharedObjectInfo>> infos = ExistsMany(tenant, keys);
+  std::vector<BlockKey> removed;
   std::vector<std::string> doomed;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (infos[i] && infos[i]->session == session) {
+      removed.push_back(keys[i]);
       doomed.push_back(g4::ObjectName(*component, keys[i]));
       doomed.push_back(g4::AccessMarkerName(*component, keys[i]));
     }
@@ -703,14 +705,14 @@ Result<uint64_t> S3Tier::DeleteSession(std::string_view tenant, SessionId sessio
   KVTIER_RETURN_IF_ERROR(DeleteKeys(doomed, &deleted));
   uint64_t markers_deleted = 0;
   KVTIER_RETURN_IF_ERROR(DeleteKeys(marker_keys, &markers_deleted));
-  counters_.deletes += doomed.size() / 2;
-  return uint64_t{doomed.size() / 2};
+  counters_.deletes += removed.size();
+  return removed;
 }
 
-Result<uint64_t> S3Tier::DeleteTenant(std::string_view tenant) {
+Result<std::vector<BlockKey>> S3Tier::DeleteTenant(std::string_view tenant) {
   Result<std::string> component = g4::TenantComponent(tenant);
   if (!component.ok()) return component.status();
-  uint64_t objects = 0;
+  std::vector<BlockKey> removed;
   // Objects first (what makes data readable), then the indexes.
   for (const std::string& prefix :
        {g4::TenantObjectsPrefix(*component), g4::TenantSessionsPrefix(*component),
@@ -720,14 +722,19 @@ Result<uint64_t> S3Tier::DeleteTenant(std::string_view tenant) {
       counters_.CountError(listed.status());
       return listed.status();
     }
+    const bool objects = prefix == g4::TenantObjectsPrefix(*component);
     std::vector<std::string> keys;
-    for (const auto& o : *listed) keys.push_back(o.key);
+    for (const auto& o : *listed) {
+      keys.push_back(o.key);
+      if (!objects) continue;
+      Result<BlockKey> key = g4::ObjectKey(o.key);
+      if (key.ok()) removed.push_back(*key);
+    }
     uint64_t deleted = 0;
     KVTIER_RETURN_IF_ERROR(DeleteKeys(keys, &deleted));
-    if (objects == 0 && prefix == g4::TenantObjectsPrefix(*component)) objects = deleted;
   }
-  counters_.deletes += objects;
-  return objects;
+  counters_.deletes += removed.size();
+  return removed;
 }
 
 SharedTierStats S3Tier::Stats() const { return counters_.Snapshot(); }

@@ -264,6 +264,12 @@ std::string ObjectName(std::string_view tenant_component, const BlockKey& key) {
   return TenantObjectsPrefix(tenant_component) + hex.substr(0, 2) + "/" + hex;
 }
 
+Result<BlockKey> ObjectKey(std::string_view object_name) {
+  const size_t slash = object_name.rfind('/');
+  return BlockKey::FromHex(slash == std::string_view::npos ? object_name
+                                                           : object_name.substr(slash + 1));
+}
+
 std::string TenantObjectsPrefix(std::string_view tenant_component) {
   return std::string(kPrefix) + "/objects/" + std::string(tenant_component) + "/";
 }

@@ -147,6 +147,8 @@ Result<std::string> TenantComponent(std::string_view tenant);
 //   kvtier-g4/v1/access/...                                         (S3 only, see below)
 inline constexpr std::string_view kPrefix = "kvtier-g4/v1";
 std::string ObjectName(std::string_view tenant_component, const BlockKey& key);
+// The key an object name (or its last component) names; InvalidArgument for any other name.
+Result<BlockKey> ObjectKey(std::string_view object_name);
 std::string TenantObjectsPrefix(std::string_view tenant_component);  // ends with '/'
 std::string SessionPrefix(std::string_view tenant_component, SessionId session);  // ends '/'
 std::string TenantSessionsPrefix(std::string_view tenant_component);  // ends with '/'

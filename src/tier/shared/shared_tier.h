@@ -202,10 +202,11 @@ class SharedTier {
 
   // Removes one object; OK when it was absent.
   virtual Status Delete(std::string_view tenant, const BlockKey& key) = 0;
-  // Removes every object put with `session` (from any node); returns how many were removed.
-  virtual Result<uint64_t> DeleteSession(std::string_view tenant, SessionId session) = 0;
-  // Removes every object of `tenant`; returns how many were removed.
-  virtual Result<uint64_t> DeleteTenant(std::string_view tenant) = 0;
+  // Removes every object put with `session` (from any node); returns the keys removed.
+  virtual Result<std::vector<BlockKey>> DeleteSession(std::string_view tenant,
+                                                      SessionId session) = 0;
+  // Removes every object of `tenant`; returns the keys removed.
+  virtual Result<std::vector<BlockKey>> DeleteTenant(std::string_view tenant) = 0;
 
   // Deletion notices: small records that a node deleting blocks publishes, so that every
   // other node deletes its own G2/G3 copies. Publishes `body` under `name`

@@ -6,8 +6,10 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,6 +53,17 @@ inline BlockKey TestKey(uint32_t seed) {
   std::mt19937 rng(seed);
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
   return BlockKey(bytes);
+}
+
+// Sets of keys, compared as sorted vectors: `keys` sorted, and the keys of `seeds` sorted.
+inline std::vector<BlockKey> SortedKeys(std::vector<BlockKey> keys) {
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+inline std::vector<BlockKey> TestKeys(std::initializer_list<uint32_t> seeds) {
+  std::vector<BlockKey> keys;
+  for (uint32_t seed : seeds) keys.push_back(TestKey(seed));
+  return SortedKeys(std::move(keys));
 }
 
 inline std::vector<std::byte> TestValue(size_t n, uint32_t seed) {

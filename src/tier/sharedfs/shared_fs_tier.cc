@@ -307,20 +307,21 @@ void SharedFsTier::RemoveEmptyDir(const std::string& path) {
   (void)sharedfs::RemoveDir(path);
 }
 
-Result<uint64_t> SharedFsTier::DeleteSession(std::string_view tenant, SessionId session) {
+Result<std::vector<BlockKey>> SharedFsTier::DeleteSession(std::string_view tenant,
+                                                          SessionId session) {
   Result<std::string> component = g4::TenantComponent(tenant);
   if (!component.ok()) return component.status();
   if (session == 0) return Status::InvalidArgument("session 0 names no session");
   const std::string dir = Abs(g4::SessionPrefix(*component, session));
   Result<std::vector<std::string>> names = sharedfs::ListDir(dir);
   if (!names.ok()) {
-    if (names.status().code() == StatusCode::kNotFound) return uint64_t{0};
+    if (names.status().code() == StatusCode::kNotFound) return std::vector<BlockKey>{};
     counters_.CountError(names.status());
     return names.status();
   }
-  std::atomic<uint64_t> removed{0};
-  Mutex error_mu;
-  Status first_error;
+  Mutex mu;
+  std::vector<BlockKey> removed;  // Guarded by mu.
+  Status first_error;  // Guarded by mu.
   pool_.ParallelFor(names->size(), [&](size_t i) {
     const std::string marker = dir + (*names)[i];
     Result<BlockKey> key = BlockKey::FromHex((*names)[i]);
@@ -331,7 +332,10 @@ Result<uint64_t> SharedFsTier::DeleteSession(std::string_view tenant, SessionId 
       Result<SharedObjectInfo> info = ReadInfo(path, tenant, *key);
       if (info.ok() && info->session == session) {
         s = sharedfs::RemoveFile(path);
-        if (s.ok()) removed++;
+        if (s.ok()) {
+          MutexLock lock(&mu);
+          removed.push_back(*key);
+        }
       } else if (!info.ok() && info.status().code() == StatusCode::kDataLoss) {
         s = sharedfs::RemoveFile(path);  // Unreadable either way; it cannot be served.
       }
@@ -339,29 +343,27 @@ Result<uint64_t> SharedFsTier::DeleteSession(std::string_view tenant, SessionId 
     if (s.ok()) s = sharedfs::RemoveFile(marker);
     if (!s.ok()) {
       counters_.CountError(s);
-      MutexLock lock(&error_mu);
+      MutexLock lock(&mu);
       if (first_error.ok()) first_error = s;
     }
   });
-  counters_.deletes += removed.load();
-  {
-    MutexLock lock(&error_mu);
-    KVTIER_RETURN_IF_ERROR(first_error);
-  }
+  MutexLock lock(&mu);
+  counters_.deletes += removed.size();
+  KVTIER_RETURN_IF_ERROR(first_error);
   RemoveEmptyDir(dir);
-  return removed.load();
+  return removed;
 }
 
-Result<uint64_t> SharedFsTier::DeleteTenant(std::string_view tenant) {
+Result<std::vector<BlockKey>> SharedFsTier::DeleteTenant(std::string_view tenant) {
   Result<std::string> component = g4::TenantComponent(tenant);
   if (!component.ok()) return component.status();
-  std::atomic<uint64_t> removed{0};
-  Mutex error_mu;
-  Status first_error;
+  Mutex mu;
+  std::vector<BlockKey> removed;  // Guarded by mu.
+  Status first_error;             // Guarded by mu.
   auto note = [&](const Status& s) {
     if (s.ok() || s.code() == StatusCode::kNotFound) return;
     counters_.CountError(s);
-    MutexLock lock(&error_mu);
+    MutexLock lock(&mu);
     if (first_error.ok()) first_error = s;
   };
   // Objects first (what makes data readable), then the session index.
@@ -374,7 +376,11 @@ Result<uint64_t> SharedFsTier::DeleteTenant(std::string_view tenant) {
       if (!names.ok()) return note(names.status());
       for (const std::string& name : *names) {
         Status s = sharedfs::RemoveFile(shard + "/" + name);
-        if (s.ok()) removed++;
+        Result<BlockKey> key = g4::ObjectKey(name);  // Not a key: a temp file.
+        if (s.ok() && key.ok()) {
+          MutexLock lock(&mu);
+          removed.push_back(*key);
+        }
         note(s);
       }
       RemoveEmptyDir(shard);
@@ -395,14 +401,12 @@ Result<uint64_t> SharedFsTier::DeleteTenant(std::string_view tenant) {
   } else {
     note(session_dirs.status());
   }
-  counters_.deletes += removed.load();
-  {
-    MutexLock lock(&error_mu);
-    KVTIER_RETURN_IF_ERROR(first_error);
-  }
+  MutexLock lock(&mu);
+  counters_.deletes += removed.size();
+  KVTIER_RETURN_IF_ERROR(first_error);
   RemoveEmptyDir(sessions);
   RemoveEmptyDir(objects);
-  return removed.load();
+  return removed;
 }
 
 // --- Deletion notices ------------------------------------------------------------------------

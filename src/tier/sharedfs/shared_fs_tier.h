@@ -79,8 +79,9 @@ class SharedFsTier final : public SharedTier {
   std::vector<Result<std::vector<std::byte>>> GetMany(std::string_view tenant,
                                                      std::span<const BlockKey> keys) override;
   Status Delete(std::string_view tenant, const BlockKey& key) override;
-  Result<uint64_t> DeleteSession(std::string_view tenant, SessionId session) override;
-  Result<uint64_t> DeleteTenant(std::string_view tenant) override;
+  Result<std::vector<BlockKey>> DeleteSession(std::string_view tenant,
+                                              SessionId session) override;
+  Result<std::vector<BlockKey>> DeleteTenant(std::string_view tenant) override;
   Status PublishNotice(std::string_view name, std::span<const std::byte> body) override;
   Result<std::vector<SharedNotice>> NoticesAfter(std::string_view after,
                                                  const NoticeFilter& skip) override;
