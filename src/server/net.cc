@@ -188,6 +188,44 @@ Result<int> ListenUnix(const std::string& path, const UnixSocketAccess& access) 
   return fd;
 }
 
+bool BoundTo(int fd, std::string_view address) {
+  Result<HostPort> hp = SplitHostPort(address);
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  if (!hp.ok() || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return false;
+  if (hp->port != 0 && hp->port != BoundPort(fd)) return false;
+  addrinfo hints{};
+  hints.ai_family = local.ss_family;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(hp->host.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool same = false;
+  for (addrinfo* ai = res; ai != nullptr && !same; ai = ai->ai_next) {
+    if (ai->ai_family == AF_INET) {
+      same = reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr.s_addr ==
+             reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr;
+    } else if (ai->ai_family == AF_INET6) {
+      same = std::memcmp(&reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr,
+                         &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr,
+                         sizeof(in6_addr)) == 0;
+    }
+  }
+  freeaddrinfo(res);
+  return same;
+}
+
+std::string BoundPath(int fd) {
+  sockaddr_un local{};
+  socklen_t len = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+      local.sun_family != AF_UNIX || len <= offsetof(sockaddr_un, sun_path) ||
+      local.sun_path[0] == '\0') {
+    return "";
+  }
+  return std::string(local.sun_path, strnlen(local.sun_path, sizeof(local.sun_path)));
+}
+
 uint16_t BoundPort(int fd) {
   sockaddr_storage local{};
   socklen_t len = sizeof(local);

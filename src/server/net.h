@@ -45,6 +45,12 @@ Result<int> ListenUnix(const std::string& path, const UnixSocketAccess& access =
 
 // The port a TCP socket is bound to (0 when it is not a TCP socket).
 uint16_t BoundPort(int fd);
+// Whether a TCP socket is bound where `address` ("host:port") says: to an address `host`
+// resolves to, and to `port` unless it is 0 (any port). False for an address that does not
+// resolve.
+bool BoundTo(int fd, std::string_view address);
+// The path a Unix socket is bound to ("" when it is not a named Unix socket).
+std::string BoundPath(int fd);
 
 // Who is on the other end of a connection, as the kernel says.
 struct PeerInfo {

@@ -127,6 +127,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
             &ListenerFds::http}}) {
     if (t.address.empty()) continue;
     Result<int> fd = std::exchange(unused.*t.role, -1);
+    if (*fd >= 0 && !BoundTo(*fd, t.address)) {
+      // The configuration in force moved the listener: the old socket goes.
+      Env::Default()->Log("take-over: listening on " + t.address + " instead of port " +
+                          std::to_string(BoundPort(*fd)));
+      close(*fd);
+      fd = -1;
+    }
     if (*fd >= 0) {
       *t.port = BoundPort(*fd);
     } else {
@@ -140,6 +147,16 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
     std::string path = config.unix_socket[0] == '/' ? config.unix_socket
                                                      : config.data_dir + "/" + config.unix_socket;
     Result<int> fd = std::exchange(unused.unix_socket, -1);
+    if (*fd >= 0) {
+      const std::string bound = BoundPath(*fd);
+      std::error_code ec;
+      if (bound != path && !(std::filesystem::equivalent(bound, path, ec) && !ec)) {
+        Env::Default()->Log("take-over: listening on " + path + " instead of " + bound);
+        close(*fd);
+        fd = -1;
+        if (!bound.empty()) unlink(bound.c_str());
+      }
+    }
     if (*fd < 0) fd = ListenUnix(path, {config.unix_socket_mode, config.unix_socket_group});
     if (!fd.ok()) return fd.status();
     s->unix_path_ = path;

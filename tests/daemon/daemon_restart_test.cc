@@ -297,6 +297,73 @@ TEST(DaemonRestartTest, ARollingUpgradeUnderLoadFailsNoCallAndKeepsEveryBlock) {
   EXPECT_EQ(Metric(d, "kvtier_tier_hits_total{tier=\"g3\"}"), 0) << "G2 served them, not G3";
 }
 
+// An upgrade to a configuration that moves a listener listens where that configuration says;
+// the listeners it leaves as they were keep their sockets (and their ports, even port 0's).
+TEST(DaemonRestartTest, AnUpgradeListensWhereTheConfigurationInForceSays) {
+  Daemon d;
+  ASSERT_TRUE(d.running());
+  const uint16_t old_port = d.native_port();
+  const uint16_t http_port = d.http_port();
+  const std::string old_socket = d.unix_socket();
+  const std::vector<std::byte> value = RandomValue(7, 4096);
+  {
+    auto c = ConnectUnix(d);
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(c->Put(TestKey(7), value).ok());
+  }
+  // A port nobody listens on, for the native listener of the new configuration.
+  uint16_t new_port = 0;
+  {
+    const int probe = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+    new_port = ntohs(addr.sin_port);
+    close(probe);
+  }
+  std::string config = ReadFile(d.dir() / "kvtierd.toml");
+  for (auto [from, to] : {std::pair<std::string, std::string>{
+                              "native_listen = \"127.0.0.1:0\"",
+                              "native_listen = \"127.0.0.1:" + std::to_string(new_port) + "\""},
+                          {"unix_socket = \"kvtierd.sock\"", "unix_socket = \"moved.sock\""}}) {
+    const size_t at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    config.replace(at, from.size(), to);
+  }
+  std::ofstream(d.dir() / "kvtierd.toml") << config;
+
+  EXPECT_EQ(d.Upgrade(), 0) << "the old kvtierd did not stop cleanly";
+  ASSERT_TRUE(d.running());
+  EXPECT_EQ(d.native_port(), new_port);
+  EXPECT_EQ(d.http_port(), http_port) << "an unchanged listener keeps its socket";
+  EXPECT_EQ(d.unix_socket(), (d.dir() / "moved.sock").string());
+  EXPECT_FALSE(std::filesystem::exists(old_socket)) << "the old socket's file is removed";
+  {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(old_port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+        << "nothing listens on the old port";
+    close(fd);
+  }
+  for (const std::string& endpoint : {d.tcp_endpoint(), d.unix_endpoint()}) {
+    ClientOptions o;
+    o.endpoint = endpoint;
+    Result<std::unique_ptr<Client>> c = Client::Connect(o);
+    ASSERT_TRUE(c.ok()) << endpoint << ": " << c.status().ToString();
+    Result<std::vector<std::byte>> got = (*c)->Get(TestKey(7));
+    ASSERT_TRUE(got.ok()) << endpoint << ": " << got.status().ToString();
+    EXPECT_EQ(*got, value);
+  }
+  EXPECT_NE(d.Log().find("take-over: listening on 127.0.0.1:" + std::to_string(new_port)),
+            std::string::npos);
+}
+
 // kill -9 while a client puts, flushes and deletes, at a random point of each run, again and
 // again on the same data directory (G2+G3, and G2+G3+G4). After each restart: every block
 // acknowledged before a flush that returned OK is served with its bytes, no acknowledged
