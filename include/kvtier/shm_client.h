@@ -14,6 +14,14 @@
 // When the client process dies, the daemon releases its leases and aborts its allocations:
 // nothing leaks.
 //
+// Restarts and upgrades: when kvtierd closes the connection (a restart, a --take-over
+// upgrade, a crash), the next call connects again (for up to retry_timeout_ms) and is sent
+// again on the new connection: Get, Read, Put, PutMany, Allocate and Flush. What belonged to
+// the old connection ends with it: its leases (the new kvtierd may reuse their memory), so a
+// copy out of them (ShmBlocks::CopyTo, Read) fails with Unavailable instead of returning
+// bytes that may be another block's, and ShmBlocks::Valid() says whether views read so far
+// still held the block's bytes; and its allocations, whose Commit fails with Aborted.
+//
 // Isolation: the region holds this tenant's blocks and no other's, and cannot be written
 // through; a committed block cannot change (docs/security.md).
 //
@@ -55,6 +63,9 @@ struct ShmClientOptions {
   // them (a small GET's round trip: 46 us blocking, 12 us polling, in bench/shm_bench.sh).
   // Costs the waiting thread's CPU for up to that long per request; 0 turns polling off.
   uint32_t spin_us = 50;
+  // How long a call waits for kvtierd to come back when its connection was closed (a restart
+  // or an upgrade) before it fails with Unavailable; 0 = never reconnect.
+  uint32_t retry_timeout_ms = 10000;
 };
 
 namespace shm_internal {
@@ -87,8 +98,14 @@ class ShmBlocks {
     return blocks_[i].pieces;
   }
   // Copies the i-th block into `out` and returns its size. OutOfRange (nothing copied) when
-  // `out` is too small; the block's status when it is not OK.
+  // `out` is too small; the block's status when it is not OK; Unavailable when kvtierd
+  // closed the connection holding the lease before the copy was done (what `out` got may not
+  // be the block's bytes).
   Result<size_t> CopyTo(size_t i, std::span<std::byte> out) const;
+  // Whether the leases still hold: true means every view read before this call showed the
+  // blocks' own bytes. False once kvtierd closed the connection that holds them (a restart
+  // or an upgrade), which frees their memory for reuse: read the blocks again.
+  bool Valid() const;
   // Ends every lease now. The views become invalid.
   void Release();
 
@@ -183,8 +200,16 @@ class ShmClient {
   Status Flush();
 
  private:
-  explicit ShmClient(std::shared_ptr<shm_internal::Connection> conn) : conn_(std::move(conn)) {}
-  std::shared_ptr<shm_internal::Connection> conn_;
+  ShmClient(const ShmClientOptions& options, std::shared_ptr<shm_internal::Connection> conn);
+  std::shared_ptr<shm_internal::Connection> Current() const;
+  // Runs `call` on the current connection and, when that connection was lost meanwhile, once
+  // more on a new one.
+  template <typename Call>
+  auto WithReconnect(const Call& call) -> decltype(call(Current()));
+
+  const ShmClientOptions options_;
+  struct State;
+  std::unique_ptr<State> state_;  // The connection, replaced by a reconnect.
 };
 
 }  // namespace kvtier

@@ -3,6 +3,7 @@
 
 #include "kvtier/shm_client.h"
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <climits>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -52,6 +54,11 @@ class Connection {
   void SendIds(Opcode opcode, std::span<const uint64_t> ids) ABSL_LOCKS_EXCLUDED(mu_);
   // Reads the replies of every SendIds so far.
   Status Flush() ABSL_LOCKS_EXCLUDED(mu_);
+  // The connection failed here (a call saw it closed, or broke it off).
+  bool Broken() ABSL_LOCKS_EXCLUDED(mu_);
+  // kvtierd closed the connection (or it failed here): its leases and allocations are gone.
+  // Never blocks; may be called while another thread uses the connection.
+  bool Lost() const;
 
   // The tenant's G2 region (read-only) and the connection's staging file (read-write).
   const std::byte* base() const { return base_; }
@@ -218,6 +225,16 @@ void Connection::Populate(std::span<const std::byte> piece) {
     // A hint (Linux 5.14+); the first read faults the pages in otherwise.
     madvise(base_ + c * kPopulateChunk, end - c * kPopulateChunk, kMadvPopulateRead);
   }
+}
+
+bool Connection::Broken() {
+  MutexLock lock(&mu_);
+  return !broken_.ok();
+}
+
+bool Connection::Lost() const {
+  pollfd p{fd_, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 Status Connection::Fail(Status s) {
@@ -431,8 +448,17 @@ Result<size_t> ShmBlocks::CopyTo(size_t i, std::span<std::byte> out) const {
     std::memcpy(out.data() + offset, piece.data(), piece.size());
     offset += piece.size();
   }
+  // kvtierd closes the connection before a successor can reuse the lease's memory: a
+  // connection still open after the copy means the copy read the block.
+  if (b.lease != 0 && !Valid()) {
+    return Status::Unavailable(
+        "kvtierd closed the connection that held the lease (a restart or an upgrade): the "
+        "copy may hold other bytes than the block's; read it again");
+  }
   return b.size;
 }
+
+bool ShmBlocks::Valid() const { return conn_ == nullptr || !conn_->Lost(); }
 
 // ---- ShmAllocation ----
 
@@ -462,62 +488,206 @@ void ShmAllocation::Abort() {
   pieces_.clear();
 }
 
+namespace {
+
+// One batch's SHM_ALLOC, copies into the staging file and SHM_COMMIT on `conn`.
+std::vector<Status> PutOn(const std::shared_ptr<shm_internal::Connection>& conn,
+                          std::span<const BlockWrite> batch) {
+  std::vector<Status> out(batch.size());
+  std::vector<protocol::PutEntry> entries;
+  entries.reserve(batch.size());
+  for (const BlockWrite& w : batch) {
+    entries.push_back({w.key, w.parent, w.value.size(), w.session, w.dtype});
+  }
+  std::string body;
+  protocol::EncodePutDirectory(entries, &body);
+  Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmAlloc, body);
+  Result<std::vector<protocol::ShmAllocItem>> items =
+      raw.ok() ? protocol::DecodeShmAllocReply(*raw)
+               : Result<std::vector<protocol::ShmAllocItem>>(raw.status());
+  if (items.ok() && items->size() != batch.size()) {
+    items = Status::InvalidArgument("SHM_ALLOC reply has the wrong number of items");
+  }
+  if (!items.ok()) {
+    std::fill(out.begin(), out.end(), items.status());
+    return out;
+  }
+  std::vector<uint64_t> commit, abort;
+  std::vector<size_t> commit_index;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const protocol::ShmAllocItem& item = (*items)[i];
+    if (item.status.code() == StatusCode::kAlreadyExists) continue;  // Present: OK.
+    if (!item.status.ok()) {
+      out[i] = item.status;
+      continue;
+    }
+    Status valid = protocol::CheckExtents(item.extents, batch[i].value.size(), conn->staging_size());
+    if (!valid.ok()) {
+      out[i] = Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
+      abort.push_back(item.allocation);
+      continue;
+    }
+    size_t offset = 0;
+    for (const protocol::ShmExtent& e : item.extents) {
+      std::memcpy(conn->staging() + e.offset, batch[i].value.data() + offset, e.length);
+      offset += e.length;
+    }
+    commit.push_back(item.allocation);
+    commit_index.push_back(i);
+  }
+  if (!abort.empty()) {
+    body.clear();
+    protocol::EncodeShmIds(abort, &body);
+    // Best effort: the allocations end with the connection otherwise.
+    Result<std::vector<std::byte>> ignored = conn->Call(protocol::Opcode::kShmAbort, body);
+    (void)ignored;
+  }
+  if (commit.empty()) return out;
+  body.clear();
+  protocol::EncodeShmIds(commit, &body);
+  raw = conn->Call(protocol::Opcode::kShmCommit, body);
+  Result<std::vector<Status>> statuses =
+      raw.ok() ? protocol::DecodeItemStatuses(*raw) : Result<std::vector<Status>>(raw.status());
+  if (statuses.ok() && statuses->size() != commit.size()) {
+    statuses = Status::InvalidArgument("SHM_COMMIT reply has the wrong number of items");
+  }
+  for (size_t k = 0; k < commit.size(); ++k) {
+    out[commit_index[k]] = statuses.ok() ? (*statuses)[k] : statuses.status();
+  }
+  return out;
+}
+
+}  // namespace
+
 // ---- ShmClient ----
+
+struct ShmClient::State {
+  std::string tenant;  // As kvtierd named it at the first connection.
+  Mutex mu;
+  std::shared_ptr<shm_internal::Connection> conn ABSL_GUARDED_BY(mu);
+
+  // A new connection in place of `lost`, trying for up to retry_timeout_ms while kvtierd
+  // cannot be reached; the current one when another thread replaced `lost` already.
+  Result<std::shared_ptr<shm_internal::Connection>> Reconnect(
+      const ShmClientOptions& options, const std::shared_ptr<shm_internal::Connection>& lost)
+      ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
+    if (conn != lost) return conn;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options.retry_timeout_ms);
+    auto pause = std::chrono::milliseconds(5);
+    for (;;) {
+      Result<std::shared_ptr<shm_internal::Connection>> fresh =
+          shm_internal::Connection::Open(options);
+      if (fresh.ok()) {
+        conn = *fresh;
+        return conn;
+      }
+      // Only a kvtierd that is not (yet) there is worth waiting for.
+      if (fresh.status().code() != StatusCode::kUnavailable ||
+          std::chrono::steady_clock::now() + pause > deadline) {
+        return fresh.status();
+      }
+      std::this_thread::sleep_for(pause);  // Backing off while kvtierd restarts.
+      pause = std::min(pause * 2, std::chrono::milliseconds(200));
+    }
+  }
+};
+
+ShmClient::ShmClient(const ShmClientOptions& options,
+                     std::shared_ptr<shm_internal::Connection> conn)
+    : options_(options), state_(std::make_unique<State>()) {
+  state_->tenant = conn->hello().tenant;
+  MutexLock lock(&state_->mu);
+  state_->conn = std::move(conn);
+}
+
+std::shared_ptr<shm_internal::Connection> ShmClient::Current() const {
+  MutexLock lock(&state_->mu);
+  return state_->conn;
+}
+
+template <typename Call>
+auto ShmClient::WithReconnect(const Call& call) -> decltype(call(Current())) {
+  std::shared_ptr<shm_internal::Connection> conn = Current();
+  auto result = call(conn);
+  if (options_.retry_timeout_ms == 0 || !conn->Broken()) return result;
+  Result<std::shared_ptr<shm_internal::Connection>> fresh = state_->Reconnect(options_, conn);
+  if (!fresh.ok()) return result;
+  return call(*fresh);
+}
 
 Result<std::unique_ptr<ShmClient>> ShmClient::Connect(const ShmClientOptions& options) {
   Result<std::shared_ptr<shm_internal::Connection>> conn =
       shm_internal::Connection::Open(options);
   if (!conn.ok()) return conn.status();
-  return std::unique_ptr<ShmClient>(new ShmClient(std::move(conn).value()));
+  return std::unique_ptr<ShmClient>(new ShmClient(options, std::move(conn).value()));
 }
 
 ShmClient::~ShmClient() = default;
 
-uint64_t ShmClient::arena_size() const { return conn_->arena_size(); }
-uint32_t ShmClient::max_leases() const { return conn_->attach().max_leases; }
-uint32_t ShmClient::max_allocations() const { return conn_->attach().max_allocations; }
-const std::string& ShmClient::tenant() const { return conn_->hello().tenant; }
+uint64_t ShmClient::arena_size() const { return Current()->arena_size(); }
+uint32_t ShmClient::max_leases() const { return Current()->attach().max_leases; }
+uint32_t ShmClient::max_allocations() const { return Current()->attach().max_allocations; }
+const std::string& ShmClient::tenant() const { return state_->tenant; }
 
-Status ShmClient::Flush() { return conn_->Flush(); }
+Status ShmClient::Flush() {
+  std::shared_ptr<shm_internal::Connection> conn = Current();
+  Status s = conn->Flush();
+  if (options_.retry_timeout_ms == 0 || !conn->Broken()) return s;
+  // The kvtierd that had them dropped every lease and allocation with the connection.
+  Result<std::shared_ptr<shm_internal::Connection>> fresh = state_->Reconnect(options_, conn);
+  return fresh.ok() ? Status::OK() : fresh.status();
+}
 
 Result<ShmAllocation> ShmClient::Allocate(const BlockKey& key, size_t size,
                                           const PutOptions& options) {
-  protocol::PutEntry entry{key, options.parent, size, options.session, options.dtype};
-  std::string body;
-  protocol::EncodePutDirectory(std::span(&entry, 1), &body);
-  Result<std::vector<std::byte>> raw = conn_->Call(protocol::Opcode::kShmAlloc, body);
-  if (!raw.ok()) return raw.status();
-  Result<std::vector<protocol::ShmAllocItem>> items = protocol::DecodeShmAllocReply(*raw);
-  if (!items.ok()) return items.status();
-  if (items->size() != 1) {
-    return Status::Internal("SHM_ALLOC reply has the wrong number of items");
-  }
-  const protocol::ShmAllocItem& item = (*items)[0];
-  if (!item.status.ok()) return item.status;
-  ShmAllocation a;
-  a.conn_ = conn_;
-  a.id_ = item.allocation;  // Aborted by `a` on any error below.
-  Status valid = protocol::CheckExtents(item.extents, size, conn_->staging_size());
-  if (!valid.ok()) {
-    return Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
-  }
-  a.size_ = size;
-  for (const protocol::ShmExtent& e : item.extents) {
-    a.pieces_.emplace_back(conn_->staging() + e.offset, e.length);
-  }
-  return a;
+  return WithReconnect([&](const std::shared_ptr<shm_internal::Connection>& conn)
+                           -> Result<ShmAllocation> {
+    protocol::PutEntry entry{key, options.parent, size, options.session, options.dtype};
+    std::string body;
+    protocol::EncodePutDirectory(std::span(&entry, 1), &body);
+    Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmAlloc, body);
+    if (!raw.ok()) return raw.status();
+    Result<std::vector<protocol::ShmAllocItem>> items = protocol::DecodeShmAllocReply(*raw);
+    if (!items.ok()) return items.status();
+    if (items->size() != 1) {
+      return Status::Internal("SHM_ALLOC reply has the wrong number of items");
+    }
+    const protocol::ShmAllocItem& item = (*items)[0];
+    if (!item.status.ok()) return item.status;
+    ShmAllocation a;
+    a.conn_ = conn;
+    a.id_ = item.allocation;  // Aborted by `a` on any error below.
+    Status valid = protocol::CheckExtents(item.extents, size, conn->staging_size());
+    if (!valid.ok()) {
+      return Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
+    }
+    a.size_ = size;
+    for (const protocol::ShmExtent& e : item.extents) {
+      a.pieces_.emplace_back(conn->staging() + e.offset, e.length);
+    }
+    return a;
+  });
 }
 
 Status ShmClient::Commit(ShmAllocation allocation) {
-  if (!allocation.valid() || allocation.conn_ != conn_) {
+  const std::shared_ptr<shm_internal::Connection> conn = allocation.conn_;
+  if (!allocation.valid() || conn == nullptr) {
     return Status::InvalidArgument("not a pending allocation of this client");
+  }
+  const Status lost = Status::Aborted(
+      "kvtierd closed the connection that made the allocation (a restart or an upgrade): "
+      "allocate again");
+  if (conn != Current()) {
+    return conn->Lost() ? lost : Status::InvalidArgument("not a pending allocation of this client");
   }
   const uint64_t id = std::exchange(allocation.id_, 0);
   allocation.pieces_.clear();
   std::string body;
   protocol::EncodeShmIds(std::span(&id, 1), &body);
-  Result<std::vector<std::byte>> raw = conn_->Call(protocol::Opcode::kShmCommit, body);
-  if (!raw.ok()) return raw.status();
+  Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmCommit, body);
+  if (!raw.ok()) return conn->Broken() ? lost : raw.status();
   Result<std::vector<Status>> statuses = protocol::DecodeItemStatuses(*raw);
   if (!statuses.ok()) return statuses.status();
   if (statuses->size() != 1) {
@@ -527,48 +697,56 @@ Status ShmClient::Commit(ShmAllocation allocation) {
 }
 
 Result<ShmBlocks> ShmClient::Get(std::span<const BlockKey> keys) {
-  std::string body;
-  protocol::EncodeKeyList(keys, &body);
-  Result<std::vector<std::byte>> raw = conn_->Call(protocol::Opcode::kShmGet, body);
-  if (!raw.ok()) return raw.status();
-  Result<protocol::ShmGetReply> reply = protocol::DecodeShmGetReply(*raw);
-  ShmBlocks out;
-  out.conn_ = conn_;
-  if (reply.ok() && reply->items.size() != keys.size()) {
-    reply = Status::InvalidArgument("SHM_GET reply has " + std::to_string(reply->items.size()) +
-                                    " items for " + std::to_string(keys.size()) + " keys");
-  }
-  if (!reply.ok()) return reply.status();
-  out.blocks_.resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const protocol::ShmGetItem& item = reply->items[i];
-    ShmBlocks::Block& b = out.blocks_[i];
-    b.status = item.status;
-    if (!item.status.ok()) continue;
-    b.size = item.size;
-    if (item.is_inline()) {
-      b.owned.assign(reply->inline_values[i].begin(), reply->inline_values[i].end());
-      b.pieces.emplace_back(b.owned.data(), b.owned.size());
-      continue;
+  return WithReconnect([&](const std::shared_ptr<shm_internal::Connection>& conn)
+                           -> Result<ShmBlocks> {
+    std::string body;
+    protocol::EncodeKeyList(keys, &body);
+    Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmGet, body);
+    if (!raw.ok()) return raw.status();
+    Result<protocol::ShmGetReply> reply = protocol::DecodeShmGetReply(*raw);
+    ShmBlocks out;
+    out.conn_ = conn;
+    if (reply.ok() && reply->items.size() != keys.size()) {
+      reply = Status::InvalidArgument("SHM_GET reply has " + std::to_string(reply->items.size()) +
+                                      " items for " + std::to_string(keys.size()) + " keys");
     }
-    b.lease = item.lease;  // Released whatever happens next.
-    Status valid = protocol::CheckExtents(item.extents, item.size, conn_->arena_size());
-    if (!valid.ok()) {
-      b.status = Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
-      continue;
+    if (!reply.ok()) return reply.status();
+    out.blocks_.resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const protocol::ShmGetItem& item = reply->items[i];
+      ShmBlocks::Block& b = out.blocks_[i];
+      b.status = item.status;
+      if (!item.status.ok()) continue;
+      b.size = item.size;
+      if (item.is_inline()) {
+        b.owned.assign(reply->inline_values[i].begin(), reply->inline_values[i].end());
+        b.pieces.emplace_back(b.owned.data(), b.owned.size());
+        continue;
+      }
+      b.lease = item.lease;  // Released whatever happens next.
+      Status valid = protocol::CheckExtents(item.extents, item.size, conn->arena_size());
+      if (!valid.ok()) {
+        b.status = Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
+        continue;
+      }
+      for (const protocol::ShmExtent& e : item.extents) {
+        b.pieces.emplace_back(conn->base() + e.offset, e.length);
+        conn->Populate(b.pieces.back());
+      }
     }
-    for (const protocol::ShmExtent& e : item.extents) {
-      b.pieces.emplace_back(conn_->base() + e.offset, e.length);
-      conn_->Populate(b.pieces.back());
-    }
-  }
-  return out;
+    return out;
+  });
 }
 
 Result<size_t> ShmClient::Read(const BlockKey& key, std::span<std::byte> out) {
   Result<ShmBlocks> blocks = Get(std::span(&key, 1));
   if (!blocks.ok()) return blocks.status();
-  return blocks->CopyTo(0, out);  // The lease ends when `blocks` goes.
+  Result<size_t> n = blocks->CopyTo(0, out);  // The lease ends when `blocks` goes.
+  if (n.ok() || blocks->Valid() || options_.retry_timeout_ms == 0) return n;
+  // The connection went while copying: once more, on the next one.
+  blocks = Get(std::span(&key, 1));
+  if (!blocks.ok()) return blocks.status();
+  return blocks->CopyTo(0, out);
 }
 
 Status ShmClient::Put(const BlockKey& key, std::span<const std::byte> value,
@@ -579,73 +757,15 @@ Status ShmClient::Put(const BlockKey& key, std::span<const std::byte> value,
 
 std::vector<Status> ShmClient::PutMany(std::span<const BlockWrite> writes) {
   std::vector<Status> out(writes.size());
+  const std::shared_ptr<shm_internal::Connection> first = Current();
   const size_t chunk = std::max<size_t>(
-      1, std::min<size_t>(conn_->hello().max_batch, conn_->attach().max_allocations));
+      1, std::min<size_t>(first->hello().max_batch, first->attach().max_allocations));
   for (size_t start = 0; start < writes.size(); start += chunk) {
     std::span<const BlockWrite> batch =
         writes.subspan(start, std::min(chunk, writes.size() - start));
-    std::vector<protocol::PutEntry> entries;
-    entries.reserve(batch.size());
-    for (const BlockWrite& w : batch) {
-      entries.push_back({w.key, w.parent, w.value.size(), w.session, w.dtype});
-    }
-    std::string body;
-    protocol::EncodePutDirectory(entries, &body);
-    Result<std::vector<std::byte>> raw = conn_->Call(protocol::Opcode::kShmAlloc, body);
-    Result<std::vector<protocol::ShmAllocItem>> items =
-        raw.ok() ? protocol::DecodeShmAllocReply(*raw)
-                 : Result<std::vector<protocol::ShmAllocItem>>(raw.status());
-    if (items.ok() && items->size() != batch.size()) {
-      items = Status::InvalidArgument("SHM_ALLOC reply has the wrong number of items");
-    }
-    if (!items.ok()) {
-      for (size_t i = 0; i < batch.size(); ++i) out[start + i] = items.status();
-      continue;
-    }
-    std::vector<uint64_t> commit, abort;
-    std::vector<size_t> commit_index;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const protocol::ShmAllocItem& item = (*items)[i];
-      if (item.status.code() == StatusCode::kAlreadyExists) continue;  // Present: OK.
-      if (!item.status.ok()) {
-        out[start + i] = item.status;
-        continue;
-      }
-      Status valid =
-          protocol::CheckExtents(item.extents, batch[i].value.size(), conn_->staging_size());
-      if (!valid.ok()) {
-        out[start + i] =
-            Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
-        abort.push_back(item.allocation);
-        continue;
-      }
-      size_t offset = 0;
-      for (const protocol::ShmExtent& e : item.extents) {
-        std::memcpy(conn_->staging() + e.offset, batch[i].value.data() + offset, e.length);
-        offset += e.length;
-      }
-      commit.push_back(item.allocation);
-      commit_index.push_back(start + i);
-    }
-    if (!abort.empty()) {
-      body.clear();
-      protocol::EncodeShmIds(abort, &body);
-      // Best effort: the allocations end with the connection otherwise.
-      Result<std::vector<std::byte>> ignored = conn_->Call(protocol::Opcode::kShmAbort, body);
-      (void)ignored;
-    }
-    if (commit.empty()) continue;
-    body.clear();
-    protocol::EncodeShmIds(commit, &body);
-    raw = conn_->Call(protocol::Opcode::kShmCommit, body);
-    Result<std::vector<Status>> statuses =
-        raw.ok() ? protocol::DecodeItemStatuses(*raw) : Result<std::vector<Status>>(raw.status());
-    if (statuses.ok() && statuses->size() != commit.size()) {
-      statuses = Status::InvalidArgument("SHM_COMMIT reply has the wrong number of items");
-    }
-    for (size_t k = 0; k < commit.size(); ++k) {
-      out[commit_index[k]] = statuses.ok() ? (*statuses)[k] : statuses.status();
-    }
+    std::vector<Status> done = WithReconnect(
+        [&](const std::shared_ptr<shm_internal::Connection>& conn) { return PutOn(conn, batch); });
+    std::move(done.begin(), done.end(), out.begin() + static_cast<ptrdiff_t>(start));
   }
   return out;
 }

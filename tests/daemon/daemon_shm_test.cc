@@ -227,6 +227,59 @@ TEST(DaemonShmTest, LeaseKeepsBytesUnchangedAfterDeleteAndChurn) {
   EXPECT_EQ(Gather(*lease, 0), v);
 }
 
+// A ShmClient comes through an upgrade and a restart by itself. What its old connection held
+// ends with it: a lease then reports itself invalid and a copy out of it fails (the new kvtierd
+// reuses its memory), and an allocation's commit is aborted.
+TEST(DaemonShmTest, AClientComesThroughAnUpgradeAndARestartAndOldLeasesFailCleanly) {
+  Daemon d(kNoDisk);
+  std::unique_ptr<ShmClient> shm = ConnectShm(d);
+  std::unique_ptr<Client> native = ConnectNative(d);
+  ASSERT_TRUE(shm && native);
+  const std::vector<std::byte> v = PatternValue(1, 1 << 20);
+  ASSERT_TRUE(shm->Put(TestKey(1), v).ok());
+  Result<ShmBlocks> lease = shm->Get(std::vector<BlockKey>{TestKey(1)});
+  ASSERT_TRUE(lease.ok() && lease->status(0).ok());
+  EXPECT_TRUE(lease->Valid());
+  Result<ShmAllocation> pending = shm->Allocate(TestKey(2), 4096);
+  ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+
+  ASSERT_EQ(d.Upgrade(), 0) << "the old kvtierd did not stop cleanly";
+  // Another client overwrites G2 several times over: the lease's pages are reused.
+  native = ConnectNative(d);
+  ASSERT_NE(native, nullptr);
+  std::vector<std::byte> filler = PatternValue(6, 4 << 20);
+  for (uint32_t i = 0; i < 100; ++i) {
+    filler[0] = static_cast<std::byte>(i);
+    ASSERT_TRUE(native->Put(TestKey(1000 + i), filler).ok());
+  }
+  EXPECT_FALSE(lease->Valid());
+  std::vector<std::byte> out(v.size());
+  EXPECT_EQ(lease->CopyTo(0, out).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(shm->Commit(std::move(pending).value()).code(), StatusCode::kAborted);
+  lease->Release();  // Its connection is gone: nothing to send.
+
+  // The next calls reconnect: the block put before the upgrade (put again, since the churn
+  // evicted it), a new one, through shared memory and the native protocol alike.
+  ASSERT_TRUE(shm->Put(TestKey(1), v).ok());
+  Result<size_t> n = shm->Read(TestKey(1), out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, v);
+  const std::vector<std::byte> w = PatternValue(3, 300000);
+  ASSERT_TRUE(shm->Put(TestKey(3), w).ok());
+  EXPECT_EQ(*native->Get(TestKey(3)), w);
+
+  // A restart: a call made while kvtierd is down waits for it (retry_timeout_ms).
+  ASSERT_EQ(d.Stop(), 0);
+  Result<size_t> during = Status::Internal("not read");
+  std::vector<std::byte> got(w.size());
+  std::thread reader([&] { during = shm->Read(TestKey(3), got); });
+  d.Start();
+  reader.join();
+  ASSERT_TRUE(during.ok()) << during.status().ToString();
+  EXPECT_EQ(got, w) << "the warm restart kept the block";
+  EXPECT_TRUE(shm->Flush().ok());
+}
+
 // A block read from G3 is not in the arena: its bytes come inline in the SHM_GET reply.
 TEST(DaemonShmTest, BlockFromBelowG2ComesInline) {
   Daemon d("[admission]\nfrequency_gate = false\n");

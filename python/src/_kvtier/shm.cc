@@ -141,6 +141,7 @@ void BindShm(py::module_& m) {
              return Views(l, pieces, true);
            })
       .def_property_readonly("released", [](const LeaseState& l) { return l.ended; })
+      .def_property_readonly("valid", [](const LeaseState& l) { return !l.ended && l.blocks.Valid(); })
       .def("release", [](LeaseState& l) {
         if (Ending(l, "lease")) l.blocks.Release();
       });
@@ -159,8 +160,9 @@ void BindShm(py::module_& m) {
 
   py::class_<Closable<ShmClient>, std::shared_ptr<Closable<ShmClient>>>(m, "_ShmClient")
       .def(py::init([](std::string socket_path, std::string tenant, std::string token,
-                       std::string client_name, bool populate) {
+                       std::string client_name, bool populate, uint32_t retry_timeout_ms) {
              ShmClientOptions o;
+             o.retry_timeout_ms = retry_timeout_ms;
              o.socket_path = std::move(socket_path);
              o.tenant = std::move(tenant);
              o.token = std::move(token);
@@ -170,7 +172,7 @@ void BindShm(py::module_& m) {
              return std::make_shared<Closable<ShmClient>>(ValueOrThrow(std::move(c)));
            }),
            py::arg("socket_path"), py::arg("tenant"), py::arg("token"), py::arg("client_name"),
-           py::arg("populate"))
+           py::arg("populate"), py::arg("retry_timeout_ms"))
       .def("close", &Closable<ShmClient>::close)
       .def_property_readonly("arena_size", [](Closable<ShmClient>& b) { return b.get()->arena_size(); })
       .def_property_readonly("max_leases", [](Closable<ShmClient>& b) { return b.get()->max_leases(); })
@@ -203,10 +205,15 @@ void BindShm(py::module_& m) {
                const size_t step = std::max<size_t>(1, std::min<size_t>(c->max_leases(), 1024));
                for (size_t begin = 0; begin < k.size(); begin += step) {
                  size_t n = std::min(step, k.size() - begin);
-                 Result<ShmBlocks> blocks = c->Get(std::span(k).subspan(begin, n));
-                 for (size_t j = 0; j < n; ++j) {
-                   got[begin + j] = blocks.ok() ? blocks->CopyTo(j, bufs[begin + j].span())
-                                                : Result<size_t>(blocks.status());
+                 // Twice when kvtierd closed the connection holding the leases meanwhile (a
+                 // restart or an upgrade): the client reconnects for the second.
+                 for (int attempt = 0; attempt < 2; ++attempt) {
+                   Result<ShmBlocks> blocks = c->Get(std::span(k).subspan(begin, n));
+                   for (size_t j = 0; j < n; ++j) {
+                     got[begin + j] = blocks.ok() ? blocks->CopyTo(j, bufs[begin + j].span())
+                                                  : Result<size_t>(blocks.status());
+                   }
+                   if (!blocks.ok() || blocks->Valid()) break;
                  }
                }
                return 0;

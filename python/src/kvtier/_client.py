@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from . import _kvtier
-from ._errors import Error, InvalidArgument
+from ._errors import Error, InvalidArgument, Unavailable
 from ._types import DeletionReport, PrefixMatch, ResumeMatch, Role, ServerInfo, StateGroup, Tier
 
 #: Anything with the buffer protocol (bytes, bytearray, memoryview, numpy arrays, mmap) or a
@@ -351,6 +351,11 @@ class ShmLease:
     :meth:`release`). kvtierd keeps their bytes unchanged meanwhile, even if the blocks are
     deleted or evicted. Views are released with the lease; one still exported (an array made
     from it) keeps :meth:`release` from ending the lease, with :class:`BufferError`.
+
+    A restart or upgrade of kvtierd ends every lease (the new kvtierd may reuse the memory):
+    :attr:`valid` is then False, and :meth:`copy_into` raises :class:`kvtier.Unavailable`
+    instead of returning what may be another block's bytes. The client reconnects by itself
+    for its next call.
     """
 
     def __init__(self, lease: Any) -> None:
@@ -411,11 +416,23 @@ class ShmLease:
         for view in self.pieces(i):
             out[offset : offset + len(view)] = view
             offset += len(view)
+        if not self.valid:
+            raise Unavailable(
+                "kvtierd closed the connection that held the lease (a restart or an upgrade): "
+                "the copy may hold other bytes than the block's; read it again"
+            )
         return offset
 
     @property
     def released(self) -> bool:
         return bool(self._lease.released)
+
+    @property
+    def valid(self) -> bool:
+        """Whether the lease still holds: True means every view read before this call showed
+        the blocks' own bytes. False once released, or once kvtierd closed the connection that
+        holds it (a restart or an upgrade)."""
+        return bool(self._lease.valid)
 
     def release(self) -> None:
         """Ends the lease; every view of it is released first (BufferError, and the lease kept,
@@ -500,7 +517,10 @@ class ShmClient(_BlockClient):
     go through a socket. ``url`` is the daemon's Unix socket (``unix://PATH``).
 
     Requests of one ShmClient are serialised; use one per thread for parallel transfers. The
-    daemon's arena is mapped into this process (``populate`` faults it in at connect).
+    daemon's arena is mapped into this process (``populate`` faults it in at connect). When
+    kvtierd restarts or is upgraded, the next call connects again, waiting for up to
+    ``retry_timeout`` seconds, and is sent again (leases and allocations of the old connection
+    end: see :class:`ShmLease`).
     """
 
     def __init__(
@@ -511,6 +531,7 @@ class ShmClient(_BlockClient):
         tenant: str | None = None,
         populate: bool = True,
         client_name: str = "kvtier-python-shm",
+        retry_timeout: float = 10.0,
     ) -> None:
         endpoint, _ = parse_url(url)
         if not endpoint.startswith("unix:"):
@@ -519,7 +540,12 @@ class ShmClient(_BlockClient):
             )
         self.url = url
         self._impl = _kvtier._ShmClient(
-            os.fspath(endpoint[len("unix:") :]), tenant or "", token or "", client_name, populate
+            os.fspath(endpoint[len("unix:") :]),
+            tenant or "",
+            token or "",
+            client_name,
+            populate,
+            int(retry_timeout * 1000),
         )
 
     @property

@@ -121,6 +121,8 @@ class _ShmLease:
     def views(self, i: int) -> list[memoryview]: ...
     @property
     def released(self) -> bool: ...
+    @property
+    def valid(self) -> bool: ...
     def release(self) -> None: ...
 
 class _ShmAllocation:
@@ -133,7 +135,13 @@ class _ShmAllocation:
 
 class _ShmClient:
     def __init__(
-        self, socket_path: str, tenant: str, token: str, client_name: str, populate: bool
+        self,
+        socket_path: str,
+        tenant: str,
+        token: str,
+        client_name: str,
+        populate: bool,
+        retry_timeout_ms: int,
     ) -> None: ...
     def close(self) -> None: ...
     @property
