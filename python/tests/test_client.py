@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ import torch
 from conftest import DEADLINE, Daemon
 
 import kvtier
+import kvtier.lmcache
 
 NS = kvtier.Namespace(
     "default", "test-model@1", num_layers=2, num_kv_heads=2, head_dim=8, tokens_per_block=16
@@ -252,6 +255,8 @@ def test_flushed_blocks_survive_kill_9(daemon: Daemon) -> None:
 
 
 def test_a_rolling_upgrade_fails_no_call_and_keeps_every_block(daemon: Daemon) -> None:
+    """Under load from the native protocol (Unix socket and TCP), shared memory and LMCache's
+    native_plugin over shared memory."""
     urls = [daemon.unix_url, daemon.tcp_url]
     stop = threading.Event()
     progress = threading.Condition()
@@ -259,17 +264,30 @@ def test_a_rolling_upgrade_fails_no_call_and_keeps_every_block(daemon: Daemon) -
     failures: list[str] = []
     acked: list[tuple[bytes, bytes]] = []
 
-    def load(url: str, n: int) -> None:
-        c = kvtier.Client(url)
+
+    def load(n: int, client: Any) -> None:
         i = 0
         while not stop.is_set():
             key, value = kvtier.named_key(f"upgrade-{n}-{i}"), f"value {n} {i}".encode() * 500
             try:
-                c.put(key, value)
-                acked.append((key, value))
-                if c.get(key) != value:
-                    failures.append(f"get {n}/{i}: other bytes")
-            except kvtier.Error as e:
+                if isinstance(client, kvtier.lmcache.NativeConnector):
+                    # As LMCache drives it: a batch set, then a batch get into a buffer.
+                    name = f"upgrade-{n}-{i}"
+                    done = lmcache_call(client, client.submit_batch_set([name], [value]))
+                    assert done[1], done[2]
+                    acked.append((key, value))
+                    out = bytearray(len(value))
+                    done = lmcache_call(client, client.submit_batch_get([name], [out]))
+                    if not (done[1] and done[3] == [True] and out == value):
+                        failures.append(f"lmcache get {n}/{i}: {done[2] or 'other bytes'}")
+                else:
+                    client.put(key, value)
+                    acked.append((key, value))
+                    out = bytearray(len(value))
+                    got = client.get_into([key], [out])[0]
+                    if got != len(value) or out != value:
+                        failures.append(f"get {n}/{i}: other bytes")
+            except (kvtier.Error, AssertionError) as e:
                 failures.append(f"{n}/{i}: {e!r}")
             i += 1
             with progress:
@@ -280,7 +298,10 @@ def test_a_rolling_upgrade_fails_no_call_and_keeps_every_block(daemon: Daemon) -
         with progress:
             assert progress.wait_for(lambda: calls[0] >= n, timeout=60), "no progress"
 
-    threads = [threading.Thread(target=load, args=(u, n)) for n, u in enumerate(urls)]
+    clients: list[Any] = [kvtier.Client(u) for u in urls]
+    clients.append(kvtier.ShmClient(daemon.unix_url))
+    clients.append(kvtier.lmcache.NativeConnector(daemon.unix_url, num_workers=1))
+    threads = [threading.Thread(target=load, args=(n, c)) for n, c in enumerate(clients)]
     for t in threads:
         t.start()
     wait_for(20)
@@ -290,9 +311,20 @@ def test_a_rolling_upgrade_fails_no_call_and_keeps_every_block(daemon: Daemon) -
     stop.set()
     for t in threads:
         t.join()
+    clients[-1].close()
     assert failures == []
     c = kvtier.Client(daemon.unix_url)
     assert all(c.get(k) == v for k, v in acked), "an acknowledged block is gone"
+
+
+def lmcache_call(connector: Any, job: int) -> tuple[int, bool, str, list[bool] | None]:
+    """Waits for a NativeConnector job (on its event descriptor, as LMCache does; bounded)."""
+    while True:
+        ready, _, _ = select.select([connector.event_fd()], [], [], DEADLINE)
+        assert ready, "the connector never completed the job"
+        for done in connector.drain_completions():
+            if done[0] == job:
+                return tuple(done)  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("via", ["unix", "tcp"])

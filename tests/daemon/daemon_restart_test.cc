@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "kvtier/client.h"
+#include "kvtier/shm_client.h"
 #include "tests/daemon/daemon_harness.h"
 
 namespace kvtier::daemon_test {
@@ -228,9 +229,10 @@ TEST(DaemonRestartTest, ARollingUpgradeUnderLoadFailsNoCallAndKeepsEveryBlock) {
       ASSERT_TRUE(c->Put(TestKey(i), RandomValue(i, kPreloadedBytes)).ok());
     }
   }
-  // Two clients, one on the Unix socket and one over TCP, put a new block, read it back and
-  // read a preloaded one, again and again, before, during and after the upgrade.
-  const std::vector<std::string> endpoints = {d.unix_endpoint(), d.tcp_endpoint()};
+  // Three clients, on the Unix socket, over TCP and through shared memory, put a new block,
+  // read it back and read a preloaded one, again and again, before, during and after the
+  // upgrade.
+  const std::vector<std::string> endpoints = {d.unix_endpoint(), d.tcp_endpoint(), "shm"};
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> failed{0}, wrong{0};
   std::vector<std::vector<uint32_t>> acked(endpoints.size());
@@ -241,9 +243,33 @@ TEST(DaemonRestartTest, ARollingUpgradeUnderLoadFailsNoCallAndKeepsEveryBlock) {
   std::vector<std::thread> threads;
   for (uint32_t t = 0; t < endpoints.size(); ++t) {
     threads.emplace_back([&, t] {
-      ClientOptions o;
-      o.endpoint = endpoints[t];
-      auto c = std::move(Client::Connect(o)).value();
+      std::unique_ptr<Client> native;
+      std::unique_ptr<ShmClient> shm;
+      if (endpoints[t] == "shm") {
+        ShmClientOptions o;
+        o.socket_path = d.unix_socket();
+        shm = std::move(ShmClient::Connect(o)).value();
+      } else {
+        ClientOptions o;
+        o.endpoint = endpoints[t];
+        native = std::move(Client::Connect(o)).value();
+      }
+      struct Either {
+        Client* native;
+        ShmClient* shm;
+        Status Put(const BlockKey& key, std::span<const std::byte> value) {
+          return native ? native->Put(key, value) : shm->Put(key, value);
+        }
+        Result<std::vector<std::byte>> Get(const BlockKey& key) {
+          if (native) return native->Get(key);
+          std::vector<std::byte> out(1 << 20);
+          Result<size_t> n = shm->Read(key, out);
+          if (!n.ok()) return n.status();
+          out.resize(*n);
+          return out;
+        }
+      } either{native.get(), shm.get()};
+      auto* c = &either;
       auto fail = [&](const std::string& what) {
         failed.fetch_add(1);
         std::lock_guard<std::mutex> l(errors_mu);

@@ -213,15 +213,21 @@ class LMCacheConnector {
           const size_t step = std::max<size_t>(1, std::min<size_t>(shm.max_leases(), 1024));
           for (size_t begin = 0; begin < n; begin += step) {
             size_t k = std::min(step, n - begin);
-            Result<ShmBlocks> blocks = shm.Get(std::span(job->keys).subspan(begin, k));
-            if (!blocks.ok()) {
-              fail(blocks.status());
-              continue;
-            }
-            for (size_t j = 0; j < k; ++j) {
-              std::span<std::byte> out = job->buffers[begin + j].span();
-              c.results[begin + j] = blocks->status(j).ok() && blocks->block_size(j) == out.size() &&
-                                     blocks->CopyTo(j, out).ok();
+            // Twice when kvtierd closed the connection holding the leases meanwhile (a
+            // restart or an upgrade): the client reconnects for the second.
+            for (int attempt = 0; attempt < 2; ++attempt) {
+              Result<ShmBlocks> blocks = shm.Get(std::span(job->keys).subspan(begin, k));
+              if (!blocks.ok()) {
+                fail(blocks.status());
+                break;
+              }
+              for (size_t j = 0; j < k; ++j) {
+                std::span<std::byte> out = job->buffers[begin + j].span();
+                c.results[begin + j] = blocks->status(j).ok() &&
+                                       blocks->block_size(j) == out.size() &&
+                                       blocks->CopyTo(j, out).ok();
+              }
+              if (blocks->Valid()) break;
             }
           }
         } else {
