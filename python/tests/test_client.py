@@ -264,7 +264,6 @@ def test_a_rolling_upgrade_fails_no_call_and_keeps_every_block(daemon: Daemon) -
     failures: list[str] = []
     acked: list[tuple[bytes, bytes]] = []
 
-
     def load(n: int, client: Any) -> None:
         i = 0
         while not stop.is_set():
