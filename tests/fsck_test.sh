@@ -52,6 +52,13 @@ fsck() {
   [ "$rc" -eq "$want" ] || fail "kvtier admin fsck $* exited $rc, not $want: $out"
 }
 json_field() { python3 -c "import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$out" "$1"; }
+# Inverts the byte at offset $2 of file $1 (writing a fixed byte would change nothing when the
+# byte already had that value).
+flip_byte() {
+  python3 -c 'import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1)[0]; f.seek(int(sys.argv[2])); f.write(bytes([b ^ 0xff]))' "$1" "$2"
+}
 
 fsck 8 --g3 "$DIR/disk"
 grep -q "stop the kvtierd" <<<"$out" || fail "G3 in use: $out"
@@ -65,7 +72,7 @@ fsck 0 --g3 "$DIR/disk" --json
 
 # A flipped byte in the first record's payload (records start after the 4 KiB segment header).
 seg=$(ls "$DIR"/disk/*.seg | head -1)
-printf '\x5a' | dd of="$seg" bs=1 seek=$((4096 + 3000)) conv=notrunc status=none
+flip_byte "$seg" $((4096 + 3000))
 fsck 4 --g3 "$DIR/disk"
 grep -q "payload checksum mismatch" <<<"$out" || fail "corruption not found: $out"
 grep -q "run again with --repair" <<<"$out" || fail "no advice: $out"
@@ -79,7 +86,7 @@ mkdir -p "$DIR/g4/kvtier-g4/v1/tmp"
 echo partial >"$DIR/g4/kvtier-g4/v1/tmp/node-x.1.1.tmp"
 touch -d '2 hours ago' "$DIR/g4/kvtier-g4/v1/tmp/node-x.1.1.tmp"
 obj=$(find "$DIR/g4/kvtier-g4/v1/objects" -type f | head -1)
-printf '\x5a' | dd of="$obj" bs=1 seek=1000 conv=notrunc status=none
+flip_byte "$obj" 1000
 fsck 4 --g4 "file:$DIR/g4"
 grep -q "payload checksum mismatch" <<<"$out" || fail "G4 corruption not found: $out"
 grep -q "temp file of an upload that never finished" <<<"$out" || fail "G4 temp file: $out"
