@@ -49,7 +49,9 @@ class Daemon:
     """A kvtierd of its own. Tenants: ``default`` (anonymous local clients), ``acme`` (token
     ``acme-token``) and ``other`` (token ``other-token``)."""
 
-    def __init__(self, directory: Path, extra: str = "", memory: str = "256MiB") -> None:
+    def __init__(
+        self, directory: Path, extra: str = "", memory: str = "256MiB", memory_extra: str = ""
+    ) -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = self.dir / "kvtierd.toml"
@@ -64,6 +66,7 @@ class Daemon:
             f"{extra}\n"
             "[memory]\n"
             f'capacity = "{memory}"\n'
+            f"{memory_extra}\n"
             "[[tenants]]\n"
             'name = "default"\n'
             "[[tenants]]\n"
@@ -220,8 +223,8 @@ def make_daemon(tmp_path: Path) -> Iterator[type[Daemon]]:
     """Starts daemons with extra configuration: ``make_daemon(extra="[disk]\\n...")``."""
     started: list[Daemon] = []
 
-    def make(extra: str = "", memory: str = "256MiB") -> Daemon:
-        d = Daemon(tmp_path / f"kvtierd{len(started)}", extra, memory)
+    def make(extra: str = "", memory: str = "256MiB", memory_extra: str = "") -> Daemon:
+        d = Daemon(tmp_path / f"kvtierd{len(started)}", extra, memory, memory_extra)
         started.append(d)
         return d
 
