@@ -673,15 +673,12 @@ Result<ShmAllocation> ShmClient::Allocate(const BlockKey& key, size_t size,
 
 Status ShmClient::Commit(ShmAllocation allocation) {
   const std::shared_ptr<shm_internal::Connection> conn = allocation.conn_;
-  if (!allocation.valid() || conn == nullptr) {
-    return Status::InvalidArgument("not a pending allocation of this client");
-  }
+  const Status not_ours = Status::InvalidArgument("not a pending allocation of this client");
+  if (!allocation.valid() || conn == nullptr) return not_ours;
   const Status lost = Status::Aborted(
       "kvtierd closed the connection that made the allocation (a restart or an upgrade): "
       "allocate again");
-  if (conn != Current()) {
-    return conn->Lost() ? lost : Status::InvalidArgument("not a pending allocation of this client");
-  }
+  if (conn != Current()) return conn->Lost() ? lost : not_ours;
   const uint64_t id = std::exchange(allocation.id_, 0);
   allocation.pieces_.clear();
   std::string body;

@@ -551,18 +551,16 @@ Result<std::vector<HeldBlock>> StoreImpl::ListHeld(TenantId tenant, uint64_t* cu
   return held;
 }
 
-void StoreImpl::AnnounceSharedRemovals(std::string_view tenant,
-                                       const std::vector<BlockKey>& keys) {
+void StoreImpl::AnnounceSharedRemovals(uint32_t tenant, const std::vector<BlockKey>& keys) {
   if (options_.event_listener == nullptr) return;
-  Result<TenantId> id = FindTenant(tenant);
-  if (!id.ok()) return;
   for (const BlockKey& key : keys) {
-    options_.event_listener->OnRemoved(id->value, key, BlockMedium::kExternal);
+    options_.event_listener->OnRemoved(tenant, key, BlockMedium::kExternal);
   }
 }
 
 template <typename EraseMemory, typename EraseDisk, typename EraseShared>
-Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event, DeletionNotice notice,
+Result<DeletionReport> StoreImpl::EraseEverywhere(TenantId tenant, audit::AuditEvent event,
+                                                  DeletionNotice notice,
                                                   EraseMemory erase_memory, EraseDisk erase_disk,
                                                   EraseShared erase_shared) {
   Result<DeletionReport> report = [&]() -> Result<DeletionReport> {
@@ -579,7 +577,7 @@ Result<DeletionReport> StoreImpl::EraseEverywhere(audit::AuditEvent event, Delet
       Result<std::vector<BlockKey>> on_shared = erase_shared();
       if (!on_shared.ok()) return on_shared.status();
       r.shared_blocks = on_shared->size();
-      AnnounceSharedRemovals(notice.tenant, *on_shared);
+      AnnounceSharedRemovals(tenant.value, *on_shared);
       KVTIER_RETURN_IF_ERROR(Announce(std::move(notice)));
     }
     return r;
@@ -605,7 +603,7 @@ Result<DeletionReport> StoreImpl::DeleteSession(TenantId tenant, SessionId sessi
   notice.tenant = TenantName(tenant);
   notice.session = session;
   return EraseEverywhere(
-      std::move(event), std::move(notice),
+      tenant, std::move(event), std::move(notice),
       [&] { return memory_->EraseSession(tenant.value, session); },
       [&] { return disk_->EraseSession(tenant.value, session); },
       [&] { return shared_->DeleteSession(TenantName(tenant), session); });
@@ -627,7 +625,7 @@ Result<DeletionReport> StoreImpl::EraseTenant(TenantId tenant, std::string_view 
   notice.tenant = TenantName(tenant);
   notice.shred = shred;
   Result<DeletionReport> report =
-      EraseEverywhere(std::move(event), std::move(notice),
+      EraseEverywhere(tenant, std::move(event), std::move(notice),
                       [&] { return memory_->EraseTenant(tenant.value); },
                       [&] { return disk_->EraseTenant(tenant.value); },
                       [&] { return shared_->DeleteTenant(TenantName(tenant)); });

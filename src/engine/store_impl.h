@@ -139,7 +139,8 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // copies); records `event` in the audit log with the outcome and the blocks removed.
   // Then, with G4, tells the other nodes through a deletion notice of `scope`.
   template <typename EraseMemory, typename EraseDisk, typename EraseShared>
-  Result<DeletionReport> EraseEverywhere(audit::AuditEvent event, DeletionNotice notice,
+  Result<DeletionReport> EraseEverywhere(TenantId tenant, audit::AuditEvent event,
+                                         DeletionNotice notice,
                                          EraseMemory erase_memory, EraseDisk erase_disk,
                                          EraseShared erase_shared);
   // One key from G2, G3 and G4 (Delete without the notice).
@@ -148,8 +149,8 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // --- Deletion notices (store_notices.cc) ---
   // Publishes `notice` (tenant, scope, keys or session filled in) to G4 for the other nodes.
   Status Announce(DeletionNotice notice);
-  // Tells the event listener that G4 no longer holds `keys` of the tenant named `tenant`.
-  void AnnounceSharedRemovals(std::string_view tenant, const std::vector<BlockKey>& keys);
+  // Tells the event listener that G4 no longer holds `keys` of `tenant`.
+  void AnnounceSharedRemovals(uint32_t tenant, const std::vector<BlockKey>& keys);
   // Removes what a notice of another node names from G2 and G3 (and G4 again), and audits
   // it. Not OK when a tier failed: the notice is then applied again later.
   Status ApplyNotice(const DeletionNotice& notice);

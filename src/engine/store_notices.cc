@@ -230,7 +230,7 @@ Status StoreImpl::ApplyNotice(const DeletionNotice& notice) {
   }
   if (on_shared.ok()) {
     r.shared_blocks = on_shared->size();
-    AnnounceSharedRemovals(name, *on_shared);
+    AnnounceSharedRemovals(tenant, *on_shared);
   } else if (status.ok()) {
     status = on_shared.status();
   }

@@ -194,8 +194,7 @@ void KvEventPublisher::StepListing() {
                            b.parent.value_or(BlockKey{}), std::nullopt});
   }
   const Namer name = [this](uint32_t tenant, const BlockKey& key) { return NameOf(tenant, key); };
-  const std::string topic =
-      config_.topic_prefix + (l.tenant < tenant_names_.size() ? tenant_names_[l.tenant] : "");
+  const std::string topic = Topic(l.tenant);
   const double ts = NowSeconds();
   for (size_t begin = 0; begin < events.size(); begin += kSnapshotBatch) {
     std::vector<const Event*> batch;
@@ -230,6 +229,10 @@ void KvEventPublisher::FlushReplayOutbox() {
   }
 }
 
+std::string KvEventPublisher::Topic(uint32_t tenant) const {
+  return config_.topic_prefix + (tenant < tenant_names_.size() ? tenant_names_[tenant] : "");
+}
+
 const EngineHash* KvEventPublisher::NameOf(uint32_t tenant, const BlockKey& key) const {
   auto it = named_.find(TenantKey{tenant, key});
   return it == named_.end() ? nullptr : &it->second;
@@ -257,7 +260,7 @@ void KvEventPublisher::Publish(std::vector<Event> events) {
 void KvEventPublisher::Send(uint32_t tenant, std::string payload) {
   Sent sent;
   sent.seq = next_seq_++;
-  sent.topic = config_.topic_prefix + (tenant < tenant_names_.size() ? tenant_names_[tenant] : "");
+  sent.topic = Topic(tenant);
   sent.payload = std::move(payload);
   const std::string seq = BigEndian(sent.seq);
   // A PUB socket drops what a slow subscriber cannot take; replay serves it again.

@@ -121,6 +121,8 @@ class KvEventPublisher final : public BlockEventListener {
   void Run();
   // Sends the queued events, one message per tenant present.
   void Publish(std::vector<Event> events);
+  // The topic of `tenant`'s messages: topic_prefix and its name.
+  std::string Topic(uint32_t tenant) const;
   // Sends one batch on the PUB socket with the next seq, and keeps it for replay.
   void Send(uint32_t tenant, std::string payload);
   void ServeReplay();
