@@ -29,15 +29,19 @@ MEDIA = ("CPU", "DISK", "EXTERNAL")
 DECODER = msgspec.msgpack.Decoder(type=KVEventBatch)
 
 
-def config(g4: Path) -> str:
-    return (
-        "[events]\nenabled = true\n"
+def start_daemon(make_daemon: Any, tmp_path: Path) -> Daemon:
+    """A kvtierd with events, a 4 MiB G2, G3, and G4 in a directory (uploads on put)."""
+    g4 = tmp_path / "g4"
+    g4.mkdir()
+    return make_daemon(
+        extra="[events]\nenabled = true\n"
         'endpoint = "tcp://127.0.0.1:*"\nreplay_endpoint = "tcp://127.0.0.1:*"\n'
         "batch_ms = 5\n"
         '[disk]\ndir = "disk"\n'
         '[shared]\nlocation = "' + str(g4) + '"\nwrite_policy = "on_put"\n'
         "[admission]\nfrequency_gate = false\n"
-        '[store]\nmax_block_bytes = "1MiB"\npromote_on_hit = false\n'
+        '[store]\nmax_block_bytes = "1MiB"\npromote_on_hit = false\n',
+        memory="4MiB",
     )
 
 
@@ -185,8 +189,7 @@ def key(i: int, salt: bytes = b"") -> bytes:
 def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
     make_daemon: Any, tmp_path: Path
 ) -> None:
-    (tmp_path / "g4").mkdir()
-    d = make_daemon(extra=config(tmp_path / "g4"), memory="4MiB")
+    d = start_daemon(make_daemon, tmp_path)
     acme = kvtier.Client(d.unix_url, "acme-token")
     other = kvtier.Client(d.unix_url, "other-token")
     value = bytes(BLOCK)
@@ -261,8 +264,7 @@ def test_routers_see_every_tier_in_vllms_format_and_catch_up_by_replay(
 def test_a_late_router_gets_a_snapshot_and_ends_with_the_view_of_one_there_from_the_start(
     make_daemon: Any, tmp_path: Path
 ) -> None:
-    (tmp_path / "g4").mkdir()
-    d = make_daemon(extra=config(tmp_path / "g4"), memory="4MiB")
+    d = start_daemon(make_daemon, tmp_path)
     acme = kvtier.Client(d.unix_url, "acme-token")
     other = kvtier.Client(d.unix_url, "other-token")
     value = bytes(BLOCK)
@@ -332,8 +334,7 @@ def test_a_late_router_gets_a_snapshot_and_ends_with_the_view_of_one_there_from_
 def test_a_restarted_kvtierd_announces_what_g2_adopted_and_g3_recovered(
     make_daemon: Any, tmp_path: Path
 ) -> None:
-    (tmp_path / "g4").mkdir()
-    d = make_daemon(extra=config(tmp_path / "g4"), memory="4MiB")
+    d = start_daemon(make_daemon, tmp_path)
     acme = kvtier.Client(d.unix_url, "acme-token")
     value = bytes(BLOCK)
     blocks = [key(i) for i in range(24)]

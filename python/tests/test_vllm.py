@@ -308,7 +308,7 @@ def test_kvtierd_killed_mid_job_fails_every_key_of_it_not_a_hang(
 def test_kvtierds_events_name_the_blocks_as_vllm_does(
     make_daemon: Callable[..., Daemon], engines: Callable[..., Engine]
 ) -> None:
-    from test_kv_events import Router, events_of, stored, wait_for_messages
+    from test_kv_events import TENANTS, Router, events_of, stored, wait_for_messages
     from vllm.v1.core.kv_cache_utils import BlockHash, maybe_convert_block_hash
     from vllm.v1.kv_offload.base import get_offload_block_hash
 
@@ -318,7 +318,7 @@ def test_kvtierds_events_name_the_blocks_as_vllm_does(
     )
     e = engines(d.unix_url, "acme-token")
     a = e.store("A", [1, 2, 3])
-    wait_for_messages(d, 1)
+    wait_for_messages(d, TENANTS + 1)  # The start-up announcement's, then the store's.
     router = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
     try:
         names = stored(events_of(router.replay(0), "kvtier.acme"), "CPU")
