@@ -190,6 +190,10 @@ struct SharedTierOptions {
   // disk_admission) are written to G4 as well.
   enum class WritePolicy { kOnPut, kOnDemotion };
   WritePolicy write_policy = WritePolicy::kOnDemotion;
+  // With kOnDemotion, the copies of blocks that left G2 and wait for their upload, at most
+  // (memory beside G2's capacity). G2's room never waits for G4: past this, uploads are
+  // dropped and counted. Larger rides out slower or stalled S3 service without dropping.
+  uint64_t upload_buffer_bytes = 256 * kMiB;
 
   // A G4 hit is copied into G2, so the next read is served from DRAM.
   bool promote_on_hit = true;

@@ -293,7 +293,8 @@ struct StoreStats {
   uint64_t shared_puts = 0;            // Objects this node published.
   uint64_t shared_corrupt = 0;         // Failed verification: never served.
   uint64_t shared_errors = 0;          // Storage errors (I/O, network, service).
-  uint64_t shared_uploads_dropped = 0; // kOnPut uploads dropped by a full queue.
+  uint64_t shared_uploads_dropped = 0; // Uploads dropped: a full queue or upload buffer.
+  uint64_t shared_upload_buffer_bytes = 0;  // Copies of demoted blocks awaiting upload.
   uint64_t deletion_notices_published = 0;  // Deletions announced to the other nodes.
   uint64_t deletion_notices_applied = 0;    // Other nodes' deletions applied here.
   // Other nodes' deletions whose apply failed here (a G3 or G4 error), retried at each poll.

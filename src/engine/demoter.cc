@@ -11,14 +11,8 @@ namespace {
 constexpr size_t kBatch = 32;
 }  // namespace
 
-Demoter::Demoter(MemoryTier* memory, DiskTier* disk, SharedTier* shared,
-                 std::vector<std::string> tenant_names, BlockEventListener* events)
-    : memory_(memory),
-      disk_(disk),
-      shared_(shared),
-      tenant_names_(std::move(tenant_names)),
-      events_(events),
-      thread_([this] { Run(); }) {}
+Demoter::Demoter(MemoryTier* memory, DiskTier* disk, SharedUploader* uploader)
+    : memory_(memory), disk_(disk), uploader_(uploader), thread_([this] { Run(); }) {}
 
 Demoter::~Demoter() {
   memory_->StopDemotion();
@@ -36,43 +30,36 @@ void Demoter::Run() {
       const uint32_t tenant = batch[begin].tenant;
       std::vector<DiskTier::PutRequest> requests;
       std::vector<size_t> disk_index(end - begin, SIZE_MAX);  // Into requests.
-      std::vector<SharedPut> shared_puts;
-      std::vector<size_t> shared_index(end - begin, SIZE_MAX);  // Into shared_puts.
       std::vector<std::vector<std::byte>> joined;  // Blocks stored in several pieces.
+      std::vector<std::span<const std::byte>> values;
       joined.reserve(end - begin);
       for (size_t i = begin; i < end; ++i) {
         const MemoryTier::Demotion& d = batch[i];
-        const std::span<const std::byte> value = ContiguousBytes(d.spans, &joined);
+        values.push_back(ContiguousBytes(d.spans, &joined));
         // A block G3 holds already (it was read from there) is not written again: flash
         // endurance. Its copy there is the same bytes.
         if (disk_ != nullptr && disk_->BlockSize(tenant, d.key).ok()) {
           disk_skipped_.fetch_add(1, std::memory_order_relaxed);
         } else if (disk_ != nullptr) {
           disk_index[i - begin] = requests.size();
-          requests.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
-        }
-        // A block read from G4 is there already: uploading it again would only cost.
-        if (shared_ != nullptr && !d.meta.in_shared) {
-          shared_index[i - begin] = shared_puts.size();
-          shared_puts.push_back({d.key, value, d.meta.session, d.meta.created_us, d.meta.dtype});
+          requests.push_back({d.key, values.back(), d.meta.session, d.meta.created_us, d.meta.dtype});
         }
       }
-      std::vector<Status> on_disk, on_shared;
+      std::vector<Status> on_disk;
       if (!requests.empty()) on_disk = disk_->PutMany(tenant, requests);
-      if (!shared_puts.empty()) on_shared = shared_->PutMany(tenant_names_[tenant], shared_puts);
       for (size_t i = begin; i < end; ++i) {
-        const size_t s = shared_index[i - begin];
-        const bool in_shared = shared_ != nullptr && batch[i].meta.in_shared;
+        const MemoryTier::Demotion& d = batch[i];
+        // A block read from G4 is there already: uploading it again would only cost.
+        const bool in_shared = uploader_ != nullptr && d.meta.in_shared;
         if (in_shared) shared_skipped_.fetch_add(1, std::memory_order_relaxed);
-        const bool uploaded = s != SIZE_MAX && on_shared[s].ok();
-        if (uploaded && events_ != nullptr) {
-          events_->OnStored(tenant, batch[i].key, nullptr, BlockMedium::kExternal, nullptr);
-        }
-        const size_t d = disk_index[i - begin];
-        const bool on_g3 = disk_ != nullptr && (d == SIZE_MAX || on_disk[d].ok());
-        const bool stored = on_g3 || in_shared || uploaded;
-        (stored ? demoted_ : failures_).fetch_add(1, std::memory_order_relaxed);
-        memory_->FinishDemotion(batch[i].entry);
+        const bool staged = uploader_ != nullptr && !in_shared &&
+                            uploader_->Stage(tenant, {d.key, values[i - begin], d.meta.session,
+                                                      d.meta.created_us, d.meta.dtype});
+        const size_t k = disk_index[i - begin];
+        const bool on_g3 = disk_ != nullptr && (k == SIZE_MAX || on_disk[k].ok());
+        (on_g3 || in_shared || staged ? demoted_ : failures_)
+            .fetch_add(1, std::memory_order_relaxed);
+        memory_->FinishDemotion(d.entry);
       }
       begin = end;
     }

@@ -2,9 +2,10 @@
 // and to G4 when G4 is written on demotion.
 //
 // It takes batches of demotions from the MemoryTier, writes them with DiskTier::PutMany
-// (several I/Os in flight) and SharedTier::PutMany (in parallel), and then releases each
-// block from G2. Until then the block stays readable in G2, so a get never waits on a
-// demotion. A block counts as demoted when at least one tier took it. A block read from G4
+// (several I/Os in flight), hands a copy of each to the SharedUploader for G4, and then
+// releases each block from G2. Until then the block stays readable in G2, so a get never waits
+// on a demotion; and a put that needs G2's room waits for G3's writes at most, never for G4. A
+// block counts as demoted when G3 took it or its upload was queued. A block read from G4
 // (BlockMeta::in_shared) is not written back there.
 
 #ifndef KVTIER_ENGINE_DEMOTER_H_
@@ -14,22 +15,17 @@
 #include <cstdint>
 #include <thread>
 
-#include <string>
-#include <vector>
-
+#include "src/engine/shared_uploader.h"
 #include "src/tier/disk/disk_tier.h"
 #include "src/tier/memory/memory_tier.h"
-#include "src/tier/shared/shared_tier.h"
 
 namespace kvtier {
 
 class Demoter {
  public:
-  // Starts the thread. REQUIRES: memory->EnableDemotion was called; the tiers outlive this.
-  // `disk` or `shared` may be null (not both); `tenant_names` name G4's tenants by id;
-  // `events` (may be null) hears of each block uploaded to G4.
-  Demoter(MemoryTier* memory, DiskTier* disk, SharedTier* shared,
-          std::vector<std::string> tenant_names, BlockEventListener* events);
+  // Starts the thread. REQUIRES: memory->EnableDemotion was called; the tier and the
+  // uploader outlive this. `disk` or `uploader` (G4 written on demotion) may be null, not both.
+  Demoter(MemoryTier* memory, DiskTier* disk, SharedUploader* uploader);
   // Stops demotion, writes what is already queued, joins.
   ~Demoter();
   Demoter(const Demoter&) = delete;
@@ -46,9 +42,7 @@ class Demoter {
 
   MemoryTier* const memory_;
   DiskTier* const disk_;
-  SharedTier* const shared_;
-  const std::vector<std::string> tenant_names_;
-  BlockEventListener* const events_;
+  SharedUploader* const uploader_;
   std::atomic<uint64_t> demoted_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<uint64_t> shared_skipped_{0};

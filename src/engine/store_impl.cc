@@ -55,20 +55,19 @@ StoreImpl::StoreImpl(const Options& options, StoreServices services,
   }
   memory_->set_event_listener(options_.event_listener);
   if (disk_) disk_->SetEventListener(options_.event_listener);
-  const bool shared_on_put =
-      shared_ && options_.shared.write_policy == SharedTierOptions::WritePolicy::kOnPut;
-  SharedTier* demote_to_shared = shared_ && !shared_on_put ? shared_.get() : nullptr;
+  if (shared_) {
+    uploader_ = std::make_unique<SharedUploader>(memory_.get(), shared_.get(), tenant_names_,
+                                                 kMaxUploadQueue,
+                                                 options_.shared.upload_buffer_bytes,
+                                                 options_.event_listener);
+  }
   if (options_.eviction_observer != nullptr) {
     memory_->ObserveEvictions(options_.disk_admission, options_.eviction_observer);
   }
+  SharedUploader* demote_to_shared = shared_on_put() ? nullptr : uploader_.get();
   if (disk_ || demote_to_shared != nullptr) {
     memory_->EnableDemotion(options_.disk_admission);
-    demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get(), demote_to_shared,
-                                         tenant_names_, options_.event_listener);
-  }
-  if (shared_on_put) {
-    uploader_ = std::make_unique<SharedUploader>(memory_.get(), shared_.get(), tenant_names_,
-                                                 kMaxUploadQueue, options_.event_listener);
+    demoter_ = std::make_unique<Demoter>(memory_.get(), disk_.get(), demote_to_shared);
   }
   if (shared_) {
     node_id_ = options_.shared.node_id.empty() ? g4::DefaultNodeId() : options_.shared.node_id;
@@ -161,7 +160,7 @@ Status StoreImpl::Put(TenantId tenant, const BlockKey& key, std::span<const std:
   Status s = memory_->Put(tenant.value, key, value, options.parent ? &*options.parent : nullptr,
                          {options.session, 0, options.dtype, false, options.engine_hash,
                           options.role});
-  if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
+  if (s.ok() && shared_on_put()) uploader_->Enqueue(tenant.value, key);
   return s;
 }
 
@@ -194,7 +193,7 @@ Status StoreImpl::Commit(BlockAllocation allocation, const PutOptions& options) 
   Status s = memory_->CommitReserved(id, options.parent ? &*options.parent : nullptr,
                                      {options.session, 0, options.dtype, false,
                                       options.engine_hash, options.role});
-  if (s.ok() && uploader_) uploader_->Enqueue(tenant.value, key);
+  if (s.ok() && shared_on_put()) uploader_->Enqueue(tenant.value, key);
   return s;
 }
 
@@ -228,9 +227,31 @@ bool StoreImpl::PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us
   return max_age_us != 0 && now_us > created_us && now_us - created_us > max_age_us;
 }
 
+std::vector<std::optional<uint64_t>> StoreImpl::CreatedInShared(TenantId tenant,
+                                                               std::span<const BlockKey> keys) {
+  std::vector<std::optional<SharedObjectInfo>> info = shared_->ExistsMany(TenantName(tenant), keys);
+  std::vector<std::optional<uint64_t>> created(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (info[i]) {
+      created[i] = info[i]->created_us;
+    } else if (auto staged = uploader_->Staged(tenant.value, keys[i])) {
+      created[i] = staged->meta.created_us;
+    }
+  }
+  return created;
+}
+
 Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const BlockKey& key,
                                                          BlockMeta* meta) {
   if (!shared_) return Status::NotFound("block not stored");
+  if (std::optional<SharedUploader::StagedBlock> staged = uploader_->Staged(tenant.value, key)) {
+    // Out of G2 and on its way to G4: served from the upload's copy.
+    if (PastMaxAge(tenant, staged->meta.created_us, options_.env->NowMicros())) {
+      return Status::NotFound("block expired (maximum age)");
+    }
+    *meta = staged->meta;
+    return std::vector<std::byte>(staged->value->begin(), staged->value->end());
+  }
   std::vector<std::optional<SharedObjectInfo>> info =
       shared_->ExistsMany(TenantName(tenant), std::span(&key, 1));
   if (!info[0]) return Status::NotFound("block not stored");
@@ -353,12 +374,11 @@ Result<PrefixMatch> StoreImpl::LookupPrefix(TenantId tenant, std::span<const Blo
   }
   if (shared_ && done < keys.size()) {
     // The rest from G4 in one round of parallel existence checks, not one per block.
-    std::vector<std::optional<SharedObjectInfo>> found =
-        shared_->ExistsMany(TenantName(tenant), keys.subspan(done));
+    std::vector<std::optional<uint64_t>> found = CreatedInShared(tenant, keys.subspan(done));
     const uint64_t now = options_.env->NowMicros();
     size_t in_shared = 0;
     while (in_shared < found.size() && found[in_shared] &&
-           !PastMaxAge(tenant, found[in_shared]->created_us, now)) {
+           !PastMaxAge(tenant, *found[in_shared], now)) {
       ++in_shared;
     }
     match.tiers.insert(match.tiers.end(), in_shared, TierLevel::kG4);
@@ -399,6 +419,7 @@ Status StoreImpl::DeleteHere(TenantId tenant, const BlockKey& key) {
     if (!on_disk.ok() && on_disk.code() != StatusCode::kNotFound) return on_disk;
   }
   if (shared_) {
+    uploader_->Cancel(tenant.value, key);  // An upload in progress ends before the delete.
     // G4's delete is OK whether or not the object was there: it cannot tell NotFound.
     KVTIER_RETURN_IF_ERROR(shared_->Delete(TenantName(tenant), key));
     if (options_.event_listener != nullptr) {
@@ -504,7 +525,8 @@ StoreStats StoreImpl::Stats() const {
     stats.shared_errors = g4.errors;
     stats.shared_janitor_lease = g4.lease_held;
     stats.shared_nodes_seen = 1 + other_nodes_seen_.load(std::memory_order_relaxed);
-    if (uploader_) stats.shared_uploads_dropped = uploader_->dropped();
+    stats.shared_uploads_dropped = uploader_->dropped();
+    stats.shared_upload_buffer_bytes = uploader_->staged_bytes();
   }
   if (demoter_) {
     stats.demoted_blocks = demoter_->demoted_blocks();

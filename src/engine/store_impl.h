@@ -126,6 +126,10 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key,
                                               BlockMeta* meta);
   // Reads a block from G4 (a miss when older than the tenant's maximum age).
+  // For each key, when its block was first stored if G4 holds it or it is on its way there
+  // (staged for upload); nullopt otherwise. One round of existence checks.
+  std::vector<std::optional<uint64_t>> CreatedInShared(TenantId tenant,
+                                                       std::span<const BlockKey> keys);
   Result<std::vector<std::byte>> ReadFromShared(TenantId tenant, const BlockKey& key,
                                                 BlockMeta* meta);
   // G3, then G4.
@@ -135,6 +139,10 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   void Promote(TenantId tenant, const BlockKey& key, std::span<const std::byte> value,
                const BlockMeta& meta, TierLevel from);
   const std::string& TenantName(TenantId tenant) const { return tenant_names_[tenant.value]; }
+  // G4 is written on put: each put queues its block's upload.
+  bool shared_on_put() const {
+    return shared_ && options_.shared.write_policy == SharedTierOptions::WritePolicy::kOnPut;
+  }
   // G2, G3, then G4 (G2 first: it waits for demotions in flight, so the lower tiers see their
   // copies); records `event` in the audit log with the outcome and the blocks removed.
   // Then, with G4, tells the other nodes through a deletion notice of `scope`.
@@ -178,9 +186,10 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   const std::unique_ptr<DiskTier> disk_;
   const std::unique_ptr<SharedTier> shared_;
   const std::vector<std::string> tenant_names_;
-  // Declared after the tiers so they stop (and drain) before the tiers are destroyed.
-  std::unique_ptr<Demoter> demoter_;
+  // Declared after the tiers so they stop (and drain) before the tiers are destroyed; the
+  // demoter before the uploader it hands blocks to.
   std::unique_ptr<SharedUploader> uploader_;
+  std::unique_ptr<Demoter> demoter_;
   std::atomic<uint64_t> promoted_{0};
   std::unordered_map<std::string, uint32_t> tenant_ids_;  // Immutable after construction.
 

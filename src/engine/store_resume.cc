@@ -42,10 +42,10 @@ std::vector<bool> StoreImpl::PresentAnywhere(TenantId tenant, std::span<const Bl
   std::vector<BlockKey> ask;
   ask.reserve(missing.size());
   for (size_t i : missing) ask.push_back(keys[i]);
-  std::vector<std::optional<SharedObjectInfo>> info = shared_->ExistsMany(TenantName(tenant), ask);
+  std::vector<std::optional<uint64_t>> created = CreatedInShared(tenant, ask);
   const uint64_t now = options_.env->NowMicros();
   for (size_t j = 0; j < missing.size(); ++j) {
-    found[missing[j]] = info[j].has_value() && !PastMaxAge(tenant, info[j]->created_us, now);
+    found[missing[j]] = created[j] && !PastMaxAge(tenant, *created[j], now);
   }
   return found;
 }
@@ -74,7 +74,7 @@ Status StoreImpl::PutAtomic(TenantId tenant, std::span<const BlockWrite> writes)
     }
   }
   KVTIER_RETURN_IF_ERROR(memory_->PutAll(tenant.value, writes));
-  if (uploader_) {
+  if (shared_on_put()) {
     for (const BlockWrite& w : writes) uploader_->Enqueue(tenant.value, w.key);
   }
   return Status::OK();

@@ -35,6 +35,7 @@ max_frame_bytes = 0                # largest request; 0 = max_block_bytes + 64Ki
 max_batch = 4096                   # most keys in one native request
 max_output_bytes = "64MiB"         # replies queued per connection before reading pauses
 shutdown_grace_seconds = 5         # on SIGTERM, time to flush replies already computed
+slow_request_ms = 1000             # log requests slower than this (receiving + handling); 0 = never
 
 [auth]
 # Clients on loopback or the Unix socket that do not authenticate act as this tenant.
@@ -98,6 +99,7 @@ s3_access_key = ""                 # "" = $AWS_ACCESS_KEY_ID (and $AWS_SECRET_AC
 s3_secret_key = ""
 node_id = ""                       # this node's unique name; "" = hostname-pid
 write_policy = "on_demotion"       # "on_put" (upload every put at once) or "on_demotion"
+upload_buffer = "256MiB"           # on_demotion: copies of blocks out of G2 awaiting upload; more are dropped
 promote_on_hit = true              # copy G4 hits into G2
 capacity = 0                       # bytes of G4 for this root/bucket; 0 = no limit
 tenant_quota = 0                   # bytes per tenant; 0 = no limit
@@ -324,6 +326,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   server.Uint("threads", &c->threads);
   server.Uint("max_connections", &c->max_connections);
   server.Uint("idle_timeout_seconds", &c->idle_timeout_seconds);
+  server.Uint("slow_request_ms", &c->slow_request_ms);
   server.Size("max_frame_bytes", &c->max_frame_bytes);
   server.Uint("max_batch", &c->max_batch);
   server.Size("max_output_bytes", &c->max_output_bytes);
@@ -398,6 +401,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
                 {std::pair{"on_put", SharedTierOptions::WritePolicy::kOnPut},
                  std::pair{"on_demotion", SharedTierOptions::WritePolicy::kOnDemotion}},
                 &g4.write_policy);
+  shared.Size("upload_buffer", &g4.upload_buffer_bytes);
   shared.Bool("promote_on_hit", &g4.promote_on_hit);
   shared.Size("capacity", &g4.capacity_bytes);
   shared.Size("tenant_quota", &g4.tenant_quota_bytes);

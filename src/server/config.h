@@ -105,6 +105,10 @@ struct ServerConfig {
   uint64_t max_output_bytes = 64 * kMiB;
   // On SIGTERM, how long to keep flushing replies already computed before closing.
   uint32_t shutdown_grace_seconds = 5;
+  // A request that takes longer than this from its first byte received to its reply queued
+  // is logged (at most one line a second per event loop) with where the time went: receiving
+  // it or handling it. 0 = never.
+  uint32_t slow_request_ms = 1000;
 
   // Tenant that clients on loopback or the Unix socket get without authenticating. Empty:
   // every connection must authenticate. Clients from other addresses always must.

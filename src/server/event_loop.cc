@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 
 #include "kvtier/env.h"
+#include "src/server/metrics.h"
 #include "src/server/net.h"
 #include "src/server/tls.h"
 
@@ -135,6 +137,16 @@ class Connection {
   // come and goes back to waking on every byte for good.
   void RecoverFromLowWater(Clock::time_point now) {
     if (low_water_ <= 1 || state_ != State::kOpen || now - last_activity_ < kLowWaterStall) return;
+    int queued = -1, rcvbuf = -1;
+    socklen_t len = sizeof(rcvbuf);
+    ioctl(fd_, FIONREAD, &queued);
+    getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
+    loop_->LogTrace("kvtierd: a " + std::string(ProtoName(handler_->proto())) +
+                    " connection waiting for " + std::to_string(needed_ - in_.size()) +
+                    " more bytes of a request under SO_RCVLOWAT " + std::to_string(low_water_) +
+                    " was not woken for " + Millis(now - last_activity_) + " with " +
+                    std::to_string(queued) + " bytes queued (SO_RCVBUF " +
+                    std::to_string(rcvbuf) + "); it reads every byte from now on");
     int one = 1;
     if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)) == 0) low_water_ = 1;
     low_water_off_ = true;
@@ -180,6 +192,7 @@ class Connection {
       }
       last_activity_ = Clock::now();
       loop_->ctx_->metrics->BytesReceived(handler_->proto(), static_cast<uint64_t>(n));
+      if (in_.empty()) request_began_ = last_activity_;
       in_.Commit(static_cast<size_t>(n));
       if (state_ == State::kLingering) {
         in_.Consume(in_.size());
@@ -202,6 +215,26 @@ class Connection {
     if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &value, sizeof(value)) == 0) low_water_ = low;
   }
 
+  // A request that took longer than server.slow_request_ms from its first byte read to its
+  // reply queued is logged with where the time went.
+  void TraceIfSlow(Clock::time_point handling, size_t bytes) {
+    const uint32_t slow_ms = loop_->ctx_->config->slow_request_ms;
+    const Clock::time_point now = Clock::now();
+    if (slow_ms == 0 || now - request_began_ < std::chrono::milliseconds(slow_ms)) return;
+    loop_->ctx_->metrics->SlowRequest(handler_->proto());
+    loop_->LogTrace("kvtierd: slow " + std::string(ProtoName(handler_->proto())) +
+                    " request of " + std::to_string(bytes) + " bytes: " +
+                    Millis(now - request_began_) + " from its first byte to its reply, " +
+                    Millis(handling - request_began_) + " receiving it or waiting for its turn " +
+                    "(SO_RCVLOWAT " + std::to_string(low_water_) + "), " +
+                    Millis(now - handling) + " handling it");
+  }
+
+  static std::string Millis(Clock::duration d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) +
+           " ms";
+  }
+
   // A whole request is buffered and may be handled.
   bool CanHandle() const { return state_ == State::kOpen && !in_.empty() && needed_ <= in_.size(); }
 
@@ -211,11 +244,13 @@ class Connection {
   void Pump() {
     for (;;) {
       while (CanHandle() && out_.pending_bytes() <= MaxOutput()) {
+        const Clock::time_point handling = Clock::now();
         ProtocolHandler::Outcome o = handler_->HandleOne(in_.data(), &out_);
         if (o.action == ProtocolHandler::Outcome::Action::kNeedMore) {
           needed_ = std::max(o.bytes_needed, in_.size() + 1);
           break;
         }
+        TraceIfSlow(handling, o.consumed);
         needed_ = 0;
         if (o.action == ProtocolHandler::Outcome::Action::kClose) {
           in_.Consume(in_.size());
@@ -223,6 +258,7 @@ class Connection {
           break;
         }
         in_.Consume(o.consumed);
+        if (!in_.empty()) request_began_ = Clock::now();  // The next request is here already.
       }
       Flush();
       if (!CanHandle() || out_.pending_bytes() > MaxOutput()) return;
@@ -323,6 +359,7 @@ class Connection {
   InputBuffer in_;
   OutputQueue out_;
   Clock::time_point last_activity_;
+  Clock::time_point request_began_;  // First byte of the request at the front of in_.
 };
 
 std::string RefusalMessage(Proto proto) {
@@ -477,6 +514,21 @@ void EventLoop::UpdateInterest(Connection* conn) {
   ev.data.ptr = conn;
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn->fd(), &ev);
   conn->registered_events = want;
+}
+
+void EventLoop::LogTrace(const std::string& line) {
+  const Clock::time_point now = Clock::now();
+  if (now - last_trace_ < std::chrono::seconds(1)) {
+    ++traces_held_back_;
+    return;
+  }
+  last_trace_ = now;
+  std::string held;
+  if (traces_held_back_ > 0) {
+    held = " (and " + std::to_string(traces_held_back_) + " lines held back since the last)";
+    traces_held_back_ = 0;
+  }
+  Env::Default()->Log(line + held);
 }
 
 void EventLoop::CloseConnection(Connection* conn) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +70,9 @@ class EventLoop {
   void SweepIdle(std::chrono::steady_clock::time_point now);
   void CloseConnection(Connection* conn);
   void UpdateInterest(Connection* conn);
+  // Logs a connection's trace line, at most one a second; lines held back are counted in the
+  // next one.
+  void LogTrace(const std::string& line);
 
   const ServerContext* ctx_;
   std::vector<EventLoop*>* loops_;
@@ -82,6 +86,9 @@ class EventLoop {
   // Closed during the current batch of events; destroyed after it (a later event of the same
   // batch may still name them).
   std::vector<std::unique_ptr<Connection>> closed_;
+
+  std::chrono::steady_clock::time_point last_trace_{};
+  uint64_t traces_held_back_ = 0;
 
   std::atomic<bool> shutting_down_{false};
   Mutex mu_;

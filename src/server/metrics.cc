@@ -163,6 +163,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
             &ProtoCounters::auth_refused);
   per_proto("kvtier_idle_closed_total", "counter", "Connections closed by the idle timeout.",
             &ProtoCounters::idle_closed);
+  per_proto("kvtier_slow_requests_total", "counter",
+            "Requests slower than server.slow_request_ms from first byte to reply.",
+            &ProtoCounters::slow_requests);
   per_proto("kvtier_network_received_bytes_total", "counter", "Bytes read from clients.",
             &ProtoCounters::bytes_in);
   per_proto("kvtier_network_sent_bytes_total", "counter", "Bytes written to clients.",
@@ -286,8 +289,10 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
            s.shared_corrupt);
   p.Single("kvtier_shared_errors_total", "counter", "G4 storage errors (I/O, network, service).",
            s.shared_errors);
-  p.Single("kvtier_shared_uploads_dropped_total", "counter", "Uploads dropped by a full queue.",
-           s.shared_uploads_dropped);
+  p.Single("kvtier_shared_uploads_dropped_total", "counter",
+           "Uploads dropped by a full queue or upload buffer.", s.shared_uploads_dropped);
+  p.Single("kvtier_shared_upload_buffer_bytes", "gauge",
+           "Copies of blocks out of G2 awaiting their upload.", s.shared_upload_buffer_bytes);
   p.Single("kvtier_shared_janitor_lease", "gauge", "1 when this node runs G4 housekeeping.",
            s.shared_janitor_lease ? 1 : 0);
   p.Single("kvtier_shared_nodes_seen", "gauge",

@@ -53,6 +53,7 @@ class Metrics {
   void AuthRefused(Proto p) { Add(&per_proto_[Index(p)].auth_refused, 1); }
   void IdleClosed(Proto p) { Add(&per_proto_[Index(p)].idle_closed, 1); }
   void LowWaterStall() { Add(&low_water_stalls_, 1); }
+  void SlowRequest(Proto p) { Add(&per_proto_[Index(p)].slow_requests, 1); }
   void BytesReceived(Proto p, uint64_t n) { Add(&per_proto_[Index(p)].bytes_in, n); }
   void BytesSent(Proto p, uint64_t n) { Add(&per_proto_[Index(p)].bytes_out, n); }
 
@@ -78,6 +79,7 @@ class Metrics {
     std::atomic<uint64_t> auth_lockouts{0};
     std::atomic<uint64_t> auth_refused{0};
     std::atomic<uint64_t> idle_closed{0};
+    std::atomic<uint64_t> slow_requests{0};
     std::atomic<uint64_t> bytes_in{0};
     std::atomic<uint64_t> bytes_out{0};
   };

@@ -46,14 +46,14 @@ void MemoryTier::StartProvisioning() {
     const uint64_t start_us = env_->NowMicros();
     uint64_t pages = 0;
     while (!stop_provisioning_.load(std::memory_order_relaxed)) {
-      Result<uint64_t> step = ProvisionStep();
+      Result<std::optional<uint64_t>> step = ProvisionStep();
       if (!step.ok()) {
         env_->Log("G2: memory not taken up front (puts take it as they go): " +
                   step.status().ToString());
         return;
       }
-      if (*step == 0) break;
-      pages += *step;
+      if (!*step) break;
+      pages += **step;
     }
     if (pages > 0) {
       env_->Log("G2: took " + std::to_string(pages * page_bytes_ >> 20) + " MiB of memory up " +
@@ -63,15 +63,45 @@ void MemoryTier::StartProvisioning() {
   });
 }
 
-Result<uint64_t> MemoryTier::ProvisionStep() {
-  // Pages per step: the lock is held while they are backed, so a put waits at most this long.
+Result<std::optional<uint64_t>> MemoryTier::ProvisionStep() {
+  // Pages per step. They are backed outside the lock: a put never waits for them (held across
+  // the backing, the lock was taken back at once by this loop, and a put could wait for the
+  // whole of G2's provisioning: up to 1.6 s for 2 GiB).
   constexpr uint64_t kStepBytes = 32 * kMiB;
+  uint32_t tenant = 0;
+  Extent next{};
+  uint64_t discards = 0;
+  {
+    MutexLock l(&mu_);
+    std::optional<Extent> found = NextToProvision(&tenant);
+    if (!found) return std::optional<uint64_t>();
+    next = *found;
+    next.num_pages = static_cast<uint32_t>(std::min<uint64_t>(
+        {next.num_pages, provision_.left, std::max<uint64_t>(kStepBytes / page_bytes_, 1)}));
+    discards = discards_;
+  }
+  // Free pages that hold no memory: a put may allocate some of them meanwhile and back them
+  // itself (backing twice changes nothing), or fill them before this reaches them.
+  KVTIER_RETURN_IF_ERROR(arena_->Back(tenant, uint64_t{next.first_page} * page_bytes_,
+                                      uint64_t{next.num_pages} * page_bytes_));
   MutexLock l(&mu_);
+  // Memory given back meanwhile may be some of these pages, given back before or after this
+  // backed them: count none of them, and back them again in the next step (over what is
+  // resident now).
+  if (discards_ != discards) return std::optional<uint64_t>(0);
+  const uint64_t before = resident_pages_;
+  TakeMemory(tenant, std::span<const Extent>(&next, 1), nullptr);
+  const uint64_t taken = resident_pages_ - before;
+  provision_.left -= std::min(provision_.left, taken);
+  return std::optional<uint64_t>(taken);
+}
+
+std::optional<Extent> MemoryTier::NextToProvision(uint32_t* tenant) {
   // In configuration order, each tenant up to its budget: the lowest free pages of its region,
   // which its allocator hands out first.
   for (; provision_.tenant < pages_.size(); ++provision_.tenant) {
     const uint32_t t = provision_.tenant;
-    if (resident_pages_ >= total_pages_) return 0;
+    if (resident_pages_ >= total_pages_) return std::nullopt;
     if (!provision_.started) {
       provision_.started = true;
       provision_.left = std::min<uint64_t>(
@@ -95,19 +125,12 @@ Result<uint64_t> MemoryTier::ProvisionStep() {
       if (next) break;
     }
     if (provision_.left > 0 && next) {
-      next->num_pages = static_cast<uint32_t>(std::min<uint64_t>(
-          {next->num_pages, provision_.left, std::max<uint64_t>(kStepBytes / page_bytes_, 1)}));
-      KVTIER_RETURN_IF_ERROR(arena_->Back(t, uint64_t{next->first_page} * page_bytes_,
-                                          uint64_t{next->num_pages} * page_bytes_));
-      const uint64_t before = resident_pages_;
-      TakeMemory(t, std::span<const Extent>(&*next, 1), nullptr);
-      const uint64_t taken = resident_pages_ - before;
-      provision_.left -= std::min(provision_.left, taken);
-      return taken;
+      *tenant = t;
+      return next;
     }
     provision_.started = false;
   }
-  return 0;
+  return std::nullopt;
 }
 
 MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,

@@ -323,8 +323,11 @@ class MemoryTier final : public BlockHandle::Releaser {
   // allocated first back their own pages), and pages move to another tenant only when shed.
   // A failure is logged and ends it.
   void StartProvisioning();
-  // Backs one step's pages; returns how many (0: done).
-  Result<uint64_t> ProvisionStep() ABSL_LOCKS_EXCLUDED(mu_);
+  // Backs one step's pages; returns how many it counted as resident (nullopt: done).
+  Result<std::optional<uint64_t>> ProvisionStep() ABSL_LOCKS_EXCLUDED(mu_);
+  // The next free pages without memory that provisioning backs, and their tenant; advances
+  // provision_ past tenants that need no more.
+  std::optional<Extent> NextToProvision(uint32_t* tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives back the memory of free pages, of any tenant, until the regions hold at most the
   // capacity.
   void ShedMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -351,6 +354,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Which pages of each region hold memory (a bit per page), and how many in all.
   std::vector<PageRuns> resident_ ABSL_GUARDED_BY(mu_);
   uint64_t resident_pages_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t discards_ ABSL_GUARDED_BY(mu_) = 0;  // Times ShedMemory gave memory back.
   struct ProvisionCursor {
     uint32_t tenant = 0;    // The tenant being provisioned.
     bool started = false;   // `left` is set for it.

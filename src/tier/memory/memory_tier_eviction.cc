@@ -314,6 +314,7 @@ void MemoryTier::ShedMemory() {
       if (resident_pages_ <= total_pages_) break;
       arena_->Discard(t, uint64_t{x.first_page} * page_bytes_, uint64_t{x.num_pages} * page_bytes_);
       resident_pages_ -= resident_[t].Remove(x);
+      ++discards_;
     }
   }
 }

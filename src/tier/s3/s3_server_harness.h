@@ -154,6 +154,15 @@ class S3ServerProcess {
       pid_ = -1;
     }
   }
+  // Stops the server without closing anything (SIGSTOP): its sockets accept and requests hang
+  // until the client's timeout, as with a stalled service. Thaw resumes it.
+  void Freeze() {
+    if (pid_ > 0) ::kill(-pid_, SIGSTOP);
+  }
+  void Thaw() {
+    if (pid_ > 0) ::kill(-pid_, SIGCONT);
+  }
+  bool running() const { return pid_ > 0; }
   // Starts it again after Stop, on the same port and data (what it had stored is kept).
   bool Restart() {
     Stop();
