@@ -272,19 +272,29 @@ class Kvtierd:
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(timeout=120) == 0, "kvtierd did not stop cleanly"
 
-    def sample(self) -> tuple[int, int] | None:
-        """Resident memory (bytes) and open descriptors of the kvtierd serving now."""
+    def sample(self) -> tuple[int, int, int, int, int] | None:
+        """Of the kvtierd serving now: resident memory and its anonymous part (bytes), open
+        descriptors, and the blocks G2 and G3 hold (what its bookkeeping grows with)."""
         if self.proc is None or self.proc.poll() is not None:
             return None
         try:
-            status = Path(f"/proc/{self.proc.pid}/status").read_text()
-            rss = next(
-                int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")
+            status = dict(
+                line.split(":", 1) for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines()
             )
             fds = len(os.listdir(f"/proc/{self.proc.pid}/fd"))
-        except (OSError, StopIteration):
+            port = self.ports["http_port"]
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+        except (OSError, KeyError):
             return None
-        return rss << 10, fds
+        blocks = {
+            tier: int(float(line.rsplit(" ", 1)[1]))
+            for line in metrics.splitlines()
+            for tier in ("g2", "g3")
+            if line.startswith(f'kvtier_tier_blocks{{tier="{tier}"}}')
+        }
+        kib = [int(status[k].split()[0]) for k in ("VmRSS", "RssAnon")]
+        return kib[0] << 10, kib[1] << 10, fds, blocks.get("g2", 0), blocks.get("g3", 0)
 
 
 def start_minio(build: Path, d: Path) -> tuple[subprocess.Popen[bytes] | None, str]:
@@ -384,7 +394,7 @@ def main() -> int:
         ]
         for p in procs:
             p.start()
-        resources: list[tuple[float, int, int]] = []
+        resources: list[tuple[float, int, int, int, int, int]] = []
         events: list[tuple[float, str]] = []
         restarted = upgraded = False
         try:
@@ -460,10 +470,11 @@ def main() -> int:
                 else f"{'':>17}"
             )
         print(f"{w * window:7.0f} " + " ".join(f"{c:>19}" for c in cells))
-    print("kvtierd resident memory and open descriptors (the serving process):")
+    print("kvtierd (the serving process): resident and anonymous memory, descriptors, blocks held")
+    print(f"{'at s':>8} {'RSS MiB':>8} {'anon MiB':>8} {'fds':>5} {'G2 blocks':>9} {'G3 blocks':>9}")
     step = max(1, len(resources) // 12)
-    for t, rss, fds in resources[::step]:
-        print(f"  {t:6.0f} s  {rss / (1 << 20):8.1f} MiB  {fds:5d} fds")
+    for t, rss, anon, fds, g2, g3 in resources[::step]:
+        print(f"{t:8.0f} {rss / (1 << 20):8.1f} {anon / (1 << 20):8.1f} {fds:5d} {g2:9d} {g3:9d}")
     if args.json:
         args.json.write_text(
             json.dumps(

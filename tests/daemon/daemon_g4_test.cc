@@ -314,7 +314,9 @@ TEST_P(DaemonG4Test, PutsNeverWaitOnG4WhateverItsServerDoes) {
                                     "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
     }
     s3_->Thaw();
-    if (!s3_->running()) ASSERT_TRUE(s3_->Restart()) << s3_->error();
+    if (!s3_->running()) {
+      ASSERT_TRUE(s3_->Restart()) << s3_->error();
+    }
     size_t found = 0;
     for (uint64_t k = kBlocks; k-- > 0;) {  // Newest first: G2's are not pushed out by G4's.
       Result<std::vector<std::byte>> got = (*client)->Get(Key(7000 + k));
