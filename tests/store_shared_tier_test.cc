@@ -118,6 +118,23 @@ TEST_F(StoreSharedTierTest, EvictedBlocksAreWrittenToG4OnDemotionWithoutG3) {
   EXPECT_GE(a->Stats().demoted_blocks, 6u);
 }
 
+// Blocks deleted right after they left G2 (their uploads queued, under way or done) are not
+// published afterwards: node C, opened once A has closed and so drained its uploads, finds
+// none of them.
+TEST_F(StoreSharedTierTest, ABlockDeletedWhileItsUploadIsQueuedStaysDeleted) {
+  std::unique_ptr<Store> a =
+      Open(NodeOptions("node-a", 2, SharedTierOptions::WritePolicy::kOnDemotion));
+  ASSERT_TRUE(a);
+  const TenantId acme = *a->FindTenant("acme");
+  for (uint64_t k = 0; k < 16; ++k) ASSERT_TRUE(a->Put(acme, Key(k), Value(k)).ok());
+  for (uint64_t k = 0; k < 16; ++k) ASSERT_TRUE(a->Delete(acme, Key(k)).ok()) << k;
+  a.reset();
+  std::unique_ptr<Store> c =
+      Open(NodeOptions("node-c", 8, SharedTierOptions::WritePolicy::kOnDemotion));
+  ASSERT_TRUE(c);
+  for (uint64_t k = 0; k < 16; ++k) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
+}
+
 // Node C, writing G4 on demotion, reads what node A published: each block read is promoted
 // into C's small G2 and soon evicted again, and never uploaded back to G4.
 TEST_F(StoreSharedTierTest, BlocksReadFromG4AreNotUploadedAgainWhenEvicted) {
