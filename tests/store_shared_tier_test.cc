@@ -122,12 +122,13 @@ TEST_F(StoreSharedTierTest, EvictedBlocksAreWrittenToG4OnDemotionWithoutG3) {
 // published afterwards: node C, opened once A has closed and so drained its uploads, finds
 // none of them.
 TEST_F(StoreSharedTierTest, ABlockDeletedWhileItsUploadIsQueuedStaysDeleted) {
+  constexpr uint64_t kBlocks = 256;
   std::unique_ptr<Store> a =
       Open(NodeOptions("node-a", 2, SharedTierOptions::WritePolicy::kOnDemotion));
   ASSERT_TRUE(a);
   const TenantId acme = *a->FindTenant("acme");
-  for (uint64_t k = 0; k < 16; ++k) ASSERT_TRUE(a->Put(acme, Key(k), Value(k)).ok());
-  for (uint64_t k = 0; k < 16; ++k) {
+  for (uint64_t k = 0; k < kBlocks; ++k) ASSERT_TRUE(a->Put(acme, Key(k), Value(k)).ok());
+  for (uint64_t k = kBlocks; k-- > 0;) {  // The newest first: their uploads are still queued.
     // NotFound for a block out of G2 (G4 cannot tell whether it deleted anything).
     const Status deleted = a->Delete(acme, Key(k));
     ASSERT_TRUE(deleted.ok() || deleted.code() == StatusCode::kNotFound) << deleted.ToString();
@@ -136,7 +137,7 @@ TEST_F(StoreSharedTierTest, ABlockDeletedWhileItsUploadIsQueuedStaysDeleted) {
   std::unique_ptr<Store> c =
       Open(NodeOptions("node-c", 8, SharedTierOptions::WritePolicy::kOnDemotion));
   ASSERT_TRUE(c);
-  for (uint64_t k = 0; k < 16; ++k) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
+  for (uint64_t k = 0; k < kBlocks; ++k) EXPECT_FALSE(Has(c.get(), acme, k)) << k;
 }
 
 // Node C, writing G4 on demotion, reads what node A published: each block read is promoted
