@@ -123,8 +123,9 @@ TEST_F(StoreSharedTierTest, EvictedBlocksAreWrittenToG4OnDemotionWithoutG3) {
 // none of them.
 TEST_F(StoreSharedTierTest, ABlockDeletedWhileItsUploadIsQueuedStaysDeleted) {
   constexpr uint64_t kBlocks = 256;
-  std::unique_ptr<Store> a =
-      Open(NodeOptions("node-a", 2, SharedTierOptions::WritePolicy::kOnDemotion));
+  Options oa = NodeOptions("node-a", 2, SharedTierOptions::WritePolicy::kOnDemotion);
+  oa.shared.sync = true;  // Uploads slower than puts: a queue builds up.
+  std::unique_ptr<Store> a = Open(oa);
   ASSERT_TRUE(a);
   const TenantId acme = *a->FindTenant("acme");
   for (uint64_t k = 0; k < kBlocks; ++k) ASSERT_TRUE(a->Put(acme, Key(k), Value(k)).ok());
