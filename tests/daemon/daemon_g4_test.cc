@@ -282,8 +282,10 @@ TEST_P(DaemonG4S3Test, PutsNeverWaitOnG4WhateverItsServerDoes) {
   } stop_hogs{busy, hogs};
   const std::string node = "s3_connect_timeout_ms = 60000\ns3_request_timeout_ms = 60000\n"
                            "s3_max_retries = 1\nupload_buffer = \"16MiB\"\n";
-  // G2 holds more than an upload batch of leased blocks (on put, 32 x 2 MiB).
-  const std::string small_g2 = "[memory]\ncapacity = \"128MiB\"\n";
+  // G2 holds more than an upload batch of leased blocks (on put, 32 x 2 MiB); every block it
+  // evicts is written on (on demotion, not only those read twice).
+  const std::string small_g2 =
+      "[memory]\ncapacity = \"128MiB\"\n[admission]\nfrequency_gate = false\n";
   constexpr uint64_t kBlocks = 160;  // 320 MiB through it.
   for (const char* policy : {"on_demotion", "on_put"}) {
     SCOPED_TRACE(policy);
