@@ -49,9 +49,7 @@ class Daemon:
     """A kvtierd of its own. Tenants: ``default`` (anonymous local clients), ``acme`` (token
     ``acme-token``) and ``other`` (token ``other-token``)."""
 
-    def __init__(
-        self, directory: Path, extra: str = "", memory: str = "256MiB", memory_extra: str = ""
-    ) -> None:
+    def __init__(self, directory: Path, extra: str = "", memory: str = "256MiB") -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = self.dir / "kvtierd.toml"
@@ -66,7 +64,6 @@ class Daemon:
             f"{extra}\n"
             "[memory]\n"
             f'capacity = "{memory}"\n'
-            f"{memory_extra}\n"
             "[[tenants]]\n"
             'name = "default"\n'
             "[[tenants]]\n"
@@ -223,8 +220,8 @@ def make_daemon(tmp_path: Path) -> Iterator[type[Daemon]]:
     """Starts daemons with extra configuration: ``make_daemon(extra="[disk]\\n...")``."""
     started: list[Daemon] = []
 
-    def make(extra: str = "", memory: str = "256MiB", memory_extra: str = "") -> Daemon:
-        d = Daemon(tmp_path / f"kvtierd{len(started)}", extra, memory, memory_extra)
+    def make(extra: str = "", memory: str = "256MiB") -> Daemon:
+        d = Daemon(tmp_path / f"kvtierd{len(started)}", extra, memory)
         started.append(d)
         return d
 

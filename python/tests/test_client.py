@@ -327,13 +327,7 @@ def lmcache_call(connector: Any, job: int) -> tuple[int, bool, str, list[bool] |
 
 
 @pytest.mark.parametrize("via", ["unix", "tcp"])
-def test_a_stopped_kvtierd_fails_calls_after_io_timeout_not_never(
-    make_daemon: Any, via: str
-) -> None:
-    # G2 without warm restart takes no memory up front: a fresh kvtierd with named G2 files
-    # can hold a put for 0.2-1.6 s while its background provisioning runs (being chased in
-    # issue 30), longer than this test's 200 ms io_timeout.
-    daemon = make_daemon(memory_extra="warm_restart = false")
+def test_a_stopped_kvtierd_fails_calls_after_io_timeout_not_never(daemon: Daemon, via: str) -> None:
     url = daemon.unix_url if via == "unix" else daemon.tcp_url
     k = keys(1)
     c = kvtier.Client(url, retry_timeout=0, io_timeout=0.2)
