@@ -278,9 +278,8 @@ class Kvtierd:
         if self.proc is None or self.proc.poll() is not None:
             return None
         try:
-            status = dict(
-                line.split(":", 1) for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines()
-            )
+            proc_status = Path(f"/proc/{self.proc.pid}/status").read_text()
+            status = dict(line.split(":", 1) for line in proc_status.splitlines())
             fds = len(os.listdir(f"/proc/{self.proc.pid}/fd"))
             port = self.ports["http_port"]
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
@@ -471,7 +470,9 @@ def main() -> int:
             )
         print(f"{w * window:7.0f} " + " ".join(f"{c:>19}" for c in cells))
     print("kvtierd (the serving process): resident and anonymous memory, descriptors, blocks held")
-    print(f"{'at s':>8} {'RSS MiB':>8} {'anon MiB':>8} {'fds':>5} {'G2 blocks':>9} {'G3 blocks':>9}")
+    print(
+        f"{'at s':>8} {'RSS MiB':>8} {'anon MiB':>8} {'fds':>5} {'G2 blocks':>9} {'G3 blocks':>9}"
+    )
     step = max(1, len(resources) // 12)
     for t, rss, anon, fds, g2, g3 in resources[::step]:
         print(f"{t:8.0f} {rss / (1 << 20):8.1f} {anon / (1 << 20):8.1f} {fds:5d} {g2:9d} {g3:9d}")
