@@ -15,8 +15,8 @@ retry as their own libraries do across a restart (kvtier.Client and ShmClient by
 redis-py with its Retry, HTTP for up to 15 s); a call that still fails is a failure.
 
 Prints operations, wrong bytes and failed calls; p50/p99 latency per operation in each
-``--window`` seconds; kvtierd's resident memory and open descriptors over time. Exits 1 when a
-byte was wrong or a call failed.
+``--window`` seconds; kvtierd's resident memory, what its heap holds allocated and free, and its
+open descriptors over time. Exits 1 when a byte was wrong or a call failed.
 
 Usage: bench/soak.py BUILD_DIR [--seconds S] [--clients N] [--processes P] [--json OUT]
 """
@@ -272,9 +272,10 @@ class Kvtierd:
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(timeout=120) == 0, "kvtierd did not stop cleanly"
 
-    def sample(self) -> tuple[int, int, int, int, int] | None:
-        """Of the kvtierd serving now: resident memory and its anonymous part (bytes), open
-        descriptors, and the blocks G2 and G3 hold (what its bookkeeping grows with)."""
+    def sample(self) -> dict[str, int] | None:
+        """Of the kvtierd serving now: resident memory and its anonymous part, what its heap
+        holds allocated and holds freed for reuse (bytes), open descriptors, and the blocks G2
+        and G3 hold (what its bookkeeping grows with)."""
         if self.proc is None or self.proc.poll() is not None:
             return None
         try:
@@ -286,14 +287,21 @@ class Kvtierd:
                 metrics = r.read().decode()
         except (OSError, KeyError):
             return None
-        blocks = {
-            tier: int(float(line.rsplit(" ", 1)[1]))
+        gauges = {
+            name: int(float(value))
             for line in metrics.splitlines()
-            for tier in ("g2", "g3")
-            if line.startswith(f'kvtier_tier_blocks{{tier="{tier}"}}')
+            if not line.startswith("#")
+            for name, value in [line.rsplit(" ", 1)]
         }
-        kib = [int(status[k].split()[0]) for k in ("VmRSS", "RssAnon")]
-        return kib[0] << 10, kib[1] << 10, fds, blocks.get("g2", 0), blocks.get("g3", 0)
+        return {
+            "rss": int(status["VmRSS"].split()[0]) << 10,
+            "anon": int(status["RssAnon"].split()[0]) << 10,
+            "heap_allocated": gauges.get("kvtier_heap_allocated_bytes", 0),
+            "heap_free": gauges.get("kvtier_heap_free_bytes", 0),
+            "fds": fds,
+            "g2_blocks": gauges.get('kvtier_tier_blocks{tier="g2"}', 0),
+            "g3_blocks": gauges.get('kvtier_tier_blocks{tier="g3"}', 0),
+        }
 
 
 def start_minio(build: Path, d: Path) -> tuple[subprocess.Popen[bytes] | None, str]:
@@ -393,13 +401,13 @@ def main() -> int:
         ]
         for p in procs:
             p.start()
-        resources: list[tuple[float, int, int, int, int, int]] = []
+        resources: list[dict[str, float]] = []
         events: list[tuple[float, str]] = []
         restarted = upgraded = False
         try:
             while (now := time.perf_counter() - start) < args.seconds:
                 if (s := daemon.sample()) is not None:
-                    resources.append((now, *s))
+                    resources.append({"at": now, **s})
                 if not restarted and now >= args.seconds / 3:
                     restarted = True
                     daemon.stop()
@@ -469,13 +477,22 @@ def main() -> int:
                 else f"{'':>17}"
             )
         print(f"{w * window:7.0f} " + " ".join(f"{c:>19}" for c in cells))
-    print("kvtierd (the serving process): resident and anonymous memory, descriptors, blocks held")
     print(
-        f"{'at s':>8} {'RSS MiB':>8} {'anon MiB':>8} {'fds':>5} {'G2 blocks':>9} {'G3 blocks':>9}"
+        "kvtierd (the serving process): resident and anonymous memory, heap allocated and "
+        "heap kept free (MiB), descriptors, blocks held"
+    )
+    columns = ("rss", "anon", "heap_allocated", "heap_free")
+    print(
+        f"{'at s':>8} {'RSS':>8} {'anon':>8} {'heap':>8} {'free':>8} {'fds':>5} "
+        f"{'G2 blocks':>9} {'G3 blocks':>9}"
     )
     step = max(1, len(resources) // 12)
-    for t, rss, anon, fds, g2, g3 in resources[::step]:
-        print(f"{t:8.0f} {rss / (1 << 20):8.1f} {anon / (1 << 20):8.1f} {fds:5d} {g2:9d} {g3:9d}")
+    for r in resources[::step]:
+        print(
+            f"{r['at']:8.0f} "
+            + " ".join(f"{r[c] / (1 << 20):8.1f}" for c in columns)
+            + f" {r['fds']:5.0f} {r['g2_blocks']:9.0f} {r['g3_blocks']:9.0f}"
+        )
     if args.json:
         args.json.write_text(
             json.dumps(

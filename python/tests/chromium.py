@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp
 import pytest
@@ -44,35 +44,59 @@ class Page:
 
     def __init__(self, url: str, profile: Path) -> None:
         profile.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                chromium_path(),
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--window-size=1200,1000",
-                "--remote-debugging-port=0",
-                f"--user-data-dir={profile}",
-                url,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        # Chromium's own log, quoted when it does not start.
+        self.log = profile.parent / f"{profile.name}.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    chromium_path(),
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--window-size=1200,1000",
+                    "--remote-debugging-port=0",
+                    f"--user-data-dir={profile}",
+                    url,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         self.loop = asyncio.new_event_loop()
         self.next_id = 0
         port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + DEADLINE
+        began = time.monotonic()
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
             if self.proc.poll() is not None:
-                pytest.fail(f"chromium exited with {self.proc.returncode} during start-up")
-            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+                self._fail_start(f"exited with {self.proc.returncode}", began)
+            if time.monotonic() - began > DEADLINE:
+                self._fail_start("did not open its DevTools port", began)
             time.sleep(0.01)  # Polling for the port file, bounded by DEADLINE.
         port = int(port_file.read_text().split("\n")[0])
         self.loop.run_until_complete(self._connect(port))
+
+    def _fail_start(self, what: str, began: float) -> NoReturn:
+        """Fails the test with where the browser process was waiting and the end of its log."""
+        pid = self.proc.pid
+        waits = []
+        for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+            try:
+                comm = (task / "comm").read_text().strip()
+                waits.append(f"{comm}:{(task / 'wchan').read_text().strip() or '-'}")
+            except OSError:
+                continue  # The thread ended meanwhile.
+        self.proc.kill()
+        self.proc.wait()
+        self.loop.close()
+        tail = self.log.read_text(errors="replace").splitlines()[-20:]
+        pytest.fail(
+            f"chromium {what} after {time.monotonic() - began:.1f} s; its threads were waiting "
+            f"in {' '.join(waits) or '(none left)'}; the end of its log ({self.log}):\n"
+            + "\n".join(tail)
+        )
 
     async def _connect(self, port: int) -> None:
         self.session = aiohttp.ClientSession()

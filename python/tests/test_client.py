@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -449,3 +451,35 @@ def test_a_client_killed_mid_put_leaves_nothing_half_written(daemon: Daemon) -> 
     with kvtier.Client(daemon.tcp_url) as c:
         c.ping()
         assert c.get(key) is None
+
+
+def test_a_request_slower_than_slow_request_ms_is_logged_with_where_it_waited(
+    make_daemon: Any,
+) -> None:
+    """A client that sends a SET's head, stops for 300 ms once kvtierd has read it, then sends
+    the value: kvtierd logs the request as slow, with the time spent receiving it apart from the
+    time spent handling it, and counts it in /metrics."""
+    d: Daemon = make_daemon(extra="slow_request_ms = 100")
+    value = b"v" * (64 << 10)
+    with socket.create_connection(("127.0.0.1", d.resp_port), timeout=DEADLINE) as s:
+        s.sendall(b"*3\r\n$3\r\nSET\r\n$4\r\nslow\r\n$%d\r\n" % len(value))
+        deadline = time.monotonic() + DEADLINE
+        # Loopback queues the head before sendall returns; once kvtierd has read it, its clock
+        # runs.
+        while queued_bytes(d.resp_port) != 0:
+            assert time.monotonic() < deadline, "kvtierd never read the request's head"
+            time.sleep(0.01)  # Polling the socket queue, bounded.
+        time.sleep(0.3)  # The slow client itself, not a wait for kvtierd.
+        s.sendall(value + b"\r\n")
+        assert s.recv(16) == b"+OK\r\n"
+    with kvtier.Client(d.unix_url) as c:
+        assert c.get(kvtier.named_key("slow")) == value  # Stored as any other request.
+    assert d.metrics()['kvtier_slow_requests_total{protocol="resp"}'] == 1
+    lines = [
+        line
+        for line in (d.dir / "kvtierd.log").read_text().splitlines()
+        if "slow resp request" in line
+    ]
+    assert len(lines) == 1, lines
+    received = re.search(r"reply, (\d+) ms receiving it", lines[0])
+    assert received is not None and int(received.group(1)) >= 300, lines[0]

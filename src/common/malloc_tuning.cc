@@ -18,4 +18,20 @@ void KeepLargeBuffersInHeap() {
 #endif
 }
 
+HeapStats ReadHeapStats() {
+  HeapStats stats;
+#if defined(__GLIBC__)
+  const struct mallinfo2 info = mallinfo2();
+  stats.allocated_bytes = info.uordblks + info.hblkhd;
+  stats.free_bytes = info.fordblks;
+#endif
+  return stats;
+}
+
+void ReleaseFreeHeapPages() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace kvtier

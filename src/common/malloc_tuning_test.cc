@@ -2,9 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -33,6 +38,56 @@ TEST(MallocTuningTest, BlockSizedBuffersComeFromTheHeap) {
   std::unique_ptr<char[]> buffer(new char[kBlock]);
   std::memset(buffer.get(), 1, kBlock);
   EXPECT_EQ(mallinfo2().hblkhd, mapped_before) << "an 8 MiB buffer was mmapped on its own";
+#endif
+}
+
+// What /metrics says the heap holds follows a buffer's life: allocated while it lives, kept
+// free for reuse once freed.
+TEST(MallocTuningTest, HeapStatsSeeABufferAllocatedThenKeptFree) {
+#if !defined(__GLIBC__) || defined(KVTIER_OWN_ALLOCATOR)
+  GTEST_SKIP() << "glibc's allocator only";
+#else
+  KeepLargeBuffersInHeap();
+  constexpr size_t kBlock = 8u << 20;
+  const HeapStats before = ReadHeapStats();
+  auto buffer = std::make_unique<char[]>(kBlock);
+  std::memset(buffer.get(), 1, kBlock);
+  const HeapStats holding = ReadHeapStats();
+  EXPECT_GE(holding.allocated_bytes, before.allocated_bytes + kBlock);
+  buffer.reset();
+  const HeapStats freed = ReadHeapStats();
+  EXPECT_LE(freed.allocated_bytes + kBlock, holding.allocated_bytes);
+  EXPECT_GE(freed.free_bytes, kBlock) << "below the trim threshold, a freed buffer stays";
+#endif
+}
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Freed buffers the heap keeps (KeepLargeBuffersInHeap) stay resident until released.
+TEST(MallocTuningTest, ReleasingFreeHeapPagesGivesTheirMemoryBack) {
+#if !defined(__GLIBC__) || defined(KVTIER_OWN_ALLOCATOR)
+  GTEST_SKIP() << "glibc's allocator only";
+#else
+  KeepLargeBuffersInHeap();
+  constexpr size_t kBuffer = 16u << 20;  // Below the mmap threshold: from the heap.
+  constexpr int kBuffers = 4;
+  {
+    std::vector<std::unique_ptr<char[]>> buffers;
+    for (int i = 0; i < kBuffers; ++i) {
+      buffers.push_back(std::make_unique<char[]>(kBuffer));
+      std::memset(buffers.back().get(), 1, kBuffer);
+    }
+  }
+  const uint64_t kept = ResidentBytes();
+  ReleaseFreeHeapPages();
+  const uint64_t released = ResidentBytes();
+  EXPECT_GE(kept, released + (kBuffers - 1) * kBuffer)
+      << "resident " << (kept >> 20) << " MiB before, " << (released >> 20) << " MiB after";
 #endif
 }
 

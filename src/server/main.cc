@@ -22,6 +22,9 @@ namespace {
 // How long --take-over waits for the old kvtierd to drain, save G2 and close its Store.
 constexpr int kTakeOverTimeoutSeconds = 600;
 
+// How often freed heap pages go back to the kernel while serving.
+constexpr time_t kHeapReleaseIntervalSeconds = 5;
+
 using kvtier::Status;
 using kvtier::server::ServerConfig;
 
@@ -210,8 +213,16 @@ int main(int argc, char** argv) {
     if (!s.ok()) return Fail(s);
   }
 
+  // While serving, this thread gives the kernel back the freed heap pages every few seconds:
+  // without it, resident memory keeps the high-water mark of every arena's transient buffers
+  // and the free space fragmentation leaves (docs/operations.md, "Soak").
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    const timespec interval{kHeapReleaseIntervalSeconds, 0};
+    sig = sigtimedwait(&signals, nullptr, &interval);
+    if (sig > 0) break;
+    kvtier::ReleaseFreeHeapPages();
+  }
   if ((*server)->handed_over()) {
     std::fprintf(stderr, "kvtierd: handed the sockets to a new kvtierd; draining and stopping\n");
   } else {

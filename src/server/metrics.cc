@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "src/common/malloc_tuning.h"
+
 namespace kvtier::server {
 
 std::string_view ProtoName(Proto p) {
@@ -253,6 +255,13 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
            s.memory_largest_free_extent_bytes);
   p.Single("kvtier_index_bytes", "gauge", "Memory of the block index and eviction metadata.",
            s.index_bytes);
+  const HeapStats heap = ReadHeapStats();
+  p.Single("kvtier_heap_allocated_bytes", "gauge",
+           "Bytes allocated on the process heap and not freed (index, buffers, queues).",
+           heap.allocated_bytes);
+  p.Single("kvtier_heap_free_bytes", "gauge",
+           "Free heap space kept for reuse; its pages go back to the kernel every 5 s.",
+           heap.free_bytes);
   p.Single("kvtier_memory_restored_blocks", "gauge",
            "G2 blocks adopted at start from the previous run's arena (warm restart).",
            s.memory_restored_blocks);
