@@ -61,18 +61,17 @@ TEST(MallocTuningTest, HeapStatsSeeABufferAllocatedThenKeptFree) {
 #endif
 }
 
-uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
 // Freed buffers the heap keeps (KeepLargeBuffersInHeap) stay resident until released.
 TEST(MallocTuningTest, ReleasingFreeHeapPagesGivesTheirMemoryBack) {
 #if !defined(__GLIBC__) || defined(KVTIER_OWN_ALLOCATOR)
   GTEST_SKIP() << "glibc's allocator only";
 #else
+  const auto resident_bytes = [] {
+    std::ifstream statm("/proc/self/statm");
+    uint64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  };
   KeepLargeBuffersInHeap();
   constexpr size_t kBuffer = 16u << 20;  // Below the mmap threshold: from the heap.
   constexpr int kBuffers = 4;
@@ -83,9 +82,9 @@ TEST(MallocTuningTest, ReleasingFreeHeapPagesGivesTheirMemoryBack) {
       std::memset(buffers.back().get(), 1, kBuffer);
     }
   }
-  const uint64_t kept = ResidentBytes();
+  const uint64_t kept = resident_bytes();
   ReleaseFreeHeapPages();
-  const uint64_t released = ResidentBytes();
+  const uint64_t released = resident_bytes();
   EXPECT_GE(kept, released + (kBuffers - 1) * kBuffer)
       << "resident " << (kept >> 20) << " MiB before, " << (released >> 20) << " MiB after";
 #endif
