@@ -145,11 +145,12 @@ Result<SessionId> DecodeDeleteSessionRequest(std::span<const std::byte> body) {
   return session;
 }
 
-void EncodeDeletionReport(const DeletionReport& report, std::string* out) {
+void EncodeDeletionReport(const DeletionReport& report, bool with_shared, std::string* out) {
   BodyWriter w(out);
   w.StatusValue(Status::OK());
   w.U64(report.memory_blocks);
   w.U64(report.disk_blocks);
+  if (with_shared) w.U64(report.shared_blocks);
 }
 
 Result<DeletionReport> DecodeDeletionReport(std::span<const std::byte> body) {
@@ -158,6 +159,7 @@ Result<DeletionReport> DecodeDeletionReport(std::span<const std::byte> body) {
   DeletionReport report;
   report.memory_blocks = r.U64();
   report.disk_blocks = r.U64();
+  if (!r.done()) report.shared_blocks = r.U64();  // A server that granted kFeatureSharedReport.
   if (!r.done()) return Malformed("deletion report");
   return report;
 }

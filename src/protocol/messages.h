@@ -134,8 +134,9 @@ void EncodeResumeRequest(const ResumeRequest& m, std::string* out);
 Result<ResumeRequest> DecodeResumeRequest(std::span<const std::byte> body, uint32_t max_batch);
 
 // Response bodies.
-// DELETE_SESSION and DELETE_TENANT: OK, u64 memory_blocks, u64 disk_blocks.
-void EncodeDeletionReport(const DeletionReport& report, std::string* out);
+// DELETE_SESSION and DELETE_TENANT: OK, u64 memory_blocks, u64 disk_blocks, and u64
+// shared_blocks when `with_shared` (kFeatureSharedReport granted). Decoding reads both forms.
+void EncodeDeletionReport(const DeletionReport& report, bool with_shared, std::string* out);
 Result<DeletionReport> DecodeDeletionReport(std::span<const std::byte> body);
 // FLUSH: OK, u64 blocks written to G3.
 void EncodeFlushReply(uint64_t written, std::string* out);

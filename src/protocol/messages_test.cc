@@ -138,12 +138,18 @@ TEST(MessagesTest, DeleteSessionAndDeletionReportRoundTrip) {
   EXPECT_EQ(DecodeDeleteSessionRequest(Bytes(zero)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(DecodeDeleteSessionRequest(Bytes(body.substr(0, 7))).ok());
 
-  std::string reply;
-  EncodeDeletionReport(DeletionReport{7, 3}, &reply);
-  Result<DeletionReport> report = DecodeDeletionReport(Bytes(reply));
-  ASSERT_TRUE(report.ok());
-  EXPECT_EQ(report->memory_blocks, 7u);
-  EXPECT_EQ(report->disk_blocks, 3u);
+  // With kFeatureSharedReport the G4 count follows; without it, the original encoding, which
+  // a new client still reads (as 0 removed from G4).
+  for (const bool with_shared : {true, false}) {
+    std::string reply;
+    EncodeDeletionReport(DeletionReport{7, 3, 5}, with_shared, &reply);
+    Result<DeletionReport> report = DecodeDeletionReport(Bytes(reply));
+    ASSERT_TRUE(report.ok());
+    EXPECT_EQ(report->memory_blocks, 7u);
+    EXPECT_EQ(report->disk_blocks, 3u);
+    EXPECT_EQ(report->shared_blocks, with_shared ? 5u : 0u);
+    EXPECT_FALSE(DecodeDeletionReport(Bytes(reply + "1234")).ok()) << "trailing bytes";
+  }
   std::string error;
   EncodeStatusOnly(Status::Unimplemented("not yet"), &error);
   EXPECT_EQ(DecodeDeletionReport(Bytes(error)).status().code(), StatusCode::kUnimplemented);

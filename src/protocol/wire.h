@@ -80,8 +80,12 @@ inline constexpr uint64_t kFeatureEngineHashes = 1u << 3;
 // PUT_ATOMIC and LOOKUP_RESUME requests exist. A server without it rejects the flag as unknown
 // and answers the opcodes UNIMPLEMENTED.
 inline constexpr uint64_t kFeatureState = 1u << 4;
-inline constexpr uint64_t kServerFeatures =
-    kFeaturePrefetch | kFeatureSessions | kFeatureEngineHashes | kFeatureState;
+// DELETE_SESSION and DELETE_TENANT replies carry the G4 objects removed after the G3 count. A
+// reply without it is the original encoding, which clients still read.
+inline constexpr uint64_t kFeatureSharedReport = 1u << 5;
+inline constexpr uint64_t kServerFeatures = kFeaturePrefetch | kFeatureSessions |
+                                            kFeatureEngineHashes | kFeatureState |
+                                            kFeatureSharedReport;
 
 struct FrameHeader {
   uint8_t version = kVersion;

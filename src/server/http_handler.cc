@@ -398,6 +398,7 @@ class HttpHandler final : public ProtocolHandler {
     }
     fields["memory_blocks"] = report->memory_blocks;
     fields["disk_blocks"] = report->disk_blocks;
+    fields["shared_blocks"] = report->shared_blocks;
     return Json(200, fields);
   }
 

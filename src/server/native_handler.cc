@@ -195,6 +195,7 @@ class NativeHandler final : public ProtocolHandler {
     principal_ = *who;
     protocol::HelloResponse resp;
     resp.features = (req->features & protocol::kServerFeatures) | shm_.Negotiate(req->features, principal_->tenant);
+    features_ = resp.features;
     resp.max_frame_bytes = ctx_->max_frame_bytes;
     resp.max_block_bytes = ctx_->config->store.max_block_bytes;
     resp.max_batch = ctx_->config->max_batch;
@@ -310,7 +311,8 @@ class NativeHandler final : public ProtocolHandler {
       return;
     }
     scratch_.clear();
-    protocol::EncodeDeletionReport(*report, &scratch_);
+    protocol::EncodeDeletionReport(*report, (features_ & protocol::kFeatureSharedReport) != 0,
+                                   &scratch_);
     SendFrame(out, h.opcode, h.request_id, scratch_);
   }
 
@@ -409,7 +411,8 @@ class NativeHandler final : public ProtocolHandler {
   const ServerContext* ctx_;
   const PeerInfo peer_;
   std::optional<Authenticator::Principal> principal_;
-  std::string scratch_;  // Reused for reply bodies.
+  uint64_t features_ = 0;  // Granted by HELLO.
+  std::string scratch_;    // Reused for reply bodies.
   ShmHandler shm_;       // SHM_* requests; its leases and allocations end with the connection.
 };
 

@@ -170,6 +170,7 @@ TEST_P(DaemonG4Test, ADeletionOnNodeAReachesTheCopiesOnNodesBAndC) {
   }
   Result<DeletionReport> deleted = ca->DeleteSession(9);
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(deleted->shared_blocks, 3u) << "the reply counts the session's G4 objects";
   for (Client* other : {cb.get(), cc.get()}) {
     EXPECT_TRUE(Eventually([&] {
       for (uint64_t k = 0; k < 3; ++k) {
