@@ -413,7 +413,7 @@ class NativeHandler final : public ProtocolHandler {
   std::optional<Authenticator::Principal> principal_;
   uint64_t features_ = 0;  // Granted by HELLO.
   std::string scratch_;    // Reused for reply bodies.
-  ShmHandler shm_;       // SHM_* requests; its leases and allocations end with the connection.
+  ShmHandler shm_;         // SHM_* requests; its leases and allocations end with the connection.
 };
 
 }  // namespace
