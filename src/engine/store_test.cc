@@ -228,6 +228,116 @@ TEST_F(StoreTest, ChainTailsAreEvictedBeforeHeads) {
   EXPECT_FALSE(Has(5));
 }
 
+// Conversations as engines send them: a request matches its prefix, then puts its new blocks
+// chained after it; the next turn comes back after `gap_s` seconds and extends it.
+class ConversationStoreTest : public StoreTest {
+ protected:
+  // One turn: matches the chain so far and puts `new_blocks` more after it.
+  void Turn(std::vector<uint64_t>* chain, int new_blocks) {
+    std::vector<BlockKey> keys;
+    for (uint64_t k : *chain) keys.push_back(Key(k));
+    if (!keys.empty()) {
+      ASSERT_TRUE(store_->LookupPrefix(tenant_, keys).ok());
+    }
+    for (int i = 0; i < new_blocks; ++i) {
+      const std::optional<uint64_t> parent =
+          chain->empty() ? std::nullopt : std::optional<uint64_t>(chain->back());
+      chain->push_back(next_++);
+      ASSERT_TRUE(Put(chain->back(), parent).ok());
+    }
+  }
+  void Advance(uint64_t seconds) { env_.now_us += seconds * 1'000'000; }
+  // Takes `blocks` of G2 out of play: pinned blocks are never evicted.
+  void PinFiller(int blocks) {
+    for (int i = 0; i < blocks; ++i) {
+      ASSERT_TRUE(Put(100000 + i).ok());
+      ASSERT_TRUE(store_->Pin(tenant_, Key(100000 + i)).ok());
+    }
+  }
+
+  // Traffic where a conversation that has come back once always comes back (after 20 s, up to
+  // eight turns), and half of the new ones never do; every block deleted after, so that only
+  // what the Store learnt stays.
+  void LearnFromConversations() {
+    std::vector<uint64_t> all;
+    for (int c = 0; c < 400; ++c) {
+      std::vector<uint64_t> chain;
+      Turn(&chain, 1);
+      for (int turn = 1; c % 2 == 1 && turn < 8; ++turn) {
+        Advance(20);
+        Turn(&chain, 1);
+      }
+      Advance(30);
+      all.insert(all.end(), chain.begin(), chain.end());
+    }
+    for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
+  }
+
+  uint64_t next_ = 1;
+};
+
+TEST_F(ConversationStoreTest, AConversationThatCameBackOutlivesANewOneWhenThatIsLikelier) {
+  Open(16);
+  LearnFromConversations();
+  PinFiller(10);
+  // A conversation on its third turn, last used 15 s ago, and a new three-block prompt used
+  // 8 s ago fill G2 but for one block; two puts need one eviction.
+  std::vector<uint64_t> deep, fresh;
+  Turn(&deep, 1);
+  Advance(20);
+  Turn(&deep, 1);
+  Advance(20);
+  Turn(&deep, 1);
+  Advance(7);
+  Turn(&fresh, 2);
+  Advance(8);
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  // LRU would take the deep conversation's tail. Such conversations always came back, new
+  // ones half the time: the new prompt's tail goes instead.
+  EXPECT_FALSE(Has(fresh.back()));
+  for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
+}
+
+TEST_F(ConversationStoreTest, WithoutEvidenceEvictionIsLeastRecentlyUsed) {
+  Open(16);
+  PinFiller(10);
+  std::vector<uint64_t> deep, fresh;
+  Turn(&deep, 1);
+  Advance(20);
+  Turn(&deep, 1);
+  Advance(20);
+  Turn(&deep, 1);
+  Advance(7);
+  Turn(&fresh, 2);
+  Advance(8);
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  EXPECT_FALSE(Has(deep.back()));
+  EXPECT_TRUE(Has(fresh.back()));
+}
+
+TEST_F(ConversationStoreTest, APromptPutInOneRequestIsOneTurnHoweverLong) {
+  Open(16);
+  LearnFromConversations();
+  PinFiller(8);
+  // Four blocks put by one request are no deeper than one: against a conversation on its
+  // third turn it still goes first.
+  std::vector<uint64_t> deep, long_prompt;
+  Turn(&deep, 1);
+  Advance(20);
+  Turn(&deep, 1);
+  Advance(20);
+  Turn(&deep, 1);
+  Advance(7);
+  Turn(&long_prompt, 4);
+  Advance(8);
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  EXPECT_FALSE(Has(long_prompt.back()));
+  for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
+}
+
 TEST_F(StoreTest, WithoutPinsOrLeasesAPutAlwaysFindsRoom) {
   // Many prompts sharing heads, re-read at random: main fills with chain heads whose tails sit
   // on probation. Eviction must still find a victim every time.

@@ -8,7 +8,13 @@ namespace kvtier {
 namespace {
 constexpr size_t kMinGenerationEntries = 32;
 
-uint64_t NonZero(uint64_t fp) { return fp == 0 ? 1 : fp; }
+constexpr uint64_t kFingerprintMask = (uint64_t{1} << 56) - 1;
+
+// The low 56 bits of the fingerprint, never 0 (an empty slot).
+uint64_t Fingerprint56(uint64_t fp) {
+  fp &= kFingerprintMask;
+  return fp == 0 ? 1 : fp;
+}
 }  // namespace
 
 void GhostFilter::Generation::Reset(size_t new_capacity) {
@@ -18,40 +24,43 @@ void GhostFilter::Generation::Reset(size_t new_capacity) {
   slots.assign(std::bit_ceil(2 * new_capacity), 0);
 }
 
-bool GhostFilter::Generation::Contains(uint64_t fp) const {
-  if (slots.empty()) return false;
+const uint64_t* GhostFilter::Generation::Find(uint64_t fp56) const {
+  if (slots.empty()) return nullptr;
   const size_t mask = slots.size() - 1;
-  for (size_t i = fp & mask;; i = (i + 1) & mask) {
-    if (slots[i] == fp) return true;
-    if (slots[i] == 0) return false;
+  for (size_t i = fp56 & mask;; i = (i + 1) & mask) {
+    if ((slots[i] & kFingerprintMask) == fp56) return &slots[i];
+    if (slots[i] == 0) return nullptr;
   }
 }
 
-void GhostFilter::Generation::Insert(uint64_t fp) {
+void GhostFilter::Generation::Insert(uint64_t slot) {
   const size_t mask = slots.size() - 1;
-  for (size_t i = fp & mask;; i = (i + 1) & mask) {
-    if (slots[i] == fp) return;
+  const uint64_t fp56 = slot & kFingerprintMask;
+  for (size_t i = fp56 & mask;; i = (i + 1) & mask) {
+    if ((slots[i] & kFingerprintMask) == fp56) return;
     if (slots[i] == 0) {
-      slots[i] = fp;
+      slots[i] = slot;
       ++count;
       return;
     }
   }
 }
 
-void GhostFilter::Insert(uint64_t fingerprint, size_t target_entries) {
-  const uint64_t fp = NonZero(fingerprint);
+void GhostFilter::Insert(uint64_t fingerprint, size_t target_entries, uint8_t value) {
   if (current_.slots.empty() || current_.count >= current_.capacity) {
     previous_ = std::move(current_);
     current_ = Generation();
     current_.Reset(std::max(kMinGenerationEntries, target_entries / 2));
   }
-  current_.Insert(fp);
+  current_.Insert(uint64_t{value} << 56 | Fingerprint56(fingerprint));
 }
 
-bool GhostFilter::Contains(uint64_t fingerprint) const {
-  const uint64_t fp = NonZero(fingerprint);
-  return current_.Contains(fp) || previous_.Contains(fp);
+std::optional<uint8_t> GhostFilter::Find(uint64_t fingerprint) const {
+  const uint64_t fp56 = Fingerprint56(fingerprint);
+  const uint64_t* slot = current_.Find(fp56);
+  if (slot == nullptr) slot = previous_.Find(fp56);
+  if (slot == nullptr) return std::nullopt;
+  return static_cast<uint8_t>(*slot >> 56);
 }
 
 size_t GhostFilter::MemoryUsage() const {

@@ -27,5 +27,18 @@ TEST(GhostFilterTest, ZeroFingerprintIsAValidKey) {
   EXPECT_TRUE(g.Contains(0));
 }
 
+TEST(GhostFilterTest, RemembersAByteWithEachKey) {
+  GhostFilter g;
+  g.Insert(7, 100, 3);
+  g.Insert(8, 100);
+  g.Insert(1ull << 60 | 9, 100, 255);  // The fingerprint's top byte is not the value's.
+  EXPECT_EQ(g.Find(7), std::optional<uint8_t>(3));
+  EXPECT_EQ(g.Find(8), std::optional<uint8_t>(0));
+  EXPECT_EQ(g.Find(1ull << 60 | 9), std::optional<uint8_t>(255));
+  EXPECT_EQ(g.Find(10), std::nullopt);
+  g.Insert(7, 100, 5);  // Remembered already: keeps its value.
+  EXPECT_EQ(g.Find(7), std::optional<uint8_t>(3));
+}
+
 }  // namespace
 }  // namespace kvtier

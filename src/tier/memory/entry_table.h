@@ -1,7 +1,7 @@
 // EntryTable: the compact metadata of the G2 tier. Entries live in a chunked pool addressed
 // by 32-bit index (no per-entry allocation, stable addresses); a linear-probing hash table of
 // indices finds them by (tenant, key); intrusive index-linked lists form the eviction queues.
-// About 88 bytes per entry plus 5 to 11 bytes of hash slots.
+// About 96 bytes per entry plus 5 to 11 bytes of hash slots.
 //
 // Not thread-safe: the owner serialises calls.
 
@@ -40,6 +40,7 @@ struct Entry {
   uint32_t last_access_s = 0;  // Wall-clock seconds; TTLs are whole seconds.
   uint32_t created_s = 0;      // When the block was first stored (any tier); for max age.
   uint32_t session = 0;        // Slot in MemoryTier's session table; 0 = no session.
+
   uint16_t depth = 0;          // Position in its chain (0 = head), saturating.
   uint16_t readers = 0;        // Outstanding read leases, the demotion's included.
   uint16_t pins = 0;
@@ -47,6 +48,14 @@ struct Entry {
   QueueId queue = QueueId::kNone;
   uint8_t flags = 0;           // kEntry* bits below.
   uint8_t dtype = 0;           // KvDtype of the values; 0 = unknown.
+  // Times its conversation had come back (its chain was extended after being read) when this
+  // block was put or last matched as part of it; saturating. Its eviction lane.
+  uint8_t turn = 0;
+  uint8_t policy = 0;          // kPolicy* bits below.
+  // Position in eviction order across a tenant's lanes (MemoryTier::next_stamp_): a block
+  // queued at the back takes the next stamp, one queued just ahead of its parent the one below
+  // the parent's.
+  uint64_t stamp = 0;
 };
 
 inline constexpr uint8_t kEntryMultiExtent = 1;  // More pieces in MemoryTier's side table.
@@ -57,6 +66,10 @@ inline constexpr uint8_t kEntryInShared = 16;    // Read from G4 (BlockMeta::in_
 inline constexpr uint8_t kEntryWasReused = 32;   // Has been in the reused queue.
 inline constexpr uint8_t kEntryNeedsState = 64;  // BlockRole::kKvNeedsState.
 inline constexpr uint8_t kEntryStateValue = 128; // BlockRole::kState.
+
+inline constexpr uint8_t kPolicyRevisited = 1;     // Read or matched since it was put.
+inline constexpr uint8_t kPolicyNoResume = 2;      // KV needing state that lost its state.
+inline constexpr uint8_t kPolicyBranched = 4;      // Has had two children at once.
 
 // An intrusive list of entries, oldest first.
 struct EntryList {

@@ -8,11 +8,13 @@
 //   header   magic u64, version u32, page_bytes u32, total_pages u64, saved_us u64,
 //            tenants u32, reserved u32, blocks u64
 //   tenants  per tenant: reused_share f64, name length u32, name
-//   blocks   per block, oldest first within each tenant's probation, then reused queue, then
+//   blocks   per block, oldest first within each lane of each tenant's probation, then of its
+//            reused queue, then
 //            the pinned: key[32], parent key[32], checksum u64 (XXH3 of the bytes), session
 //            u64, tenant u32 (into the table above), size u32, created_s u32, last_access_s
-//            u32, depth u16, pins u16, queue u8, flags u8, dtype u8, has_parent u8, extents u32,
-//            then (first_page u32, num_pages u32) per extent, pages of the tenant's region file
+//            u32, depth u16, pins u16, queue u8, flags u8, dtype u8, has_parent u8, turn u8,
+//            policy u8 (these two from version 3 on), extents u32, then (first_page u32,
+//            num_pages u32) per extent, pages of the tenant's region file
 //   trailer  XXH3 of everything before it, u64
 
 #include <fcntl.h>
@@ -43,9 +45,11 @@ namespace kvtier {
 namespace {
 
 constexpr uint64_t kIndexMagic = 0x5844493247545653ull;  // "SVTG2IDX"
-constexpr uint32_t kIndexVersion = 2;  // 2: one region file per tenant.
+// 2: one region file per tenant. 3: each block's conversation depth (turn) and policy bits.
+constexpr uint32_t kIndexVersion = 3;
+constexpr uint32_t kOldestIndexVersion = 2;
 constexpr size_t kHeaderBytes = 48;
-constexpr size_t kBlockFixedBytes = 108;
+constexpr size_t kBlockFixedBytes = 110;  // 108 in version 2.
 constexpr size_t kTrailerBytes = 8;
 // Flags that describe the block itself, as opposed to its state in this process.
 constexpr uint8_t kSavedFlags =
@@ -179,6 +183,8 @@ struct MemoryTier::Snapshot {
     QueueId queue = QueueId::kNone;
     uint8_t flags = 0;
     uint8_t dtype = 0;
+    uint8_t turn = 0;
+    uint8_t policy = 0;
     std::vector<Extent> extents;
   };
   std::vector<std::string> tenants;
@@ -294,9 +300,11 @@ Result<MemoryTier::Snapshot> MemoryTier::ParseSnapshot(std::span<const std::byte
   ByteReader r(bytes.first(bytes.size() - kTrailerBytes));
   if (r.U64() != kIndexMagic) return Status::DataLoss("the G2 index has a foreign magic number");
   const uint32_t version = r.U32();
-  if (version != kIndexVersion) {
+  if (version < kOldestIndexVersion || version > kIndexVersion) {
     return Status::DataLoss("the G2 index is version " + std::to_string(version) +
-                            "; this kvtierd reads version " + std::to_string(kIndexVersion));
+                            "; this kvtierd reads versions " +
+                            std::to_string(kOldestIndexVersion) + " to " +
+                            std::to_string(kIndexVersion));
   }
   const uint32_t saved_page_bytes = r.U32();
   if (saved_page_bytes != page_bytes) {
@@ -333,6 +341,10 @@ Result<MemoryTier::Snapshot> MemoryTier::ParseSnapshot(std::span<const std::byte
     b.flags = r.U8() & kSavedFlags;
     b.dtype = r.U8();
     if (r.U8() != 0) b.parent = parent;
+    if (version >= 3) {
+      b.turn = r.U8();
+      b.policy = r.U8();
+    }
     const uint32_t extents = r.U32();
     if (queue > static_cast<uint8_t>(QueueId::kReused) || b.tenant >= s.tenants.size() ||
         extents == 0 || extents > b.size / page_bytes + 1) {
@@ -407,6 +419,8 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     e.depth = b.depth;
     e.dtype = b.dtype;
     e.flags = b.flags;
+    e.turn = b.turn;
+    e.policy = b.policy;
     e.state = EntryState::kResident;
     if (b.extents.size() > 1) {
       e.flags |= kEntryMultiExtent;
@@ -469,8 +483,10 @@ Status MemoryTier::SaveSnapshot() {
   // stops first); reserved space was never published and stays free.
   std::vector<uint32_t> order;
   for (const TenantState& t : tenants_) {
-    for (const EntryList* q : {&t.probation, &t.reused}) {
-      for (uint32_t i = q->head; i != kNil; i = table_.at(i).next) order.push_back(i);
+    for (const Lanes* queue : {&t.probation, &t.reused}) {
+      for (const EntryList& lane : *queue) {
+        for (uint32_t i = lane.head; i != kNil; i = table_.at(i).next) order.push_back(i);
+      }
     }
   }
   for (uint32_t i = 0; i < table_.high_water(); ++i) {
@@ -533,6 +549,8 @@ Status MemoryTier::SaveSnapshot() {
     w.U8(e.flags & kSavedFlags);
     w.U8(e.dtype);
     w.U8(has_parent ? 1 : 0);
+    w.U8(e.turn);
+    w.U8(e.policy);
     w.U32(static_cast<uint32_t>(extents[k].size()));
     for (const Extent& x : extents[k]) {
       w.U32(x.first_page);

@@ -1,6 +1,7 @@
 #include "src/tier/memory/memory_tier.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -173,8 +174,8 @@ MemoryTier::~MemoryTier() {
 EntryList* MemoryTier::QueueOf(const Entry& e) {
   TenantState& t = tenants_[e.tenant];
   switch (e.queue) {
-    case QueueId::kProbation: return &t.probation;
-    case QueueId::kReused: return &t.reused;
+    case QueueId::kProbation: return &t.probation[LaneOf(e)];
+    case QueueId::kReused: return &t.reused[LaneOf(e)];
     case QueueId::kNone: return nullptr;
   }
   return nullptr;
@@ -189,18 +190,22 @@ void MemoryTier::Dequeue(uint32_t index) {
 void MemoryTier::Enqueue(uint32_t index, QueueId queue) {
   Entry& e = table_.at(index);
   e.queue = queue;
+  e.stamp = next_stamp_ += kStampStep;
   table_.PushBack(QueueOf(e), index, PagesFor(e.size));
 }
 
 void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
   Entry& e = table_.at(index);
-  // A chain's new block goes just ahead of its parent when they share a queue, so eviction
+  // A chain's new block goes just ahead of its parent when they share a lane, so eviction
   // reaches the tail of a chain before its head. Re-queued blocks go to the back as usual.
-  if (e.parent != kNil && table_.at(e.parent).queue == queue) {
-    e.queue = queue;
-    table_.InsertBefore(QueueOf(e), e.parent, index, PagesFor(e.size));
+  e.queue = queue;
+  EntryList* lane = QueueOf(e);
+  if (e.parent != kNil && QueueOf(table_.at(e.parent)) == lane) {
+    e.stamp = table_.at(e.parent).stamp - 1;
+    table_.InsertBefore(lane, e.parent, index, PagesFor(e.size));
   } else {
-    Enqueue(index, queue);
+    e.stamp = next_stamp_ += kStampStep;
+    table_.PushBack(lane, index, PagesFor(e.size));
   }
 }
 
@@ -255,40 +260,96 @@ BlockMeta MemoryTier::MetaOf(const Entry& e) const {
 void MemoryTier::Touch(uint32_t index, uint32_t now) {
   Entry& e = table_.at(index);
   e.last_access_s = std::max(e.last_access_s, now);
+  e.policy |= kPolicyRevisited;
+  NoteAccess(e, now);
   if (sketch_) sketch_->Increment(SketchHash(e.tenant, e.key));
   if (e.queue == QueueId::kNone) return;  // Pinned or demoting: outside the queues.
   Dequeue(index);
   e.flags |= kEntryWasReused;
   Enqueue(index, QueueId::kReused);
-  RebalanceQueues(e.tenant);
+  RebalanceQueues(e.tenant, now);
 }
 
-void MemoryTier::RebalanceQueues(uint32_t tenant) {
+void MemoryTier::RebalanceQueues(uint32_t tenant, uint32_t now) {
   TenantState& t = tenants_[tenant];
-  const double queued = static_cast<double>(t.probation.pages + t.reused.pages);
-  while (t.reused.count > 0 && static_cast<double>(t.reused.pages) > t.reused_share * queued) {
-    const uint32_t oldest = t.reused.head;
-    Dequeue(oldest);
-    Enqueue(oldest, QueueId::kProbation);
+  const double queued = static_cast<double>(PagesOf(t.probation) + PagesOf(t.reused));
+  while (static_cast<double>(PagesOf(t.reused)) > t.reused_share * queued) {
+    const uint32_t victim = ChooseVictim(t.reused, now, /*evictable=*/false);
+    if (victim == kNil) return;
+    Dequeue(victim);
+    Enqueue(victim, QueueId::kProbation);
   }
 }
 
-QueueId MemoryTier::QueueForNewBlock(uint32_t tenant, const BlockKey& key) {
+void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
+  tenants_[e.tenant].returns.OnAccess(e.key.Hash64(), LaneOf(e), now, e.children == 0);
+}
+
+uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable) {
+  uint32_t oldest = kNil, least = kNil;
+  double least_chance = 0, least_error = 0;
+  for (const EntryList& lane : lanes) {
+    for (uint32_t idx = lane.head; idx != kNil; idx = table_.at(idx).next) {
+      const Entry& e = table_.at(idx);
+      if (evictable) {
+        if (Expired(e, now)) return idx;
+        // A leased block is being read; a parent of resident blocks goes after its children.
+        if (e.readers > 0 || e.children > 0) continue;
+      }
+      if (e.policy & kPolicyNoResume) return idx;  // Serves nothing.
+      if (oldest == kNil || e.stamp < table_.at(oldest).stamp) oldest = idx;
+      const ReturnModel& model = tenants_[e.tenant].returns;
+      const uint32_t idle = now > e.last_access_s ? now - e.last_access_s : 0;
+      const double chance = model.ReturnChance(LaneOf(e), idle);
+      if (least == kNil || chance < least_chance) {
+        least = idx;
+        least_chance = chance;
+        least_error = model.ChanceError(LaneOf(e), idle);
+      }
+      break;  // Within a lane the least recent block is the least likely to return.
+    }
+  }
+  if (least == oldest) return oldest;
+  // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
+  // errors.
+  const Entry& o = table_.at(oldest);
+  const ReturnModel& model = tenants_[o.tenant].returns;
+  const uint32_t idle = now > o.last_access_s ? now - o.last_access_s : 0;
+  const double gap = model.ReturnChance(LaneOf(o), idle) - least_chance;
+  return gap > kSignificance * std::hypot(model.ChanceError(LaneOf(o), idle), least_error)
+             ? least
+             : oldest;
+}
+
+uint32_t MemoryTier::CountOf(const Lanes& lanes) {
+  uint32_t n = 0;
+  for (const EntryList& lane : lanes) n += lane.count;
+  return n;
+}
+
+uint64_t MemoryTier::PagesOf(const Lanes& lanes) {
+  uint64_t n = 0;
+  for (const EntryList& lane : lanes) n += lane.pages;
+  return n;
+}
+
+QueueId MemoryTier::QueueForNewBlock(uint32_t tenant, const BlockKey& key,
+                                     std::optional<uint8_t>* remembered_turn) {
   // Each ghost hit moves the share by one step, weighted as ARC weights its target: by the
   // size of the other ghost over this one's, so the rarer signal counts for more. A step is
   // one block's part of the queues, kept within [1/8192, 1/1024]: large caches still adapt
   // within a few hundred thousand puts, small ones do not swing on every hit.
   TenantState& t = tenants_[tenant];
   const double queued =
-      static_cast<double>(std::max<uint32_t>(t.probation.count + t.reused.count, 1));
+      static_cast<double>(std::max<uint32_t>(CountOf(t.probation) + CountOf(t.reused), 1));
   const double step = std::clamp(1.0 / queued, 1.0 / 8192, 1.0 / 1024);
   const uint64_t fp = key.Hash64();
   const double once = static_cast<double>(std::max<size_t>(t.ghost_once.size(), 1));
   const double reused = static_cast<double>(std::max<size_t>(t.ghost_reused.size(), 1));
-  if (t.ghost_reused.Contains(fp)) {
+  if ((*remembered_turn = t.ghost_reused.Find(fp))) {
     t.reused_share =
         std::min(max_reused_share_, t.reused_share + step * std::max(once / reused, 1.0));
-  } else if (t.ghost_once.Contains(fp)) {
+  } else if ((*remembered_turn = t.ghost_once.Find(fp))) {
     t.reused_share = std::max(0.0, t.reused_share - step * std::max(reused / once, 1.0));
   } else {
     return QueueId::kProbation;
@@ -371,13 +432,16 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
     e.flags |= kEntryMultiExtent;
     more_extents_.emplace(idx, std::vector<Extent>(extents.begin() + 1, extents.end()));
   }
-  LinkIntoChain(idx, parent);
+  LinkIntoChain(idx, parent, now);
   table_.Index(idx);
   ++t.stats.blocks;
-  const QueueId queue = QueueForNewBlock(tenant, key);
+  std::optional<uint8_t> remembered_turn;
+  const QueueId queue = QueueForNewBlock(tenant, key, &remembered_turn);
   if (queue == QueueId::kReused) e.flags |= kEntryWasReused;
+  SetTurn(idx, remembered_turn);
+  NoteAccess(e, now);
   EnqueueNew(idx, queue);
-  RebalanceQueues(tenant);
+  RebalanceQueues(tenant, now);
   if (sketch_) {
     if (const size_t items = SketchItems(); items > sketch_->expected_items()) {
       sketch_->Reserve(items);
@@ -471,7 +535,7 @@ void MemoryTier::AbortReserved(uint64_t id) {
   reservations_.erase(it);
 }
 
-void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent) {
+void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent, uint32_t now) {
   Entry& e = table_.at(index);
   if (parent == nullptr) return;
   uint32_t p = table_.Find(e.tenant, *parent);
@@ -479,6 +543,9 @@ void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent) {
   e.parent = p;
   Entry& pe = table_.at(p);
   ++pe.children;
+  pe.policy &= static_cast<uint8_t>(~kPolicyNoResume);
+  if (pe.children > 1) pe.policy |= kPolicyBranched;
+  NoteAccess(pe, now);  // No longer a tip.
   e.depth = pe.depth == UINT16_MAX ? pe.depth : static_cast<uint16_t>(pe.depth + 1);
   // Mark the chain once it is long enough for G3; ancestors already marked stop the walk, so
   // each block is marked at most once.
@@ -487,6 +554,34 @@ void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent) {
          i = table_.at(i).parent) {
       table_.at(i).flags |= kEntryLongChain;
     }
+  }
+}
+
+void MemoryTier::SetTurn(uint32_t index, std::optional<uint8_t> remembered_turn) {
+  Entry& e = table_.at(index);
+  if (remembered_turn) {
+    // An evicted block put again: its conversation came back, at the depth it had.
+    e.policy |= kPolicyRevisited;
+    e.turn = *remembered_turn;
+  }
+  if (e.parent == kNil) return;
+  const Entry& p = table_.at(e.parent);
+  e.turn = std::max(e.turn, p.turn);
+  // A branch point (a shared system prompt, the context sub-agents share) continues no
+  // conversation of its own, and its depth is not its branches'.
+  if (remembered_turn || (p.policy & (kPolicyRevisited | kPolicyBranched)) != kPolicyRevisited ||
+      p.turn == UINT8_MAX) {
+    return;
+  }
+  e.turn = static_cast<uint8_t>(p.turn + 1);
+  for (uint32_t i = e.parent; i != kNil; i = table_.at(i).parent) {
+    Entry& a = table_.at(i);
+    if (a.turn >= e.turn || (a.policy & kPolicyBranched)) break;
+    const QueueId queue = a.queue;
+    const bool moves = queue != QueueId::kNone && ReturnModel::ClampClass(e.turn) != LaneOf(a);
+    if (moves) Dequeue(i);
+    a.turn = e.turn;
+    if (moves) Enqueue(i, queue);
   }
 }
 
@@ -661,7 +756,7 @@ Status MemoryTier::Unpin(uint32_t tenant, const BlockKey& key) {
     if ((e.flags & kEntryDemoting) == 0) {
       e.flags |= kEntryWasReused;
       Enqueue(idx, QueueId::kReused);
-      RebalanceQueues(tenant);
+      RebalanceQueues(tenant, now);
     }
   }
   return Status::OK();
@@ -737,7 +832,7 @@ void MemoryTier::FillStats(StoreStats* stats) const {
   stats->blocks = table_.indexed();
   stats->multi_extent_blocks = more_extents_.size();
   for (const TenantState& t : tenants_) {
-    bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage();
+    bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage() + t.returns.MemoryUsage();
   }
   stats->index_bytes = bytes;
   stats->memory_restored_blocks = restored_blocks_;

@@ -6,17 +6,23 @@
 // next blocks reuse it without page faults or zeroing), and free pages of any tenant give
 // their memory back whenever the regions together would hold more than the capacity.
 //
-// Eviction, per tenant, is a segmented LRU whose split adapts with ghost lists (measured
-// against LRU, ARC and Belady's OPT on real traces in docs/store.md). A new block enters the
-// probation queue; a block accessed again there moves to the reused queue; the reused queue
-// holds a share of the tenant's bytes, and its oldest blocks go back to probation, at its
-// most recent end, when it grows past the share. Victims come from the old end of probation
-// (of the reused queue only when probation has nothing evictable) and are remembered in one of
-// two ghost filters: blocks that had been reused, and blocks that never were. A put of a key
-// in either ghost goes straight to the reused queue and moves the share, ARC-style: a ghost
-// of a never-reused block says probation was too short (the share shrinks), a ghost of a
-// reused one says the reused queue was (it grows), each step weighted by the other ghost's
-// size over this one's. One-time scans churn probation and cannot push out reused blocks.
+// Eviction, per tenant, is a segmented LRU whose split adapts with ghost lists and whose
+// order knows conversation depth (measured against LRU, ARC and Belady's OPT on real traces
+// in docs/store.md). A new block enters the probation queue; a block accessed again there
+// moves to the reused queue; the reused queue holds a share of the tenant's bytes, and past it
+// its victims go back to probation, at its most recent end. Victims come from probation (from
+// the reused queue only when probation has nothing evictable) and are remembered in one of two
+// ghost filters, with their depth: blocks that had been reused, and blocks that never were. A
+// put of a key in either ghost goes straight to the reused queue and moves the share,
+// ARC-style: a ghost of a never-reused block says probation was too short (the share shrinks),
+// a ghost of a reused one says the reused queue was (it grows), each step weighted by the
+// other ghost's size over this one's. One-time scans churn probation and cannot push out
+// reused blocks.
+// Each queue is one LRU lane per depth class: how many times the block's conversation had
+// come back (its chain extended after a read) when it was put or last matched. A ReturnModel
+// learns, per tenant, the chance that a block of each class idle for so long is used again. A
+// queue's victim is its least recently used lane head, unless another lane's head is less
+// likely to return by three standard errors of the estimates.
 // Chains are evicted tail first: a block put with a resident parent is queued just ahead of
 // it, a prefix lookup makes its blocks recent deepest first, and a block with resident
 // children is never chosen while they live. Pinned blocks leave the queues until unpinned;
@@ -44,6 +50,7 @@
 #ifndef KVTIER_TIER_MEMORY_MEMORY_TIER_H_
 #define KVTIER_TIER_MEMORY_MEMORY_TIER_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +76,7 @@
 #include "src/common/page_runs.h"
 #include "src/policy/frequency_sketch.h"
 #include "src/policy/ghost_filter.h"
+#include "src/policy/return_model.h"
 #include "src/tier/memory/entry_table.h"
 
 namespace kvtier {
@@ -203,13 +211,19 @@ class MemoryTier final : public BlockHandle::Releaser {
   TenantStats StatsForTenant(uint32_t tenant) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Standard errors by which the ReturnModel must find a block less likely to return than
+  // LRU's victim for eviction to take it instead (docs/store.md measures 1, 2 and 3).
+  static constexpr double kSignificance = 3;
+  // One LRU list per depth class (Entry::turn, clamped).
+  using Lanes = std::array<EntryList, ReturnModel::kClasses>;
   struct TenantState {
     TenantConfig config;
     uint64_t budget_pages = 0;    // 0 = unlimited.
     uint64_t used_pages = 0;      // Resident, leased, demoting and reserved-for-put pages.
     uint64_t demoting_pages = 0;  // Of used_pages, those freed when demotions finish.
-    EntryList probation;
-    EntryList reused;
+    Lanes probation;
+    Lanes reused;
+    ReturnModel returns;       // Which blocks come back, by depth class and idle time.
     GhostFilter ghost_once;    // Evicted without having been reused.
     GhostFilter ghost_reused;  // Evicted after having been in the reused queue.
     double reused_share = 0;   // Target share of the queued pages held by `reused`.
@@ -243,16 +257,34 @@ class MemoryTier final : public BlockHandle::Releaser {
   bool Expired(const Entry& e, uint32_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An access: recency, TTL, the admission sketch; promotes a block on probation.
   void Touch(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves the reused queue's oldest blocks to probation while it is over its share.
-  void RebalanceQueues(uint32_t tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the reused queue's victims to probation while it is over its share.
+  void RebalanceQueues(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The queue for a new block of `tenant`: reused when a ghost remembers the key (which adapts
-  // the share), probation otherwise.
-  QueueId QueueForNewBlock(uint32_t tenant, const BlockKey& key)
+  // the share; *remembered_turn is then the depth it had), probation otherwise.
+  QueueId QueueForNewBlock(uint32_t tenant, const BlockKey& key,
+                           std::optional<uint8_t>* remembered_turn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Resident entry for (tenant, key), expiring it first if its TTL passed; kNil otherwise.
   uint32_t FindLive(uint32_t tenant, const BlockKey& key, uint32_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LinkIntoChain(uint32_t index, const BlockKey* parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LinkIntoChain(uint32_t index, const BlockKey* parent, uint32_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new block's depth class: its parent's, plus one when the parent had been read since it
+  // was put (the conversation came back and goes on); `remembered_turn` is what a ghost
+  // remembers of the key (an evicted block put again). A new turn raises the chain behind it,
+  // up to a branch point, to the same depth, moving its blocks (all just matched) to that lane.
+  void SetTurn(uint32_t index, std::optional<uint8_t> remembered_turn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the tenant's ReturnModel of an access of the block.
+  void NoteAccess(const Entry& e, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The victim among the lanes' first blocks (with `evictable`, each lane's first evictable
+  // block, or an expired block at once): the least recently used, unless another is less likely
+  // to return by kSignificance standard errors. kNil when the lanes hold none.
+  uint32_t ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static uint32_t CountOf(const Lanes& lanes);
+  static uint64_t PagesOf(const Lanes& lanes);
+  static int LaneOf(const Entry& e) { return ReturnModel::ClampClass(e.turn); }
   // Put's first step: room for `pages`, allocated into *extents, never by evicting `parent`
   // (may be null). AlreadyExists (counted as a duplicate put) when the key is resident.
   // *to_back receives the extents whose memory is to be taken before they are written
@@ -289,8 +321,8 @@ class MemoryTier final : public BlockHandle::Releaser {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictAcrossTenants(uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictOne(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Evicts the oldest evictable block of the queue; false when it has none.
-  bool EvictFrom(EntryList* queue, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the queue's victim (ChooseVictim); false when it has no evictable block.
+  bool EvictFrom(const Lanes& queue, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a chosen victim: expired, demoted to G3 if admitted, or dropped.
   void Evict(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Admit(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -364,6 +396,11 @@ class MemoryTier final : public BlockHandle::Releaser {
   std::thread provisioner_;
   std::atomic<bool> stop_provisioning_{false};
   EntryTable table_ ABSL_GUARDED_BY(mu_);
+  // Entry::stamp of the last block queued at the back. Stamps step by kStampStep, so that a
+  // chain's blocks, each queued just ahead of its parent, stay between the parent and the
+  // block queued before it (chains are shorter than the step: depth is 16 bits).
+  static constexpr uint64_t kStampStep = uint64_t{1} << 20;
+  uint64_t next_stamp_ ABSL_GUARDED_BY(mu_) = 0;
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);

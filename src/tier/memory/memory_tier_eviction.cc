@@ -82,10 +82,14 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
   std::vector<Candidate> order;
   for (uint32_t i = 0; i < tenants_.size(); ++i) {
     const TenantState& v = tenants_[i];
-    if (v.probation.count + v.reused.count == 0) continue;
+    const Lanes& queue = CountOf(v.probation) > 0 ? v.probation : v.reused;
+    uint32_t oldest = UINT32_MAX;
+    for (const EntryList& lane : queue) {
+      if (lane.head != kNil) oldest = std::min(oldest, table_.at(lane.head).last_access_s);
+    }
+    if (oldest == UINT32_MAX) continue;
     double limit = v.budget_pages ? double(v.budget_pages) : double(total_pages_);
-    const uint32_t oldest = v.probation.count > 0 ? v.probation.head : v.reused.head;
-    order.push_back({any_budget ? 0 : -double(table_.at(oldest).last_access_s),
+    order.push_back({any_budget ? 0 : -double(oldest),
                      double(v.used_pages - v.demoting_pages) / limit, i});
   }
   std::sort(order.begin(), order.end(), std::greater<>());
@@ -97,25 +101,21 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
 
 bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
   TenantState& t = tenants_[tenant];
-  return EvictFrom(&t.probation, now) || EvictFrom(&t.reused, now);
+  return EvictFrom(t.probation, now) || EvictFrom(t.reused, now);
 }
 
-bool MemoryTier::EvictFrom(EntryList* queue, uint32_t now) {
-  for (uint32_t idx = queue->head; idx != kNil; idx = table_.at(idx).next) {
-    Entry& e = table_.at(idx);
-    const bool expired = Expired(e, now);
-    // A leased block is being read; a parent of resident blocks goes after its children.
-    if (!expired && (e.readers > 0 || e.children > 0)) continue;
-    if (!expired) {
-      TenantState& t = tenants_[e.tenant];
-      const size_t remember = kGhostsPerQueuedBlock * (t.probation.count + t.reused.count);
-      GhostFilter& ghost = (e.flags & kEntryWasReused) ? t.ghost_reused : t.ghost_once;
-      ghost.Insert(e.key.Hash64(), remember);
-    }
-    Evict(idx, now);
-    return true;
+bool MemoryTier::EvictFrom(const Lanes& queue, uint32_t now) {
+  const uint32_t idx = ChooseVictim(queue, now, /*evictable=*/true);
+  if (idx == kNil) return false;
+  const Entry& e = table_.at(idx);
+  if (!Expired(e, now)) {
+    TenantState& t = tenants_[e.tenant];
+    const size_t remember = kGhostsPerQueuedBlock * (CountOf(t.probation) + CountOf(t.reused));
+    GhostFilter& ghost = (e.flags & kEntryWasReused) ? t.ghost_reused : t.ghost_once;
+    ghost.Insert(e.key.Hash64(), remember, e.turn);
   }
-  return false;
+  Evict(idx, now);
+  return true;
 }
 
 void MemoryTier::Evict(uint32_t index, uint32_t now) {
@@ -269,13 +269,14 @@ void MemoryTier::Reclaim(uint32_t index) {
 void MemoryTier::OnLastChildGone(uint32_t index) {
   Entry& e = table_.at(index);
   if ((e.flags & kEntryNeedsState) == 0 || e.queue == QueueId::kNone) return;
-  TenantState& t = tenants_[e.tenant];
   Dequeue(index);
+  e.policy |= kPolicyNoResume;
   e.queue = QueueId::kProbation;
-  if (t.probation.head == kNil) {
-    table_.PushBack(&t.probation, index, PagesFor(e.size));
+  EntryList* lane = QueueOf(e);
+  if (lane->head == kNil) {
+    table_.PushBack(lane, index, PagesFor(e.size));
   } else {
-    table_.InsertBefore(&t.probation, t.probation.head, index, PagesFor(e.size));
+    table_.InsertBefore(lane, lane->head, index, PagesFor(e.size));
   }
 }
 

@@ -1,0 +1,85 @@
+#include "src/policy/return_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace kvtier {
+namespace {
+
+// A key's hash, spread over the whole range as real key hashes are.
+uint64_t Hash(uint64_t i) { return (i + 1) * 0x9e3779b97f4a7c15ULL; }
+
+TEST(ReturnModelTest, KnowsNothingBeforeReturnsAreSeen) {
+  ReturnModel m;
+  EXPECT_EQ(m.ReturnChance(0, 0), 0);
+  EXPECT_EQ(m.ReturnChance(5, 1000), 0);
+  EXPECT_EQ(m.median_return_seconds(), 0);
+}
+
+TEST(ReturnModelTest, LearnsThatDeeperConversationsComeBackMoreOften) {
+  // Class 0 tips come back one time in four, class 3 tips three times in four, after 60 s.
+  ReturnModel m;
+  uint32_t now = 1000;
+  for (uint64_t i = 0; i < 2000; ++i, now += 1) {
+    const int block_class = i % 2 == 0 ? 0 : 3;
+    m.OnAccess(Hash(i), block_class, now, /*tip=*/true);
+    const bool returns = block_class == 0 ? i % 8 == 0 : i % 8 != 1;
+    if (returns) m.OnAccess(Hash(i), block_class, now + 60, /*tip=*/false);
+  }
+  // Far past every return, so that no period is still running.
+  m.OnAccess(Hash(1u << 30), 0, now + 100000, true);
+  for (int i = 0; i < 128; ++i) m.OnAccess(Hash((1u << 30) + i), 0, now + 100000, true);
+  EXPECT_NEAR(m.ReturnChance(0, 10), 0.25, 0.05);
+  EXPECT_NEAR(m.ReturnChance(3, 10), 0.75, 0.05);
+  // Once idle past the time they come back, neither is likely to.
+  EXPECT_LT(m.ReturnChance(3, 200), 0.05);
+  EXPECT_NEAR(m.median_return_seconds(), 60, 10);
+  // The estimate is sure of itself with a thousand periods a class.
+  EXPECT_LT(m.ChanceError(0, 10), 0.03);
+}
+
+TEST(ReturnModelTest, ChanceNeverRisesWithIdleTime) {
+  ReturnModel m;
+  uint32_t now = 1000;
+  for (uint64_t i = 0; i < 3000; ++i, now += 2) {
+    m.OnAccess(Hash(i), 1, now, true);
+    // Returns spread from 2 s to about 30 minutes.
+    if (i % 3 != 0) m.OnAccess(Hash(i), 1, now + 2 + static_cast<uint32_t>(i % 1800), false);
+  }
+  double previous = 1;
+  for (uint32_t idle = 0; idle < 100000; idle = idle * 2 + 1) {
+    const double chance = m.ReturnChance(1, idle);
+    EXPECT_LE(chance, previous) << "at " << idle << " s idle";
+    previous = chance;
+  }
+}
+
+TEST(ReturnModelTest, AccessesWithinASecondAreOneVisit) {
+  ReturnModel m;
+  for (uint64_t i = 0; i < 500; ++i) {
+    m.OnAccess(Hash(i), 0, 100, true);
+    m.OnAccess(Hash(i), 0, 100, true);  // Matched, then read, in the same second.
+  }
+  EXPECT_EQ(m.periods(), 0);
+}
+
+TEST(ReturnModelTest, ABlockThatStopsBeingATipIsNoLongerFollowed) {
+  ReturnModel m;
+  for (uint64_t i = 0; i < 500; ++i) {
+    m.OnAccess(Hash(i), 0, 100, true);   // Put: the chain's tip.
+    m.OnAccess(Hash(i), 0, 100, false);  // The next block of the same prompt extends it.
+  }
+  EXPECT_EQ(m.tracked(), 0u);
+  EXPECT_EQ(m.periods(), 0);
+}
+
+TEST(ReturnModelTest, FollowsABoundedSampleOfKeys) {
+  ReturnModel m(/*max_tracked=*/1000);
+  for (uint64_t i = 0; i < 100000; ++i) m.OnAccess(Hash(i), 0, 100, true);
+  EXPECT_LE(m.tracked(), 1000u);
+  EXPECT_GE(m.tracked(), 250u);
+}
+
+}  // namespace
+}  // namespace kvtier
