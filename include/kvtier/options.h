@@ -64,6 +64,9 @@ struct MemoryTierOptions {
   // one-time scans. 0 <= initial_reused_share <= max_reused_share < 1.
   double initial_reused_share = 0.0;
   double max_reused_share = 0.9;
+  // Longest retention a session hint may ask for (SessionHint::retain_seconds): a tool call
+  // seldom runs longer, and a hint is a preference, not a pin.
+  uint32_t max_hint_retain_seconds = 3600;
 
   // Warm restart. When set, the regions are files named after this one instead of anonymous
   // memfds (arena_file + "." + a hash of the tenant's name): on tmpfs (/dev/shm) or

@@ -404,6 +404,22 @@ class Store {
   virtual Status RecordAuthFailure(std::string_view tenant, std::string_view peer,
                                    std::string_view protocol, bool lockout) = 0;
 
+  // What an engine, a router or an agent framework knows of a session that the Store cannot
+  // see. A hint orders G2's evictions within the tenant and nothing else: it never keeps a
+  // block past the tenant's budget, a pin, a TTL, a deletion or the capacity (a put always
+  // finds room as without hints), and it binds only the session's blocks resident now.
+  struct SessionHint {
+    // The session comes back within this many seconds (the agent waits on a tool call): its G2
+    // blocks are evicted only when no other block of the tenant can be, until then. 0 = none;
+    // at most MemoryTierOptions::max_hint_retain_seconds.
+    uint32_t retain_seconds = 0;
+    // The session is over: its G2 blocks are the tenant's next victims.
+    bool finished = false;
+  };
+  // InvalidArgument for session 0, a hint asking both or neither, or a retention past the
+  // limit; NotFound when the session has no block in G2.
+  virtual Status HintSession(TenantId tenant, SessionId session, const SessionHint& hint) = 0;
+
   // Deletes every block put with `session`, on every tier. `actor` (an identifier: letters,
   // digits and ._-@:) names who asked, for the audit log. Pinned blocks are deleted too.
   virtual Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,

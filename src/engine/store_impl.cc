@@ -610,6 +610,11 @@ Result<DeletionReport> StoreImpl::EraseEverywhere(TenantId tenant, audit::AuditE
   return report;
 }
 
+Status StoreImpl::HintSession(TenantId tenant, SessionId session, const SessionHint& hint) {
+  KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
+  return memory_->HintSession(tenant.value, session, hint);
+}
+
 Result<DeletionReport> StoreImpl::DeleteSession(TenantId tenant, SessionId session,
                                                 std::string_view actor) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));

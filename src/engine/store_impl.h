@@ -103,6 +103,7 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Result<TenantStats> StatsForTenant(TenantId tenant) const override;
   Result<std::vector<HeldBlock>> ListHeld(TenantId tenant, uint64_t* cursor,
                                           size_t slots) const override;
+  Status HintSession(TenantId tenant, SessionId session, const SessionHint& hint) override;
   Result<DeletionReport> DeleteSession(TenantId tenant, SessionId session,
                                        std::string_view actor) override;
   Result<DeletionReport> DeleteTenant(TenantId tenant, std::string_view actor) override;

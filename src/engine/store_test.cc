@@ -338,6 +338,107 @@ TEST_F(ConversationStoreTest, APromptPutInOneRequestIsOneTurnHoweverLong) {
   for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
 }
 
+class SessionHintTest : public ConversationStoreTest {
+ protected:
+  // A prompt of `blocks` blocks put with `session`; returns its keys, head first.
+  std::vector<uint64_t> Prompt(SessionId session, int blocks) {
+    std::vector<uint64_t> keys;
+    for (int i = 0; i < blocks; ++i) {
+      PutOptions po;
+      po.session = session;
+      if (!keys.empty()) po.parent = Key(keys.back());
+      keys.push_back(next_++);
+      EXPECT_TRUE(store_->Put(tenant_, Key(keys.back()), Value(keys.back()), po).ok());
+    }
+    return keys;
+  }
+  Store::SessionHint Retain(uint32_t seconds) {
+    Store::SessionHint h;
+    h.retain_seconds = seconds;
+    return h;
+  }
+  Store::SessionHint Finished() {
+    Store::SessionHint h;
+    h.finished = true;
+    return h;
+  }
+};
+
+TEST_F(SessionHintTest, ARetainedSessionIsEvictedAfterEveryOtherBlock) {
+  Open(16);
+  PinFiller(10);
+  // An agent waiting on a tool call put its context first; another session put after it.
+  const std::vector<uint64_t> waiting = Prompt(1, 3);
+  Advance(5);
+  const std::vector<uint64_t> other = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(60)).ok());
+  Advance(5);
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  // LRU would take the waiting session's tail; the hint sends the other session's instead.
+  for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
+  EXPECT_FALSE(Has(other.back()));
+}
+
+TEST_F(SessionHintTest, RetentionEndsWhenItsTimeIsUp) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> waiting = Prompt(1, 3);
+  Advance(5);
+  const std::vector<uint64_t> other = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(30)).ok());
+  Advance(31);
+  ASSERT_TRUE(Put(9000).ok());
+  EXPECT_FALSE(Has(waiting.back()));
+  EXPECT_TRUE(Has(other.back()));
+}
+
+TEST_F(SessionHintTest, RetainedBlocksStillGiveWaySoThatPutsNeverFail) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> waiting = Prompt(1, 6);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(3600)).ok());
+  // G2 holds nothing but the retained session: puts still find room, tail first.
+  for (uint64_t k = 9000; k < 9003; ++k) ASSERT_TRUE(Put(k).ok());
+  EXPECT_TRUE(Has(waiting.front()));
+  EXPECT_FALSE(Has(waiting.back()));
+}
+
+TEST_F(SessionHintTest, AFinishedSessionIsEvictedFirst) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> older = Prompt(1, 3);
+  Advance(5);
+  const std::vector<uint64_t> done = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Finished()).ok());
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  ASSERT_TRUE(Put(9002).ok());
+  // Three evictions: all of the finished session, tail first; none of the older one.
+  for (uint64_t k : older) EXPECT_TRUE(Has(k)) << k;
+  for (uint64_t k : done) EXPECT_FALSE(Has(k)) << k;
+}
+
+TEST_F(SessionHintTest, BadHintsAreRefusedWithAReason) {
+  Open(16, {TenantOptions{"a"}, TenantOptions{"b"}});
+  Prompt(1, 2);
+  Store::SessionHint both = Retain(10);
+  both.finished = true;
+  EXPECT_EQ(store_->HintSession(tenant_, 0, Retain(10)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->HintSession(tenant_, 1, Store::SessionHint{}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->HintSession(tenant_, 1, both).code(), StatusCode::kInvalidArgument);
+  // A retention of a year is no tool call: the limit is memory.max_hint_retain_seconds.
+  const Status year = store_->HintSession(tenant_, 1, Retain(365 * 86400));
+  EXPECT_EQ(year.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(year.message().find("max_hint_retain_seconds"), std::string::npos);
+  EXPECT_EQ(store_->HintSession(tenant_, 7, Retain(10)).code(), StatusCode::kNotFound);
+  // Another tenant's session of the same id is not this tenant's to hint.
+  const TenantId b = *store_->FindTenant("b");
+  EXPECT_EQ(store_->HintSession(b, 1, Finished()).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->HintSession(tenant_, 1, Retain(10)).ok());
+}
+
 TEST_F(StoreTest, WithoutPinsOrLeasesAPutAlwaysFindsRoom) {
   // Many prompts sharing heads, re-read at random: main fills with chain heads whose tails sit
   // on probation. Eviction must still find a victim every time.

@@ -238,6 +238,8 @@ class HttpHandler final : public ProtocolHandler {
               "liveness\n  GET /admin/tenants    tenant statistics (JSON)\n  POST /admin/pin       "
               "{\"tenant\":..,\"keys\":[hex..]}\n  POST /admin/unpin     same\n  DELETE "
               "/admin/blocks/<hex key>?tenant=<name>\n  DELETE /admin/sessions/<id>?tenant=<name>\n"
+              "  POST /admin/sessions/<id>/hint?tenant=<name> {\"retain_s\":..} or "
+              "{\"finished\":true}\n"
               "  DELETE /admin/tenants/<name>\n  POST /admin/tenants/<name>/shred\n"};
     }
     if (!req.path.starts_with("/admin/")) return {404, "text/plain", "not found\n"};
@@ -276,6 +278,10 @@ class HttpHandler final : public ProtocolHandler {
     if (req.path.starts_with("/admin/blocks/")) {
       if (req.method != "DELETE") return JsonError(405, "use DELETE");
       return DeleteBlock(req);
+    }
+    if (req.path.starts_with("/admin/sessions/") && req.path.ends_with("/hint")) {
+      if (req.method != "POST") return JsonError(405, "use POST");
+      return HintSession(req);
     }
     if (req.path.starts_with("/admin/sessions/")) {
       if (req.method != "DELETE") return JsonError(405, "use DELETE");
@@ -338,25 +344,64 @@ class HttpHandler final : public ProtocolHandler {
     return Json(200, json{{"deleted", true}});
   }
 
-  // DELETE /admin/sessions/<id>?tenant=<name>: every block of the session, on every tier.
-  Response DeleteSession(const Request& req) {
-    std::string_view id = std::string_view(req.path).substr(strlen("/admin/sessions/"));
+  // The session id of /admin/sessions/<id>[/hint]; InvalidArgument saying what is wrong.
+  static Result<SessionId> SessionOf(std::string_view id) {
     SessionId session = 0;
     if (id.empty() || id.size() > 20 || id.find_first_not_of("0123456789") != std::string_view::npos) {
-      return JsonError(400, "session id must be a decimal number");
+      return Status::InvalidArgument("session id must be a decimal number");
     }
     for (char c : id) {
-      if (session > (UINT64_MAX - 9) / 10) return JsonError(400, "session id out of range");
+      if (session > (UINT64_MAX - 9) / 10) return Status::InvalidArgument("session id out of range");
       session = session * 10 + static_cast<uint64_t>(c - '0');
     }
-    if (session == 0) return JsonError(400, "session 0 means \"no session\"; name one");
+    if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"; name one");
+    return session;
+  }
+
+  // DELETE /admin/sessions/<id>?tenant=<name>: every block of the session, on every tier.
+  Response DeleteSession(const Request& req) {
+    Result<SessionId> session =
+        SessionOf(std::string_view(req.path).substr(strlen("/admin/sessions/")));
+    if (!session.ok()) return JsonError(400, session.status().message());
     std::string name = QueryParam(req.query, "tenant");
     Result<TenantId> tenant = Tenant(name);
     if (!tenant.ok()) {
       return JsonError(TenantHttpStatus(tenant.status()), "?tenant=: " + tenant.status().ToString());
     }
-    return DeletionJson(ctx_->store->DeleteSession(*tenant, session, Actor()),
-                        json{{"tenant", name}, {"session", session}});
+    return DeletionJson(ctx_->store->DeleteSession(*tenant, *session, Actor()),
+                        json{{"tenant", name}, {"session", *session}});
+  }
+
+  // POST /admin/sessions/<id>/hint?tenant=<name> with {"retain_s": seconds} (the session
+  // comes back within: keep its G2 blocks last) or {"finished": true} (evict them first).
+  Response HintSession(const Request& req) {
+    std::string_view id = std::string_view(req.path).substr(strlen("/admin/sessions/"));
+    id.remove_suffix(strlen("/hint"));
+    Result<SessionId> session = SessionOf(id);
+    if (!session.ok()) return JsonError(400, session.status().message());
+    std::string name = QueryParam(req.query, "tenant");
+    Result<TenantId> tenant = Tenant(name);
+    if (!tenant.ok()) {
+      return JsonError(TenantHttpStatus(tenant.status()), "?tenant=: " + tenant.status().ToString());
+    }
+    const json body = json::parse(req.body, nullptr, false);
+    Store::SessionHint hint;
+    const bool retain = body.is_object() && body.size() == 1 && body.contains("retain_s") &&
+                        body["retain_s"].is_number_unsigned();
+    const bool finished = body.is_object() && body.size() == 1 && body.contains("finished") &&
+                          body["finished"].is_boolean() && body["finished"].get<bool>();
+    if (!retain && !finished) {
+      return JsonError(400, "expected {\"retain_s\": <whole seconds>} or {\"finished\": true}");
+    }
+    if (retain) {
+      const uint64_t seconds = body["retain_s"].get<uint64_t>();
+      hint.retain_seconds = static_cast<uint32_t>(std::min<uint64_t>(seconds, UINT32_MAX));
+    }
+    hint.finished = finished;
+    const Status s = ctx_->store->HintSession(*tenant, *session, hint);
+    if (s.code() == StatusCode::kNotFound) return JsonError(404, s.ToString());
+    if (!s.ok()) return JsonError(400, s.ToString());
+    return Json(200, json{{"tenant", name}, {"session", *session}, {"hint", body}});
   }
 
   // DELETE /admin/tenants/<name> deletes the tenant's blocks (the tenant itself stays

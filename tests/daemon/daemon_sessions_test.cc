@@ -185,6 +185,39 @@ TEST(DaemonSessionsTest, AdminDeletesSessionAndTenant) {
   EXPECT_EQ(CountPresent(other.get(), 100, 3), 3u);
 }
 
+TEST(DaemonSessionsTest, AdminHintsReachTheSessionOrSayWhyNot) {
+  Daemon d;
+  auto acme = Connect(d, "acme", "acme-token");
+  PutSession(acme.get(), 100, 3, 77);
+  auto post = [&](const std::string& target, const std::string& body) {
+    return Http(d.http_port(), "POST " + target + " HTTP/1.0\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n" + body);
+  };
+  std::string r = post("/admin/sessions/77/hint?tenant=acme", R"({"retain_s": 60})");
+  ASSERT_TRUE(r.starts_with("HTTP/1.1 200")) << r;
+  EXPECT_NE(Body(r).find("\"session\":77"), std::string::npos) << r;
+  r = post("/admin/sessions/77/hint?tenant=acme", R"({"finished": true})");
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 200")) << r;
+  // A hint orders evictions; it removes nothing.
+  EXPECT_EQ(CountPresent(acme.get(), 100, 3), 3u);
+  // Bad hints: a clear 4xx each.
+  EXPECT_TRUE(post("/admin/sessions/77/hint?tenant=acme", R"({"retain_s": 31536000})")
+                  .starts_with("HTTP/1.1 400"));
+  EXPECT_TRUE(post("/admin/sessions/77/hint?tenant=acme", R"({"retain_s": -5})")
+                  .starts_with("HTTP/1.1 400"));
+  EXPECT_TRUE(post("/admin/sessions/77/hint?tenant=acme", R"({"finished": true, "retain_s": 5})")
+                  .starts_with("HTTP/1.1 400"));
+  EXPECT_TRUE(post("/admin/sessions/77/hint?tenant=acme", "not json").starts_with("HTTP/1.1 400"));
+  EXPECT_TRUE(post("/admin/sessions/0/hint?tenant=acme", R"({"finished": true})")
+                  .starts_with("HTTP/1.1 400"));
+  EXPECT_TRUE(post("/admin/sessions/78/hint?tenant=acme", R"({"finished": true})")
+                  .starts_with("HTTP/1.1 404"));
+  EXPECT_TRUE(post("/admin/sessions/77/hint?tenant=nobody", R"({"finished": true})")
+                  .starts_with("HTTP/1.1 404"));
+  EXPECT_TRUE(Http(d.http_port(), "GET /admin/sessions/77/hint?tenant=acme HTTP/1.0\r\n\r\n")
+                  .starts_with("HTTP/1.1 405"));
+}
+
 TEST(DaemonSessionsTest, AdminShredWithoutAMasterKeyIsAConflict) {
   // The test daemon has no master key: nothing is encrypted, so there is nothing to shred and
   // the Store says FailedPrecondition (409), leaving the blocks in place.

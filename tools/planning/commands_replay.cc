@@ -32,8 +32,8 @@ void AddTraceCommand(CLI::App& app, int* exit_code) {
   CLI::App* trace = app.add_subcommand("trace", "Prefix-hash traces");
   trace->require_subcommand(1);
   auto f = std::make_shared<GenFlags>();
-  CLI::App* gen = trace->add_subcommand("gen", "Generate a synthetic chat or agentic trace");
-  gen->add_option("--workload", f->workload, "chat or agentic")->capture_default_str();
+  CLI::App* gen = trace->add_subcommand("gen", "Generate a synthetic chat, agentic or coding-agent trace");
+  gen->add_option("--workload", f->workload, "chat, agentic or coding-agent")->capture_default_str();
   gen->add_option("--sessions", f->sessions, "Top-level sessions")->capture_default_str();
   gen->add_option("--seed", f->seed, "Random seed; the same seed gives the same trace")->capture_default_str();
   gen->add_option("--max-requests", f->max_requests, "Keep the first N requests (0 = all)");
@@ -92,6 +92,7 @@ struct ReplayFlags {
   double initial_reused_share = MemoryTierOptions{}.initial_reused_share;
   double max_reused_share = MemoryTierOptions{}.max_reused_share;
   bool compare = false;
+  bool hints = false;
   std::string g3_link = "nvme-gen5";
   std::string g4_link = "400gbe";
   uint64_t ttl_seconds = 0;
@@ -172,6 +173,11 @@ std::string ReplayText(const Trace& trace, const ReplayReport& r, const PrefillM
                 static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.expirations),
                 static_cast<unsigned long long>(r.puts_failed));
   if (!r.first_put_error.empty()) out += "first failed put: " + r.first_put_error + "\n";
+  if (r.hints_sent + r.hints_refused > 0) {
+    out += Format("session hints: %llu taken, %llu refused (no block of the session left in G2)\n",
+                  static_cast<unsigned long long>(r.hints_sent),
+                  static_cast<unsigned long long>(r.hints_refused));
+  }
   if (r.has_prefill_model) {
     out += Format("prefill on %u x %s (MFU %.2f): %s without cache, %s with; saved %s = %.2f GPU-hours\n",
                   model.options().tensor_parallel, model.gpu().name.c_str(), model.options().mfu,
@@ -262,6 +268,7 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
   o.ttl_seconds = f.ttl_seconds;
   o.state_bytes = StateBytesPerSnapshot(o.model);
   o.snapshot_every = f.snapshot_every;
+  o.apply_hints = f.hints;
   if (!f.g3_capacity.empty()) {
     Result<uint64_t> g3 = ParseBytes(f.g3_capacity);
     if (!g3.ok()) {
@@ -342,6 +349,8 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
                          {"declined", report->evictions_declined},
                          {"bytes_not_written", report->admission_saved_bytes()}};
     j["evictions"] = report->evictions;
+    j["hints_sent"] = report->hints_sent;
+    j["hints_refused"] = report->hints_refused;
     if (report->state_bytes > 0) {
       j["state"] = {{"snapshot_bytes", report->state_bytes},
                     {"snapshots_written", report->snapshots_written},
@@ -418,7 +427,9 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--g4", f->g4, "Simulate G4, written on_put or on_demotion");
   cmd->add_flag("--compare", f->compare,
                 "At each --capacities (default 1/64 .. 1x of the footprint): kvtier beside LRU, ARC, "
-                "OPT, OPT+bypass and an infinite cache");
+                "OPT, OPT+bypass and an infinite cache (and kvtier with the trace's hints, if any)");
+  cmd->add_flag("--hints", f->hints,
+                "Send the trace's session hints (retain_s, finished) to the Store");
   cmd->add_option("--ttl", f->ttl_seconds, "Per-tenant TTL since last access, seconds (0 = none)");
   cmd->add_option("--snapshot-every", f->snapshot_every,
                   "Hybrid models: also keep a state snapshot every N blocks a request computes "

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <bit>
 #include <optional>
@@ -422,6 +423,17 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       Result<BlockKey> key = StateKey(keys[i], "state");
       if (key.ok() && store.Put(tenant, *key, state, put).ok()) ++report.snapshots_written;
     }
+    if (options.apply_hints && p.sessions[r] != 0 &&
+        (request.retain_seconds > 0 || request.finished)) {
+      Store::SessionHint hint;
+      hint.finished = request.finished;
+      if (!hint.finished) {
+        hint.retain_seconds = static_cast<uint32_t>(std::ceil(
+            std::min(request.retain_seconds, static_cast<double>(o.memory.max_hint_retain_seconds))));
+      }
+      Status s = store.HintSession(tenant, p.sessions[r], hint);
+      ++(s.ok() ? report.hints_sent : report.hints_refused);
+    }
     if (report.has_prefill_model) {
       const double tokens = static_cast<double>(request.input_length);
       double cached = 0;
@@ -555,6 +567,7 @@ Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const Repl
                                                   std::vector<uint64_t> capacities) {
   const PrefillModel* model = options.reload_by_tier[0] ? &*options.reload_by_tier[0] : nullptr;
   std::vector<ComparePoint> points;
+  Status failed;
   KVTIER_RETURN_IF_ERROR(ForEachCapacity(
       trace, options, std::move(capacities),
       [&](const PreparedTrace& prepared, uint64_t capacity, const ReplayRun& r) {
@@ -563,6 +576,18 @@ Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const Repl
         const uint64_t page = PickPageBytes(capacity, options.page_bytes);
         point.capacity_blocks = capacity / ((prepared.block_bytes + page - 1) / page * page);
         point.policies.push_back(Summarize("kvtier", trace, prepared, r.hits, model));
+        if (trace.has_hints) {
+          ReplayOptions hinted = options;
+          hinted.g3_capacity_bytes = 0;
+          hinted.g4 = false;
+          hinted.apply_hints = true;
+          Result<ReplayRun> h = ReplayPrepared(trace, prepared, hinted, capacity, false);
+          if (!h.ok()) {
+            failed = h.status();
+            return;
+          }
+          point.policies.push_back(Summarize("kvtier+hints", trace, prepared, h->hits, model));
+        }
         for (ReferencePolicy policy : kReferencePolicies) {
           point.policies.push_back(Summarize(
               std::string(ReferencePolicyName(policy)), trace, prepared,
@@ -570,6 +595,7 @@ Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const Repl
         }
         points.push_back(std::move(point));
       }));
+  KVTIER_RETURN_IF_ERROR(failed);
   return points;
 }
 

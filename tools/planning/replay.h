@@ -80,6 +80,8 @@ struct ReplayOptions {
   // Also store a snapshot at every N-th block boundary a request computes; 0 = at its last
   // whole block only.
   uint32_t snapshot_every = 0;
+  // Send the trace's session hints (retain_s, finished) to the Store after each request.
+  bool apply_hints = false;
 };
 
 struct TierReplayStats {
@@ -108,6 +110,8 @@ struct ReplayReport {
   uint64_t puts_stored = 0;        // Of those, blocks the store kept (TenantStats::puts).
   uint64_t puts_failed = 0;        // Puts that returned an error (nothing evictable).
   std::string first_put_error;     // The first such error, for the report.
+  uint64_t hints_sent = 0;         // Session hints the Store took (ReplayOptions::apply_hints).
+  uint64_t hints_refused = 0;      // ...and refused (the session had no block left in G2).
   uint64_t evictions = 0;
   uint64_t expirations = 0;
   // G2 evictions G3 admission took, and those it declined (bytes that were not written to
@@ -171,11 +175,14 @@ struct PolicyResult {
 struct ComparePoint {
   uint64_t capacity_bytes = 0;
   uint64_t capacity_blocks = 0;  // Whole blocks (page-rounded) that fit.
-  std::vector<PolicyResult> policies;  // kvtier first, then kReferencePolicies in order.
+  // kvtier first, then "kvtier+hints" when the trace has hints, then kReferencePolicies in
+  // order.
+  std::vector<PolicyResult> policies;
 };
 
 // kvtier's G2 (the Store, G3 and G4 off) beside the reference policies at each capacity
-// (chosen as CapacityCurve does), on the same references.
+// (chosen as CapacityCurve does), on the same references; for a trace with hints, kvtier with
+// them too.
 Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const ReplayOptions& options,
                                                   std::vector<uint64_t> capacities);
 

@@ -276,5 +276,35 @@ TEST(ReplayTest, G4OnPutUploadsEveryBlockOnceAndServesWhatG2Lost) {
   EXPECT_EQ(r->tiers[TierSlot(TierLevel::kG3)].blocks_written, 0u);
 }
 
+TEST(ReplayTest, SessionHintsReachTheStoreAndShowInTheComparison) {
+  // Room for two one-block prompts. Session a waits on a tool call (retain 60 s) while b and c
+  // come and go; a comes back at t=20 s. Without the hint LRU's order evicts a for c; with it,
+  // b goes instead and a hits.
+  const Trace trace = ParseOrDie(
+      "{\"kvtier_trace\": 1, \"block_tokens\": 4}\n"
+      "{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
+      "\"retain_s\": 60}\n"
+      "{\"timestamp\": 5000, \"input_length\": 4, \"hash_ids\": [2], \"session\": \"b\"}\n"
+      "{\"timestamp\": 10000, \"input_length\": 4, \"hash_ids\": [3], \"session\": \"c\"}\n"
+      "{\"timestamp\": 20000, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
+      "\"finished\": true}\n");
+  ASSERT_TRUE(trace.has_hints);
+  ReplayOptions o = Options(2 * kBlockBytes);
+  Result<ReplayReport> plain = Replay(trace, o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->hit_blocks(), 0u);
+  o.apply_hints = true;
+  Result<ReplayReport> hinted = Replay(trace, o);
+  ASSERT_TRUE(hinted.ok());
+  EXPECT_EQ(hinted->hit_blocks(), 1u);
+  EXPECT_EQ(hinted->hints_sent, 2u);
+  Result<std::vector<ComparePoint>> points = ComparePolicies(trace, Options(0), {2 * kBlockBytes});
+  ASSERT_TRUE(points.ok()) << points.status().ToString();
+  std::map<std::string, uint64_t> hits;
+  for (const PolicyResult& p : (*points)[0].policies) hits[p.policy] = p.hit_blocks;
+  EXPECT_EQ(hits["kvtier"], 0u);
+  EXPECT_EQ(hits["kvtier+hints"], 1u);
+}
+
 }  // namespace
 }  // namespace kvtier::planning

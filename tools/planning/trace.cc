@@ -14,6 +14,7 @@ using nlohmann::json;
 
 constexpr size_t kMaxReportedProblems = 20;
 constexpr uint32_t kMaxBlockTokens = 1 << 20;
+constexpr double kMaxRetainSeconds = 86400;
 
 // A non-negative integer (a float is accepted when whole-valued, as some exports write
 // timestamps as 123.0); nullopt otherwise.
@@ -80,6 +81,19 @@ Status ParseRequest(const json& line, uint32_t block_tokens,
     if (inserted) tenants->push_back(name);
     out->tenant = it->second;
   }
+  if (auto r = line.find("retain_s"); r != line.end()) {
+    if (!r->is_number() || !(r->get<double>() > 0 && r->get<double>() <= kMaxRetainSeconds)) {
+      return Status::InvalidArgument("'retain_s' must be a number of seconds from 0 to 86400");
+    }
+    out->retain_seconds = r->get<double>();
+  }
+  if (auto f = line.find("finished"); f != line.end()) {
+    if (!f->is_boolean()) return Status::InvalidArgument("'finished' must be true or false");
+    out->finished = f->get<bool>();
+  }
+  if ((out->retain_seconds > 0 || out->finished) && out->session.empty()) {
+    return Status::InvalidArgument("a hint ('retain_s', 'finished') needs a 'session'");
+  }
   return Status::OK();
 }
 
@@ -143,6 +157,9 @@ Result<Trace> ParseTrace(std::istream& in, const TraceReadOptions& options) {
       if (trace.problems.size() < kMaxReportedProblems) trace.problems.push_back(problem);
     }
   }
+  for (const TraceRequest& r : trace.requests) {
+    trace.has_hints = trace.has_hints || r.retain_seconds > 0 || r.finished;
+  }
   std::stable_sort(trace.requests.begin(), trace.requests.end(),
                    [](const TraceRequest& a, const TraceRequest& b) {
                      return a.timestamp_ms < b.timestamp_ms;
@@ -173,6 +190,8 @@ void WriteTrace(const Trace& trace, TraceFormat format, std::ostream& out) {
     if (format == TraceFormat::kKvtier) {
       if (!r.session.empty()) line["session"] = r.session;
       if (r.tenant != 0) line["tenant"] = trace.tenants[r.tenant];
+      if (r.retain_seconds > 0) line["retain_s"] = r.retain_seconds;
+      if (r.finished) line["finished"] = true;
     }
     out << line.dump() << '\n';
   }

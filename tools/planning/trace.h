@@ -6,13 +6,16 @@
 // chained: equal ids at equal positions mean equal prefixes.
 //
 // kvtier format: the same lines, after a header line that makes the block size explicit, with
-// two optional fields per request:
+// optional fields per request:
 //   {"kvtier_trace": 1, "block_tokens": 256}
 //   {"timestamp": 0, "input_length": 700, "output_length": 20, "hash_ids": [1, 2, 3],
-//    "session": "s17", "tenant": "acme"}
+//    "session": "s17", "tenant": "acme", "retain_s": 30, "finished": true}
 // `tenant` selects an isolated key space (blocks of different tenants never match); `session`
-// is informational. A file without a header is read as Mooncake (512-token blocks unless the
-// caller says otherwise).
+// names the conversation or agent run the blocks belong to. The hints are what the sender knew
+// when it sent the request, sent after it as Store::HintSession: `retain_s` (seconds, > 0) the
+// session should come back within (a tool's typical duration, not when the call really
+// returned), `finished` the session ends with this request. A file without a header is read as
+// Mooncake (512-token blocks unless the caller says otherwise).
 //
 // hash_ids must number at most ceil(input_length / block_tokens); a prompt's tokens past its
 // last id are never cacheable. The last block may be partial.
@@ -36,6 +39,8 @@ struct TraceRequest {
   std::vector<uint64_t> hash_ids;
   std::string session;     // Empty when the trace has none.
   uint32_t tenant = 0;     // Index into Trace::tenants.
+  double retain_seconds = 0;  // Hint: the session comes back within; 0 = no hint.
+  bool finished = false;      // Hint: the session ends with this request.
 };
 
 struct Trace {
@@ -44,6 +49,7 @@ struct Trace {
   std::vector<TraceRequest> requests;  // Sorted by timestamp (stable).
   uint64_t skipped_lines = 0;
   std::vector<std::string> problems;  // "line N: why" for the first skipped lines.
+  bool has_hints = false;             // A request carries retain_s or finished.
 
   // Blocks of `request` holding block_tokens tokens each: its hash ids but a partial last one,
   // which kvtier never keys.

@@ -22,12 +22,26 @@ class Rng {
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   double Exponential(double mean) { return -mean * std::log1p(-Uniform()); }
   uint64_t Between(uint64_t lo, uint64_t hi) { return lo + Next() % (hi - lo + 1); }
+  // Standard normal (Box-Muller).
+  double Normal() {
+    const double u = 1 - Uniform();
+    return std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * Uniform());
+  }
   // At least one token, exponentially distributed around `mean`.
   uint64_t Tokens(double mean) { return 1 + static_cast<uint64_t>(Exponential(mean)); }
 
  private:
   uint64_t state_;
 };
+
+// A coding agent's tools: how often it calls each and how long a call typically takes.
+struct Tool {
+  double probability;
+  double typical_seconds;
+};
+constexpr Tool kTools[] = {{0.45, 2}, {0.20, 1}, {0.15, 90}, {0.10, 180}, {0.05, 10}, {0.05, 300}};
+constexpr double kToolSigma = 0.6;      // Of the log-normal factor on a call's duration.
+constexpr double kRetainPerTypical = 2;  // A framework's retain hint: this x the typical time.
 
 // A prompt's block chain: full blocks plus an optional partial tail.
 struct Context {
@@ -71,6 +85,9 @@ class Generator {
     if (o_.max_requests > 0 && trace.requests.size() > o_.max_requests) {
       trace.requests.resize(o_.max_requests);
     }
+    for (const TraceRequest& r : trace.requests) {
+      trace.has_hints = trace.has_hints || r.retain_seconds > 0 || r.finished;
+    }
     return trace;
   }
 
@@ -103,12 +120,14 @@ class Generator {
   void RunSession(const Context& start_context, const std::string& name, uint32_t tenant,
                   double time, uint64_t turns, bool may_fan_out) {
     Context c = start_context;
+    size_t last = SIZE_MAX;  // This session's last request so far.
     for (uint64_t turn = 0; turn < turns; ++turn) {
       const uint64_t input = rng_.Tokens(o_.input_tokens);
       const uint64_t output = rng_.Tokens(o_.output_tokens);
       if (c.Tokens(o_.block_tokens) + input + output > o_.max_context_tokens) break;
       Append(&c, input);
       Emit(c, name, tenant, time, output);
+      last = trace_->requests.size() - 1;
       Append(&c, output);
       if (may_fan_out && o_.max_fanout >= 2 && rng_.Uniform() < o_.fanout_probability) {
         const uint64_t children = rng_.Between(2, o_.max_fanout);
@@ -120,8 +139,29 @@ class Generator {
                      child_start, rng_.Between(3, 10), /*may_fan_out=*/false);
         }
       }
-      time += rng_.Exponential(o_.idle_seconds);
+      if (!o_.tool_calls) {
+        time += rng_.Exponential(o_.idle_seconds);
+        continue;
+      }
+      // The request ends in a tool call; the next one comes with its result.
+      const Tool& tool = PickTool();
+      trace_->requests[last].retain_seconds = kRetainPerTypical * tool.typical_seconds;
+      time += tool.typical_seconds *
+              std::exp(kToolSigma * rng_.Normal() - kToolSigma * kToolSigma / 2);
     }
+    if (last != SIZE_MAX) {
+      trace_->requests[last].retain_seconds = 0;
+      trace_->requests[last].finished = true;
+    }
+  }
+
+  const Tool& PickTool() {
+    double u = rng_.Uniform();
+    for (const Tool& t : kTools) {
+      if (u < t.probability) return t;
+      u -= t.probability;
+    }
+    return kTools[0];
   }
 
   const TraceGenOptions& o_;
@@ -135,7 +175,9 @@ class Generator {
 Result<Workload> ParseWorkload(std::string_view name) {
   if (name == "chat") return Workload::kChat;
   if (name == "agentic") return Workload::kAgentic;
-  return Status::InvalidArgument("unknown workload '" + std::string(name) + "'; known: chat, agentic");
+  if (name == "coding-agent") return Workload::kCodingAgent;
+  return Status::InvalidArgument("unknown workload '" + std::string(name) +
+                                 "'; known: chat, agentic, coding-agent");
 }
 
 TraceGenOptions DefaultsFor(Workload workload) {
@@ -149,6 +191,16 @@ TraceGenOptions DefaultsFor(Workload workload) {
     o.input_tokens = 150;
     o.output_tokens = 350;
     o.idle_seconds = 45;
+  } else if (workload == Workload::kCodingAgent) {
+    o.system_prompts = 4;
+    o.system_prompt_tokens = 8000;
+    o.min_turns = 10;
+    o.max_turns = 60;
+    o.input_tokens = 1200;
+    o.output_tokens = 200;
+    o.tool_calls = true;
+    o.fanout_probability = 0.1;
+    o.max_fanout = 4;
   } else {
     o.system_prompts = 4;
     o.system_prompt_tokens = 6000;

@@ -6,9 +6,14 @@
 // then alternates requests and growth: each turn appends new input (a user message or a tool
 // result) and, after the request, the model's output, so the next request's prompt extends
 // the previous one. Agentic sessions may fan out sub-agents that start from the parent's
-// context plus a task message and run their own short loops. Block ids follow Mooncake's
-// rule: equal ids mean equal prefixes, and a partially filled last block gets a fresh id
-// whenever its content changes.
+// context plus a task message and run their own short loops. A coding agent waits on a tool
+// call between its requests (reading files for seconds, running tests or a build for minutes,
+// asking its user for longer). Block ids follow Mooncake's rule: equal ids mean equal
+// prefixes, and a partially filled last block gets a fresh id whenever its content changes.
+//
+// Hints, as a framework would send them: every session's last request is `finished`; a coding
+// agent's request that starts a tool call carries `retain_s`, twice the tool's typical
+// duration (what the framework knows; the call itself takes longer or shorter).
 
 #ifndef KVTIER_TOOLS_PLANNING_TRACE_GEN_H_
 #define KVTIER_TOOLS_PLANNING_TRACE_GEN_H_
@@ -21,9 +26,9 @@
 
 namespace kvtier::planning {
 
-enum class Workload { kChat, kAgentic };
+enum class Workload { kChat, kAgentic, kCodingAgent };
 
-// "chat" or "agentic"; InvalidArgument otherwise.
+// "chat", "agentic" or "coding-agent"; InvalidArgument otherwise.
 Result<Workload> ParseWorkload(std::string_view name);
 
 struct TraceGenOptions {
@@ -46,12 +51,19 @@ struct TraceGenOptions {
   double idle_seconds = 0;            // Gap between a session's requests.
   double fanout_probability = 0;      // Per agent turn: chance to spawn sub-agents.
   uint32_t max_fanout = 0;            // Sub-agents per spawn: uniform in [2, max_fanout].
+  // The gap between a session's requests is a tool call (kTools) instead of idle_seconds.
+  bool tool_calls = false;
 };
 
 // Fills the workload-dependent fields for `workload`:
 //   chat:    8 system prompts of 1,500 tokens; 2-12 turns; 150 in, 350 out; 45 s idle
 //   agentic: 4 system prompts of 6,000 tokens; 8-40 turns; 700 in (tool results), 150 out;
 //            4 s idle; 10% of turns fan out 2-4 sub-agents of 3-10 turns each
+//   coding-agent: 4 system prompts of 8,000 tokens; 10-60 turns; 1,200 in, 200 out; a tool
+//            call between turns: read or search 45% (typically 2 s), edit 20% (1 s), run the
+//            tests 15% (90 s), build 10% (180 s), search the web 5% (10 s), ask the user 5%
+//            (300 s), each lasting its typical time x a log-normal factor (sigma 0.6, mean 1);
+//            10% of turns fan out 2-4 sub-agents of 3-10 turns each
 TraceGenOptions DefaultsFor(Workload workload);
 
 // InvalidArgument for zero sessions, block size or turn counts, min_turns > max_turns,

@@ -77,5 +77,60 @@ TEST(TraceGenTest, RejectsNonsense) {
   EXPECT_FALSE(ParseWorkload("batch").ok());
 }
 
+TEST(TraceGenTest, EverySessionFinishesAndCodingAgentsHintTheirToolCalls) {
+  for (Workload w : {Workload::kChat, Workload::kAgentic, Workload::kCodingAgent}) {
+    TraceGenOptions o = DefaultsFor(w);
+    o.sessions = 30;
+    Result<Trace> t = GenerateTrace(o);
+    ASSERT_TRUE(t.ok());
+    EXPECT_TRUE(t->has_hints);
+    // The last request of each session (sub-agents included), and only it, is finished.
+    std::map<std::string, uint64_t> last;
+    std::map<std::string, int> finished;
+    for (const TraceRequest& r : t->requests) {
+      last[r.session] = std::max(last[r.session], r.timestamp_ms);
+      finished[r.session] += r.finished ? 1 : 0;
+    }
+    for (const auto& [session, n] : finished) EXPECT_EQ(n, 1) << session;
+    std::set<double> retains;
+    for (const TraceRequest& r : t->requests) {
+      if (r.finished) {
+        EXPECT_EQ(r.timestamp_ms, last[r.session]) << r.session;
+      }
+      if (r.retain_seconds > 0) retains.insert(r.retain_seconds);
+      EXPECT_FALSE(r.finished && r.retain_seconds > 0);
+    }
+    if (w != Workload::kCodingAgent) {
+      EXPECT_TRUE(retains.empty());
+      continue;
+    }
+    // Twice a tool's typical time, from the tools' table: what the framework knows.
+    EXPECT_EQ(retains, (std::set<double>{2, 4, 20, 180, 360, 600}));
+  }
+}
+
+// A digest of a trace's requests (times, lengths, block ids), hints aside.
+uint64_t RequestsDigest(const Trace& t) {
+  uint64_t h = 0;
+  for (const TraceRequest& r : t.requests) {
+    uint64_t x = r.timestamp_ms * 1000003 + r.input_length * 131 + r.output_length;
+    for (uint64_t id : r.hash_ids) x = x * 31 + id;
+    h = h * 1099511628211ULL + x;
+  }
+  return h;
+}
+
+TEST(TraceGenTest, HintsChangeNoRequestOfTheChatAndAgenticTraces) {
+  // docs/store.md's tables replay these traces as generated before hints existed: the same
+  // seeds still give the same requests (digests of the earlier generator's output).
+  Result<Trace> chat = GenerateTrace(DefaultsFor(Workload::kChat));
+  Result<Trace> agentic = GenerateTrace(DefaultsFor(Workload::kAgentic));
+  ASSERT_TRUE(chat.ok() && agentic.ok());
+  EXPECT_EQ(chat->requests.size(), 2705u);
+  EXPECT_EQ(RequestsDigest(*chat), 1318452530696092468ULL);
+  EXPECT_EQ(agentic->requests.size(), 28622u);
+  EXPECT_EQ(RequestsDigest(*agentic), 11858762500794208213ULL);
+}
+
 }  // namespace
 }  // namespace kvtier::planning

@@ -84,5 +84,37 @@ TEST(TraceTest, RejectsBadHeader) {
   EXPECT_FALSE(Parse("{\"kvtier_trace\": 1, \"block_tokens\": 0}\n").ok());
 }
 
+TEST(TraceTest, SessionHintsAreReadCheckedAndWrittenBack) {
+  Result<Trace> t = Parse(
+      "{\"kvtier_trace\": 1, \"block_tokens\": 4}\n"
+      "{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
+      "\"retain_s\": 2.5}\n"
+      "{\"timestamp\": 1, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
+      "\"finished\": true}\n");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->has_hints);
+  EXPECT_DOUBLE_EQ(t->requests[0].retain_seconds, 2.5);
+  EXPECT_TRUE(t->requests[1].finished);
+  std::ostringstream out;
+  WriteTrace(*t, TraceFormat::kKvtier, out);
+  Result<Trace> again = Parse(out.str());
+  ASSERT_TRUE(again.ok());
+  EXPECT_DOUBLE_EQ(again->requests[0].retain_seconds, 2.5);
+  EXPECT_TRUE(again->requests[1].finished);
+  EXPECT_FALSE(Parse("{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1]}\n")->has_hints);
+  // A hint needs a session, a positive retention under a day, and a boolean.
+  for (const char* bad :
+       {"{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1], \"retain_s\": 5}",
+        "{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
+        "\"retain_s\": -1}",
+        "{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
+        "\"retain_s\": 1e9}",
+        "{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
+        "\"finished\": 1}"}) {
+    Result<Trace> r = Parse(std::string(bad) + "\n", /*strict=*/true);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace kvtier::planning

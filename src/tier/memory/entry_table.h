@@ -70,6 +70,7 @@ inline constexpr uint8_t kEntryStateValue = 128; // BlockRole::kState.
 inline constexpr uint8_t kPolicyRevisited = 1;     // Read or matched since it was put.
 inline constexpr uint8_t kPolicyNoResume = 2;      // KV needing state that lost its state.
 inline constexpr uint8_t kPolicyBranched = 4;      // Has had two children at once.
+inline constexpr uint8_t kPolicyFinished = 8;      // Its session was hinted finished.
 
 // An intrusive list of entries, oldest first.
 struct EntryList {

@@ -143,6 +143,7 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
       total_pages_(static_cast<uint32_t>(options.capacity_bytes / options.page_bytes)),
       back_on_allocate_(arena_ != nullptr && (options.prefault || named_files)),
       max_reused_share_(options.max_reused_share),
+      max_hint_retain_seconds_(options.max_hint_retain_seconds),
       env_(env) {
   MutexLock l(&mu_);
   free_pages_ = total_pages_;
@@ -260,7 +261,7 @@ BlockMeta MemoryTier::MetaOf(const Entry& e) const {
 void MemoryTier::Touch(uint32_t index, uint32_t now) {
   Entry& e = table_.at(index);
   e.last_access_s = std::max(e.last_access_s, now);
-  e.policy |= kPolicyRevisited;
+  e.policy = static_cast<uint8_t>((e.policy | kPolicyRevisited) & ~kPolicyFinished);
   NoteAccess(e, now);
   if (sketch_) sketch_->Increment(SketchHash(e.tenant, e.key));
   if (e.queue == QueueId::kNone) return;  // Pinned or demoting: outside the queues.
@@ -286,15 +287,29 @@ void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
 }
 
 uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable) {
-  uint32_t oldest = kNil, least = kNil;
+  uint32_t oldest = kNil, least = kNil, retained = kNil;
   double least_chance = 0, least_error = 0;
   for (const EntryList& lane : lanes) {
+    int skipped = 0;
     for (uint32_t idx = lane.head; idx != kNil; idx = table_.at(idx).next) {
       const Entry& e = table_.at(idx);
       if (evictable) {
         if (Expired(e, now)) return idx;
         // A leased block is being read; a parent of resident blocks goes after its children.
         if (e.readers > 0 || e.children > 0) continue;
+        if (e.policy & kPolicyFinished) return idx;
+        // A session hinted to come back soon goes last, within a bounded search; of those, the
+        // one due back last goes first (Belady's choice, on the senders' word).
+        if (const uint32_t until = session_slots_[e.session].retain_until_s;
+            until > now && skipped++ < kMaxRetainedSkips) {
+          const uint32_t other =
+              retained == kNil ? 0 : session_slots_[table_.at(retained).session].retain_until_s;
+          if (retained == kNil || until > other ||
+              (until == other && e.stamp < table_.at(retained).stamp)) {
+            retained = idx;
+          }
+          continue;
+        }
       }
       if (e.policy & kPolicyNoResume) return idx;  // Serves nothing.
       if (oldest == kNil || e.stamp < table_.at(oldest).stamp) oldest = idx;
@@ -309,6 +324,7 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
       break;  // Within a lane the least recent block is the least likely to return.
     }
   }
+  if (oldest == kNil) return retained;
   if (least == oldest) return oldest;
   // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
   // errors.
@@ -423,6 +439,7 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   e.last_access_s = now;
   e.created_s = meta.created_us == 0 ? now : static_cast<uint32_t>(meta.created_us / 1000000);
   e.session = AcquireSessionSlot(tenant, meta.session);
+  session_slots_[e.session].finished = false;  // It goes on after all.
   e.dtype = meta.dtype ? static_cast<uint8_t>(*meta.dtype) : 0;
   if (meta.in_shared) e.flags |= kEntryInShared;
   if (meta.role == BlockRole::kKvNeedsState) e.flags |= kEntryNeedsState;
@@ -719,6 +736,51 @@ uint64_t MemoryTier::EraseSession(uint32_t tenant, SessionId session) {
     return e.session == slot && session_slots_[slot].id == session &&
            session_slots_[slot].tenant == tenant;
   });
+}
+
+Status MemoryTier::HintSession(uint32_t tenant, SessionId session,
+                               const Store::SessionHint& hint) {
+  if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"");
+  if ((hint.retain_seconds != 0) == hint.finished) {
+    return Status::InvalidArgument("a session hint is either retain_seconds or finished");
+  }
+  if (hint.retain_seconds > max_hint_retain_seconds_) {
+    return Status::InvalidArgument("retain_seconds " + std::to_string(hint.retain_seconds) +
+                                   " is over the limit of " +
+                                   std::to_string(max_hint_retain_seconds_) +
+                                   " (memory.max_hint_retain_seconds)");
+  }
+  MutexLock l(&mu_);
+  auto it = session_index_.find({tenant, session});
+  if (it == session_index_.end()) return Status::NotFound("session has no block in G2");
+  SessionSlot& slot = session_slots_[it->second];
+  if (!hint.finished) {
+    slot.retain_until_s = NowSeconds() + hint.retain_seconds;
+    return Status::OK();
+  }
+  slot.retain_until_s = 0;
+  if (slot.finished) return Status::OK();  // Nothing put since: its blocks are marked.
+  slot.finished = true;
+  // Its blocks go to the old end of probation, marked to be taken as soon as they are reached
+  // (one pass over the table per finished session: a repeat costs nothing until it puts again).
+  const uint32_t slot_index = it->second;
+  for (uint32_t idx = 0; idx < table_.high_water(); ++idx) {
+    Entry& e = table_.at(idx);
+    if (e.state != EntryState::kResident || e.tenant != tenant || e.session != slot_index) {
+      continue;
+    }
+    e.policy |= kPolicyFinished;
+    if (e.queue == QueueId::kNone) continue;  // Pinned or demoting.
+    Dequeue(idx);
+    e.queue = QueueId::kProbation;
+    EntryList* lane = QueueOf(e);
+    if (lane->head == kNil) {
+      table_.PushBack(lane, idx, PagesFor(e.size));
+    } else {
+      table_.InsertBefore(lane, lane->head, idx, PagesFor(e.size));
+    }
+  }
+  return Status::OK();
 }
 
 uint64_t MemoryTier::EraseTenant(uint32_t tenant) {

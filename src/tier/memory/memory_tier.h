@@ -163,6 +163,10 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Removes every block of the tenant put with `session` (REQUIRES: session != 0), pinned ones
   // included; waits for their demotions in flight first. Returns how many.
   uint64_t EraseSession(uint32_t tenant, SessionId session) ABSL_LOCKS_EXCLUDED(mu_);
+  // Store::HintSession for G2, where hints act: retained sessions' blocks are chosen only when
+  // nothing else of the tenant is evictable, finished sessions' blocks first.
+  Status HintSession(uint32_t tenant, SessionId session, const Store::SessionHint& hint)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Removes every block of the tenant, likewise.
   uint64_t EraseTenant(uint32_t tenant) ABSL_LOCKS_EXCLUDED(mu_);
   Status Pin(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
@@ -235,7 +239,12 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint32_t tenant = 0;
     SessionId id = 0;
     uint32_t refs = 0;  // Resident entries naming this slot; 0 = free.
+    uint32_t retain_until_s = 0;  // SessionHint::retain_seconds: evicted last until then.
+    bool finished = false;  // SessionHint::finished, until the session puts again.
   };
+  // Retained blocks ChooseVictim passes over in one lane before taking one as any other: a
+  // hint orders evictions, it never makes them cost more than this.
+  static constexpr int kMaxRetainedSkips = 64;
 
   // `named_files`: the arena is files of OpenFromFile.
   MemoryTier(std::unique_ptr<Arena> arena, bool named_files, const MemoryTierOptions& options,
@@ -376,6 +385,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   // for named files, where a full file system would otherwise fault a write.
   const bool back_on_allocate_;
   const double max_reused_share_;
+  const uint32_t max_hint_retain_seconds_;
   Env* const env_;
 
   mutable Mutex mu_;
