@@ -128,8 +128,3 @@ size_t ReturnModel::MemoryUsage() const {
 }
 
 }  // namespace kvtier
-#include <cstdio>
-#include <cstdlib>
-namespace kvtier {
-void DebugDumpReturnModel(const ReturnModel& m, uint32_t now);
-}
