@@ -273,6 +273,21 @@ class ConversationStoreTest : public StoreTest {
     for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
   }
 
+  // A conversation on its third turn, last used 15 s ago, then a new prompt of `new_blocks`
+  // blocks, used 8 s ago; then two puts, one eviction when G2 holds both prompts and one block
+  // more.
+  void DeepAgainstNew(int new_blocks, std::vector<uint64_t>* deep, std::vector<uint64_t>* fresh) {
+    for (int turn = 0; turn < 3; ++turn) {
+      if (turn > 0) Advance(20);
+      Turn(deep, 1);
+    }
+    Advance(7);
+    Turn(fresh, new_blocks);
+    Advance(8);
+    ASSERT_TRUE(Put(9000).ok());
+    ASSERT_TRUE(Put(9001).ok());
+  }
+
   uint64_t next_ = 1;
 };
 
@@ -280,19 +295,9 @@ TEST_F(ConversationStoreTest, AConversationThatCameBackOutlivesANewOneWhenThatIs
   Open(16);
   LearnFromConversations();
   PinFiller(10);
-  // A conversation on its third turn, last used 15 s ago, and a new three-block prompt used
-  // 8 s ago fill G2 but for one block; two puts need one eviction.
+  // A conversation on its third turn and a new two-block prompt fill G2 but for one block.
   std::vector<uint64_t> deep, fresh;
-  Turn(&deep, 1);
-  Advance(20);
-  Turn(&deep, 1);
-  Advance(20);
-  Turn(&deep, 1);
-  Advance(7);
-  Turn(&fresh, 2);
-  Advance(8);
-  ASSERT_TRUE(Put(9000).ok());
-  ASSERT_TRUE(Put(9001).ok());
+  DeepAgainstNew(2, &deep, &fresh);
   // LRU would take the deep conversation's tail. Such conversations always came back, new
   // ones half the time: the new prompt's tail goes instead.
   EXPECT_FALSE(Has(fresh.back()));
@@ -303,16 +308,7 @@ TEST_F(ConversationStoreTest, WithoutEvidenceEvictionIsLeastRecentlyUsed) {
   Open(16);
   PinFiller(10);
   std::vector<uint64_t> deep, fresh;
-  Turn(&deep, 1);
-  Advance(20);
-  Turn(&deep, 1);
-  Advance(20);
-  Turn(&deep, 1);
-  Advance(7);
-  Turn(&fresh, 2);
-  Advance(8);
-  ASSERT_TRUE(Put(9000).ok());
-  ASSERT_TRUE(Put(9001).ok());
+  DeepAgainstNew(2, &deep, &fresh);
   EXPECT_FALSE(Has(deep.back()));
   EXPECT_TRUE(Has(fresh.back()));
 }
@@ -324,16 +320,7 @@ TEST_F(ConversationStoreTest, APromptPutInOneRequestIsOneTurnHoweverLong) {
   // Four blocks put by one request are no deeper than one: against a conversation on its
   // third turn it still goes first.
   std::vector<uint64_t> deep, long_prompt;
-  Turn(&deep, 1);
-  Advance(20);
-  Turn(&deep, 1);
-  Advance(20);
-  Turn(&deep, 1);
-  Advance(7);
-  Turn(&long_prompt, 4);
-  Advance(8);
-  ASSERT_TRUE(Put(9000).ok());
-  ASSERT_TRUE(Put(9001).ok());
+  DeepAgainstNew(4, &deep, &long_prompt);
   EXPECT_FALSE(Has(long_prompt.back()));
   for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
 }

@@ -576,7 +576,7 @@ Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const Repl
         const uint64_t page = PickPageBytes(capacity, options.page_bytes);
         point.capacity_blocks = capacity / ((prepared.block_bytes + page - 1) / page * page);
         point.policies.push_back(Summarize("kvtier", trace, prepared, r.hits, model));
-        if (trace.has_hints) {
+        if (trace.HasHints()) {
           ReplayOptions hinted = options;
           hinted.g3_capacity_bytes = 0;
           hinted.g4 = false;

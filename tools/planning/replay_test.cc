@@ -288,7 +288,7 @@ TEST(ReplayTest, SessionHintsReachTheStoreAndShowInTheComparison) {
       "{\"timestamp\": 10000, \"input_length\": 4, \"hash_ids\": [3], \"session\": \"c\"}\n"
       "{\"timestamp\": 20000, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
       "\"finished\": true}\n");
-  ASSERT_TRUE(trace.has_hints);
+  ASSERT_TRUE(trace.HasHints());
   ReplayOptions o = Options(2 * kBlockBytes);
   Result<ReplayReport> plain = Replay(trace, o);
   ASSERT_TRUE(plain.ok());

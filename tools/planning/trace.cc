@@ -104,6 +104,12 @@ size_t Trace::WholeBlocks(const TraceRequest& request) const {
       std::min<uint64_t>(request.hash_ids.size(), request.input_length / block_tokens));
 }
 
+bool Trace::HasHints() const {
+  return std::any_of(requests.begin(), requests.end(), [](const TraceRequest& r) {
+    return r.retain_seconds > 0 || r.finished;
+  });
+}
+
 uint64_t Trace::TotalBlockReferences() const {
   uint64_t n = 0;
   for (const TraceRequest& r : requests) n += r.hash_ids.size();
@@ -156,9 +162,6 @@ Result<Trace> ParseTrace(std::istream& in, const TraceReadOptions& options) {
       ++trace.skipped_lines;
       if (trace.problems.size() < kMaxReportedProblems) trace.problems.push_back(problem);
     }
-  }
-  for (const TraceRequest& r : trace.requests) {
-    trace.has_hints = trace.has_hints || r.retain_seconds > 0 || r.finished;
   }
   std::stable_sort(trace.requests.begin(), trace.requests.end(),
                    [](const TraceRequest& a, const TraceRequest& b) {

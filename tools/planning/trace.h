@@ -49,12 +49,13 @@ struct Trace {
   std::vector<TraceRequest> requests;  // Sorted by timestamp (stable).
   uint64_t skipped_lines = 0;
   std::vector<std::string> problems;  // "line N: why" for the first skipped lines.
-  bool has_hints = false;             // A request carries retain_s or finished.
 
   // Blocks of `request` holding block_tokens tokens each: its hash ids but a partial last one,
   // which kvtier never keys.
   size_t WholeBlocks(const TraceRequest& request) const;
   uint64_t TotalBlockReferences() const;
+  // A request carries a session hint (retain_s or finished).
+  bool HasHints() const;
 };
 
 enum class TraceFormat { kMooncake, kKvtier };

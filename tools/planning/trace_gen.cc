@@ -85,9 +85,6 @@ class Generator {
     if (o_.max_requests > 0 && trace.requests.size() > o_.max_requests) {
       trace.requests.resize(o_.max_requests);
     }
-    for (const TraceRequest& r : trace.requests) {
-      trace.has_hints = trace.has_hints || r.retain_seconds > 0 || r.finished;
-    }
     return trace;
   }
 

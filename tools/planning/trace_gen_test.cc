@@ -83,7 +83,7 @@ TEST(TraceGenTest, EverySessionFinishesAndCodingAgentsHintTheirToolCalls) {
     o.sessions = 30;
     Result<Trace> t = GenerateTrace(o);
     ASSERT_TRUE(t.ok());
-    EXPECT_TRUE(t->has_hints);
+    EXPECT_TRUE(t->HasHints());
     // The last request of each session (sub-agents included), and only it, is finished.
     std::map<std::string, uint64_t> last;
     std::map<std::string, int> finished;

@@ -92,7 +92,7 @@ TEST(TraceTest, SessionHintsAreReadCheckedAndWrittenBack) {
       "{\"timestamp\": 1, \"input_length\": 4, \"hash_ids\": [1], \"session\": \"a\", "
       "\"finished\": true}\n");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_TRUE(t->has_hints);
+  EXPECT_TRUE(t->HasHints());
   EXPECT_DOUBLE_EQ(t->requests[0].retain_seconds, 2.5);
   EXPECT_TRUE(t->requests[1].finished);
   std::ostringstream out;
@@ -101,7 +101,7 @@ TEST(TraceTest, SessionHintsAreReadCheckedAndWrittenBack) {
   ASSERT_TRUE(again.ok());
   EXPECT_DOUBLE_EQ(again->requests[0].retain_seconds, 2.5);
   EXPECT_TRUE(again->requests[1].finished);
-  EXPECT_FALSE(Parse("{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1]}\n")->has_hints);
+  EXPECT_FALSE(Parse("{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1]}\n")->HasHints());
   // A hint needs a session, a positive retention under a day, and a boolean.
   for (const char* bad :
        {"{\"timestamp\": 0, \"input_length\": 4, \"hash_ids\": [1], \"retain_s\": 5}",

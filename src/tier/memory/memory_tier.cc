@@ -1,7 +1,6 @@
 #include "src/tier/memory/memory_tier.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -271,84 +270,6 @@ void MemoryTier::Touch(uint32_t index, uint32_t now) {
   RebalanceQueues(e.tenant, now);
 }
 
-void MemoryTier::RebalanceQueues(uint32_t tenant, uint32_t now) {
-  TenantState& t = tenants_[tenant];
-  const double queued = static_cast<double>(PagesOf(t.probation) + PagesOf(t.reused));
-  while (static_cast<double>(PagesOf(t.reused)) > t.reused_share * queued) {
-    const uint32_t victim = ChooseVictim(t.reused, now, /*evictable=*/false);
-    if (victim == kNil) return;
-    Dequeue(victim);
-    Enqueue(victim, QueueId::kProbation);
-  }
-}
-
-void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
-  tenants_[e.tenant].returns.OnAccess(e.key.Hash64(), LaneOf(e), now, e.children == 0);
-}
-
-uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable) {
-  uint32_t oldest = kNil, least = kNil, retained = kNil;
-  double least_chance = 0, least_error = 0;
-  for (const EntryList& lane : lanes) {
-    int skipped = 0;
-    for (uint32_t idx = lane.head; idx != kNil; idx = table_.at(idx).next) {
-      const Entry& e = table_.at(idx);
-      if (evictable) {
-        if (Expired(e, now)) return idx;
-        // A leased block is being read; a parent of resident blocks goes after its children.
-        if (e.readers > 0 || e.children > 0) continue;
-        if (e.policy & kPolicyFinished) return idx;
-        // A session hinted to come back soon goes last, within a bounded search; of those, the
-        // one due back last goes first (Belady's choice, on the senders' word).
-        if (const uint32_t until = session_slots_[e.session].retain_until_s;
-            until > now && skipped++ < kMaxRetainedSkips) {
-          const uint32_t other =
-              retained == kNil ? 0 : session_slots_[table_.at(retained).session].retain_until_s;
-          if (retained == kNil || until > other ||
-              (until == other && e.stamp < table_.at(retained).stamp)) {
-            retained = idx;
-          }
-          continue;
-        }
-      }
-      if (e.policy & kPolicyNoResume) return idx;  // Serves nothing.
-      if (oldest == kNil || e.stamp < table_.at(oldest).stamp) oldest = idx;
-      const ReturnModel& model = tenants_[e.tenant].returns;
-      const uint32_t idle = now > e.last_access_s ? now - e.last_access_s : 0;
-      const double chance = model.ReturnChance(LaneOf(e), idle);
-      if (least == kNil || chance < least_chance) {
-        least = idx;
-        least_chance = chance;
-        least_error = model.ChanceError(LaneOf(e), idle);
-      }
-      break;  // Within a lane the least recent block is the least likely to return.
-    }
-  }
-  if (oldest == kNil) return retained;
-  if (least == oldest) return oldest;
-  // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
-  // errors.
-  const Entry& o = table_.at(oldest);
-  const ReturnModel& model = tenants_[o.tenant].returns;
-  const uint32_t idle = now > o.last_access_s ? now - o.last_access_s : 0;
-  const double gap = model.ReturnChance(LaneOf(o), idle) - least_chance;
-  return gap > kSignificance * std::hypot(model.ChanceError(LaneOf(o), idle), least_error)
-             ? least
-             : oldest;
-}
-
-uint32_t MemoryTier::CountOf(const Lanes& lanes) {
-  uint32_t n = 0;
-  for (const EntryList& lane : lanes) n += lane.count;
-  return n;
-}
-
-uint64_t MemoryTier::PagesOf(const Lanes& lanes) {
-  uint64_t n = 0;
-  for (const EntryList& lane : lanes) n += lane.pages;
-  return n;
-}
-
 QueueId MemoryTier::QueueForNewBlock(uint32_t tenant, const BlockKey& key,
                                      std::optional<uint8_t>* remembered_turn) {
   // Each ghost hit moves the share by one step, weighted as ARC weights its target: by the
@@ -574,34 +495,6 @@ void MemoryTier::LinkIntoChain(uint32_t index, const BlockKey* parent, uint32_t 
   }
 }
 
-void MemoryTier::SetTurn(uint32_t index, std::optional<uint8_t> remembered_turn) {
-  Entry& e = table_.at(index);
-  if (remembered_turn) {
-    // An evicted block put again: its conversation came back, at the depth it had.
-    e.policy |= kPolicyRevisited;
-    e.turn = *remembered_turn;
-  }
-  if (e.parent == kNil) return;
-  const Entry& p = table_.at(e.parent);
-  e.turn = std::max(e.turn, p.turn);
-  // A branch point (a shared system prompt, the context sub-agents share) continues no
-  // conversation of its own, and its depth is not its branches'.
-  if (remembered_turn || (p.policy & (kPolicyRevisited | kPolicyBranched)) != kPolicyRevisited ||
-      p.turn == UINT8_MAX) {
-    return;
-  }
-  e.turn = static_cast<uint8_t>(p.turn + 1);
-  for (uint32_t i = e.parent; i != kNil; i = table_.at(i).parent) {
-    Entry& a = table_.at(i);
-    if (a.turn >= e.turn || (a.policy & kPolicyBranched)) break;
-    const QueueId queue = a.queue;
-    const bool moves = queue != QueueId::kNone && ReturnModel::ClampClass(e.turn) != LaneOf(a);
-    if (moves) Dequeue(i);
-    a.turn = e.turn;
-    if (moves) Enqueue(i, queue);
-  }
-}
-
 void MemoryTier::CopyIn(uint32_t tenant, const std::vector<Extent>& extents,
                         std::span<const std::byte> value) const {
   if (!arena_) return;
@@ -770,15 +663,7 @@ Status MemoryTier::HintSession(uint32_t tenant, SessionId session,
       continue;
     }
     e.policy |= kPolicyFinished;
-    if (e.queue == QueueId::kNone) continue;  // Pinned or demoting.
-    Dequeue(idx);
-    e.queue = QueueId::kProbation;
-    EntryList* lane = QueueOf(e);
-    if (lane->head == kNil) {
-      table_.PushBack(lane, idx, PagesFor(e.size));
-    } else {
-      table_.InsertBefore(lane, lane->head, idx, PagesFor(e.size));
-    }
+    if (e.queue != QueueId::kNone) QueueFirst(idx);  // Not pinned or demoting.
   }
   return Status::OK();
 }

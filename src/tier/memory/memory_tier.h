@@ -351,6 +351,8 @@ class MemoryTier final : public BlockHandle::Releaser {
   // A resident block lost its last child: KV that needs state and now has none after it
   // serves no resume, and moves to the old end of probation, to be evicted first.
   void OnLastChildGone(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves a queued block to the old end of its probation lane, to be evicted next.
+  void QueueFirst(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeExtents(uint32_t tenant, const std::vector<Extent>& extents)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the pages of newly allocated `extents` of `tenant` as holding memory, then sheds

@@ -1,8 +1,11 @@
-// MemoryTier: making room. Eviction (adaptive segmented LRU, tail-first chains, budgets), G3
-// admission and demotion, and the reclamation of detached entries.
+// MemoryTier: making room. Eviction (adaptive segmented LRU in depth lanes, tail-first chains,
+// the ReturnModel's evidence, session hints, budgets), G3 admission and demotion, and the
+// reclamation of detached entries.
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "src/tier/memory/memory_tier.h"
@@ -19,6 +22,110 @@ constexpr size_t kGhostsPerQueuedBlock = 4;
 constexpr size_t kSketchItemsPerBlock = 16;
 constexpr uint64_t kSketchBytesPerItem = 64 * 1024;
 }  // namespace
+
+void MemoryTier::RebalanceQueues(uint32_t tenant, uint32_t now) {
+  TenantState& t = tenants_[tenant];
+  const double queued = static_cast<double>(PagesOf(t.probation) + PagesOf(t.reused));
+  while (static_cast<double>(PagesOf(t.reused)) > t.reused_share * queued) {
+    const uint32_t victim = ChooseVictim(t.reused, now, /*evictable=*/false);
+    if (victim == kNil) return;
+    Dequeue(victim);
+    Enqueue(victim, QueueId::kProbation);
+  }
+}
+
+void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
+  tenants_[e.tenant].returns.OnAccess(e.key.Hash64(), LaneOf(e), now, e.children == 0);
+}
+
+uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable) {
+  // LRU's choice, and the candidate least likely to return, with the model's estimates.
+  struct Candidate {
+    uint32_t index = kNil;
+    double chance = 0;
+    double error = 0;
+  };
+  Candidate oldest, least;
+  uint32_t retained = kNil;
+  for (const EntryList& lane : lanes) {
+    int skipped = 0;
+    for (uint32_t idx = lane.head; idx != kNil; idx = table_.at(idx).next) {
+      const Entry& e = table_.at(idx);
+      if (evictable) {
+        if (Expired(e, now)) return idx;
+        // A leased block is being read; a parent of resident blocks goes after its children.
+        if (e.readers > 0 || e.children > 0) continue;
+        if (e.policy & kPolicyFinished) return idx;
+        // A session hinted to come back soon goes last, within a bounded search; of those, the
+        // one due back last goes first (Belady's choice, on the senders' word).
+        if (const uint32_t until = session_slots_[e.session].retain_until_s;
+            until > now && skipped++ < kMaxRetainedSkips) {
+          const uint32_t other =
+              retained == kNil ? 0 : session_slots_[table_.at(retained).session].retain_until_s;
+          if (retained == kNil || until > other ||
+              (until == other && e.stamp < table_.at(retained).stamp)) {
+            retained = idx;
+          }
+          continue;
+        }
+      }
+      if (e.policy & kPolicyNoResume) return idx;  // Serves nothing.
+      const ReturnModel& model = tenants_[e.tenant].returns;
+      const uint32_t idle = now > e.last_access_s ? now - e.last_access_s : 0;
+      const Candidate c{idx, model.ReturnChance(LaneOf(e), idle),
+                        model.ChanceError(LaneOf(e), idle)};
+      if (oldest.index == kNil || e.stamp < table_.at(oldest.index).stamp) oldest = c;
+      if (least.index == kNil || c.chance < least.chance) least = c;
+      break;  // Within a lane the least recent block is the least likely to return.
+    }
+  }
+  if (oldest.index == kNil) return retained;
+  // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
+  // errors.
+  return oldest.chance - least.chance > kSignificance * std::hypot(oldest.error, least.error)
+             ? least.index
+             : oldest.index;
+}
+
+uint32_t MemoryTier::CountOf(const Lanes& lanes) {
+  uint32_t n = 0;
+  for (const EntryList& lane : lanes) n += lane.count;
+  return n;
+}
+
+uint64_t MemoryTier::PagesOf(const Lanes& lanes) {
+  uint64_t n = 0;
+  for (const EntryList& lane : lanes) n += lane.pages;
+  return n;
+}
+
+void MemoryTier::SetTurn(uint32_t index, std::optional<uint8_t> remembered_turn) {
+  Entry& e = table_.at(index);
+  if (remembered_turn) {
+    // An evicted block put again: its conversation came back, at the depth it had.
+    e.policy |= kPolicyRevisited;
+    e.turn = *remembered_turn;
+  }
+  if (e.parent == kNil) return;
+  const Entry& p = table_.at(e.parent);
+  e.turn = std::max(e.turn, p.turn);
+  // A branch point (a shared system prompt, the context sub-agents share) continues no
+  // conversation of its own, and its depth is not its branches'.
+  if (remembered_turn || (p.policy & (kPolicyRevisited | kPolicyBranched)) != kPolicyRevisited ||
+      p.turn == UINT8_MAX) {
+    return;
+  }
+  e.turn = static_cast<uint8_t>(p.turn + 1);
+  for (uint32_t i = e.parent; i != kNil; i = table_.at(i).parent) {
+    Entry& a = table_.at(i);
+    if (a.turn >= e.turn || (a.policy & kPolicyBranched)) break;
+    const QueueId queue = a.queue;
+    const bool moves = queue != QueueId::kNone && ReturnModel::ClampClass(e.turn) != LaneOf(a);
+    if (moves) Dequeue(i);
+    a.turn = e.turn;
+    if (moves) Enqueue(i, queue);
+  }
+}
 
 Status MemoryTier::MakeRoom(uint32_t tenant, uint32_t pages, uint32_t now) {
   TenantState& t = tenants_[tenant];
@@ -269,8 +376,13 @@ void MemoryTier::Reclaim(uint32_t index) {
 void MemoryTier::OnLastChildGone(uint32_t index) {
   Entry& e = table_.at(index);
   if ((e.flags & kEntryNeedsState) == 0 || e.queue == QueueId::kNone) return;
-  Dequeue(index);
   e.policy |= kPolicyNoResume;
+  QueueFirst(index);
+}
+
+void MemoryTier::QueueFirst(uint32_t index) {
+  Entry& e = table_.at(index);
+  Dequeue(index);
   e.queue = QueueId::kProbation;
   EntryList* lane = QueueOf(e);
   if (lane->head == kNil) {
