@@ -70,6 +70,14 @@ enum {
   KVTIER_ROLE_STATE = 2           /* a state value; its parent is the block it belongs to */
 };
 
+/* A session's priority in kvtier_client_hint_session (kvtier::Store::SessionPriority). */
+enum {
+  KVTIER_PRIORITY_UNCHANGED = -1, /* the hint says nothing of priority */
+  KVTIER_PRIORITY_NORMAL = 0,
+  KVTIER_PRIORITY_LOW = 1, /* evicted first, after finished sessions */
+  KVTIER_PRIORITY_HIGH = 2 /* evicted last, as a retained session */
+};
+
 /* Releases memory the library returned (values, error messages). NULL is fine. */
 void kvtier_free(void* ptr);
 
@@ -248,6 +256,12 @@ size_t kvtier_client_delete_many(kvtier_client_t* client, size_t num_keys,
  * *disk_blocks (each may be NULL) receive the copies removed from DRAM and SSD. */
 void kvtier_client_delete_session(kvtier_client_t* client, uint64_t session,
                                   uint64_t* memory_blocks, uint64_t* disk_blocks, char** errptr);
+/* Tells the server what the caller knows of a session of this tenant (kvtier::Client::
+ * HintSession): `retain_seconds` it comes back within (a tool call; 0 = nothing said), `finished`
+ * non-zero when it is over (alone), `priority` one of KVTIER_PRIORITY_*. */
+void kvtier_client_hint_session(kvtier_client_t* client, uint64_t session,
+                                uint32_t retain_seconds, int finished, int priority,
+                                char** errptr);
 /* Deletes every block of the client's tenant, on every tier. */
 void kvtier_client_delete_all_blocks(kvtier_client_t* client, uint64_t* memory_blocks,
                                      uint64_t* disk_blocks, char** errptr);

@@ -152,6 +152,11 @@ class Client {
   // and says how many copies went. InvalidArgument for session 0. The server's audit log names
   // the connection's tenant as the actor.
   virtual Result<DeletionReport> DeleteSession(SessionId session) = 0;
+  // Tells the server what the caller knows of a session of this tenant (Store::SessionHint:
+  // a tool call's expected time, the session's end, its priority); it orders G2's evictions
+  // within the tenant only. The Store's errors (NotFound when no block of the session is in G2);
+  // Unimplemented when the server predates hints.
+  virtual Status HintSession(SessionId session, const Store::SessionHint& hint) = 0;
   // Deletes every block of the connection's tenant, on every tier. Other tenants are untouched.
   virtual Result<DeletionReport> DeleteAllBlocks() = 0;
   // Makes the tenant's blocks durable (Store::Flush): once it returns OK, every block put and

@@ -250,6 +250,31 @@ struct TenantStats {
   uint64_t expirations = 0;          // Blocks removed by TTL.
   uint64_t deletes = 0;
   uint64_t rejected_puts = 0;        // Puts that failed for lack of evictable space.
+  uint64_t session_hints = 0;        // Session hints taken (Store::HintSession).
+
+  // Every counter above with its name on the wire, in JSON and in Python, in wire order.
+  struct Counter {
+    const char* name;
+    uint64_t TenantStats::*field;
+  };
+  static const Counter kCounters[];
+};
+inline constexpr TenantStats::Counter TenantStats::kCounters[] = {
+    {"memory_budget_bytes", &TenantStats::memory_budget_bytes},
+    {"blocks", &TenantStats::blocks},
+    {"bytes", &TenantStats::bytes},
+    {"pinned_blocks", &TenantStats::pinned_blocks},
+    {"hits", &TenantStats::hits},
+    {"misses", &TenantStats::misses},
+    {"puts", &TenantStats::puts},
+    {"duplicate_puts", &TenantStats::duplicate_puts},
+    {"put_bytes", &TenantStats::put_bytes},
+    {"get_bytes", &TenantStats::get_bytes},
+    {"evictions", &TenantStats::evictions},
+    {"expirations", &TenantStats::expirations},
+    {"deletes", &TenantStats::deletes},
+    {"rejected_puts", &TenantStats::rejected_puts},
+    {"session_hints", &TenantStats::session_hints},
 };
 
 struct StoreStats {
@@ -407,7 +432,8 @@ class Store {
   // What an engine, a router or an agent framework knows of a session that the Store cannot
   // see. A hint orders G2's evictions within the tenant and nothing else: it never keeps a
   // block past the tenant's budget, a pin, a TTL, a deletion or the capacity (a put always
-  // finds room as without hints), and it binds only the session's blocks resident now.
+  // finds room as without hints). A hint is forgotten when the session has no block left in G2.
+  enum class SessionPriority : uint8_t { kNormal = 0, kLow = 1, kHigh = 2 };
   struct SessionHint {
     // The session comes back within this many seconds (the agent waits on a tool call): its G2
     // blocks are evicted only when no other block of the tenant can be, until then. 0 = none;
@@ -415,9 +441,23 @@ class Store {
     uint32_t retain_seconds = 0;
     // The session is over: its G2 blocks are the tenant's next victims.
     bool finished = false;
+    // How much the session's KV is worth keeping, from the sender's request priority. It holds
+    // until another priority hint, for the blocks the session puts or reads later too.
+    //   kLow: its blocks are the tenant's first victims after finished sessions' (a batch job,
+    //     a background summariser), and still serve hits while they are resident.
+    //   kHigh: evicted only when no other block of the tenant can be, as a retained session's,
+    //     and before those (a retained session is due back soon; a high one at no known time).
+    //   kNormal: back to the default order.
+    std::optional<SessionPriority> priority;
   };
-  // InvalidArgument for session 0, a hint asking both or neither, or a retention past the
-  // limit; NotFound when the session has no block in G2.
+  static std::optional<SessionPriority> ParseSessionPriority(std::string_view name) {
+    if (name == "low") return SessionPriority::kLow;
+    if (name == "normal") return SessionPriority::kNormal;
+    if (name == "high") return SessionPriority::kHigh;
+    return std::nullopt;
+  }
+  // InvalidArgument for session 0, a hint with nothing in it, finished with anything else, or a
+  // retention past the limit; NotFound when the session has no block in G2.
   virtual Status HintSession(TenantId tenant, SessionId session, const SessionHint& hint) = 0;
 
   // Deletes every block put with `session`, on every tier. `actor` (an identifier: letters,

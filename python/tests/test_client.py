@@ -175,6 +175,29 @@ def test_sessions_and_pins(daemon: Daemon) -> None:
         assert set(e.value.failures) == {0, 1}
 
 
+def test_session_hints(daemon: Daemon) -> None:
+    with (
+        kvtier.Client(daemon.unix_url) as c,
+        kvtier.Client(daemon.tcp_url, "acme-token") as acme,
+    ):
+        c.put_many(keys(3), [b"a"] * 3, session=7)
+        c.hint_session(7, retain_s=30, priority="high")
+        c.hint_session(7, priority="low")
+        c.hint_session(7, finished=True)
+        # A hint orders evictions within the tenant; it removes nothing.
+        assert c.get_many(keys(3)) == [b"a"] * 3
+        with pytest.raises(kvtier.NotFound, match="no block in G2"):
+            acme.hint_session(7, finished=True)  # the anonymous tenant's session, not acme's
+        with pytest.raises(kvtier.InvalidArgument, match="empty"):
+            c.hint_session(7)
+        with pytest.raises(kvtier.InvalidArgument, match="finished"):
+            c.hint_session(7, finished=True, retain_s=5)
+        with pytest.raises(kvtier.InvalidArgument, match="max_hint_retain_seconds"):
+            c.hint_session(7, retain_s=365 * 86400)
+        with pytest.raises(kvtier.InvalidArgument, match="'urgent'"):
+            c.hint_session(7, priority="urgent")  # type: ignore[arg-type]
+
+
 def test_a_client_is_shared_by_threads(daemon: Daemon) -> None:
     with kvtier.Client(daemon.tcp_url, connections=3) as c:
         errors: list[BaseException] = []

@@ -130,6 +130,29 @@ def test_a_new_engine_retrieves_what_another_stored_and_tenants_stay_apart(
     assert other.lookup(tokens) == 0
 
 
+def test_a_requests_kvtier_configs_put_its_chunks_in_the_session_and_hint_it(
+    daemon: Daemon, engines: list[str]
+) -> None:
+    url = f"kvtier+unix://{daemon.socket_path}?token=acme-token"
+    tokens = torch.arange(32)  # Two full chunks.
+    slots = torch.randperm(SLOTS)[:32]
+    kv = [torch.randn(2, SLOTS, HIDDEN).to(torch.bfloat16) for _ in range(LAYERS)]
+    engines.append("hinted")
+    configs = {
+        "lmcache.kvtier.session": "agent-7",
+        "lmcache.kvtier.retain_s": 20,
+        "lmcache.kvtier.priority": "high",
+    }
+    engine("hinted", url).store(tokens, kvcaches=kv, slot_mapping=slots, request_configs=configs)
+    acme = kvtier.Client(daemon.unix_url, "acme-token")
+    deadline = time.monotonic() + DEADLINE
+    # LMCache stores in the background; the hint follows the chunks.
+    while (stats := acme.stats())["blocks"] < 2 or stats["session_hints"] < 1:
+        assert time.monotonic() < deadline, "the chunks or their hint never reached kvtierd"
+        time.sleep(0.02)  # Polling, bounded.
+    assert acme.delete_session(kvtier.session_id("agent-7")).memory_blocks == 2
+
+
 def test_bad_urls_are_clear_errors(daemon: Daemon) -> None:
     with pytest.raises(kvtier.InvalidArgument, match="unknown URL"):
         client_for("redis://127.0.0.1:6379")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import DEADLINE, Daemon
+from vllm.v1.kv_hints import KvHintAction, KvHintsEnvelope
 from vllm.v1.kv_offload.base import (
     LookupResult,
     Medium,
@@ -36,7 +37,7 @@ from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 from vllm.v1.kv_offload.tiering.base import TransferJob
 
 import kvtier
-from kvtier.vllm import KvtierTier
+from kvtier.vllm import KV_HINT_ACTION, KvtierTier
 
 CHUNK = 4096  # Bytes of one block in the primary tier.
 PRIMARY = 4  # Chunks the primary tier holds.
@@ -112,18 +113,22 @@ class Engine:
         self.step()
         self.step()
 
-    def store(self, req: str, blocks: list[int]) -> list[bytes]:
+    def store(self, req: str, blocks: list[int], **ctx: Any) -> list[bytes]:
         """Prefills `blocks` (the worker's copy into the primary tier done here) and lets the
-        tier take them."""
+        tier take them; `ctx`: the request's ReqContext fields (kv_transfer_params, ...)."""
         keys = [key(b) for b in blocks]
-        self.store_keys(req, keys, lambda k: content(blocks[keys.index(k)]))
+        self.store_keys(req, keys, lambda k: content(blocks[keys.index(k)]), **ctx)
         return keys
 
     def store_keys(
-        self, req: str, keys: list[bytes], fill: Callable[[bytes], bytes] = lambda k: content(k)
+        self,
+        req: str,
+        keys: list[bytes],
+        fill: Callable[[bytes], bytes] = lambda k: content(k),
+        **fields: Any,
     ) -> None:
         """The same for any offload keys: each chunk holds fill(its key)."""
-        ctx = ReqContext(req_id=req)
+        ctx = ReqContext(req_id=req, **fields)
         with self.mgr.lock:
             self.mgr.on_new_request(ctx)
             out = self.mgr.prepare_store(keys, ctx)
@@ -228,6 +233,33 @@ def test_blocks_cascade_to_kvtierd_and_come_back_byte_exact(
         e.mgr.complete_load(a[:2], ctx)
         e.mgr.on_request_finished(ctx)
     assert got == [content(1), content(2)]
+
+
+def test_a_requests_kvtier_hint_puts_its_blocks_in_the_session_and_reaches_kvtierd(
+    daemon: Daemon, engines: Callable[..., Engine]
+) -> None:
+    e = engines(daemon.unix_url, "acme-token")
+    c = kvtier.Client(daemon.unix_url, "acme-token")
+    hint = {"session": "conversation-1", "retain_s": 30, "priority": "high"}
+    e.store("A", [1, 2, 3], kv_transfer_params={"kvtier": hint})
+    assert c.stats()["session_hints"] == 1
+    # The same through vLLM's kv_hints envelope, on the session's last request.
+    envelope = KvHintsEnvelope(
+        protocol_version="1", message_id="m1",
+        actions=[KvHintAction(
+            action_id="a1", action_type=KV_HINT_ACTION, action_version="1",
+            payload={"session": "conversation-1", "finished": True},
+        )],
+    )  # fmt: skip
+    e.store("B", [4, 5], kv_hints=envelope)
+    assert c.stats()["session_hints"] == 2
+    # A malformed hint is ignored: the request's blocks are stored all the same, in no session.
+    e.store("C", [6], kv_transfer_params={"kvtier": {"session": "x", "priority": "urgent"}})
+    assert c.stats()["session_hints"] == 2
+    assert c.get(e.tier._key(key(6))) == content(6)
+    # Every block of the session's two requests, and only those, went with it.
+    assert c.delete_session(kvtier.session_id("conversation-1")).memory_blocks == 5
+    assert c.stats()["blocks"] == 1
 
 
 def test_another_engine_reads_them_after_this_one_is_gone_and_nobody_else_does(

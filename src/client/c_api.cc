@@ -460,6 +460,26 @@ void kvtier_client_delete_session(kvtier_client_t* client, uint64_t session,
   SaveReport(client->client->DeleteSession(session), memory_blocks, disk_blocks, errptr);
 }
 
+static_assert(KVTIER_PRIORITY_LOW == static_cast<int>(kvtier::Store::SessionPriority::kLow) &&
+              KVTIER_PRIORITY_HIGH == static_cast<int>(kvtier::Store::SessionPriority::kHigh));
+
+void kvtier_client_hint_session(kvtier_client_t* client, uint64_t session,
+                                uint32_t retain_seconds, int finished, int priority,
+                                char** errptr) {
+  kvtier::Store::SessionHint hint;
+  hint.retain_seconds = retain_seconds;
+  hint.finished = finished != 0;
+  if (priority < KVTIER_PRIORITY_UNCHANGED || priority > KVTIER_PRIORITY_HIGH) {
+    SaveError(errptr, Status::InvalidArgument("unknown priority " + std::to_string(priority) +
+                                              ": use KVTIER_PRIORITY_*"));
+    return;
+  }
+  if (priority != KVTIER_PRIORITY_UNCHANGED) {
+    hint.priority = static_cast<kvtier::Store::SessionPriority>(priority);
+  }
+  Check(errptr, client->client->HintSession(session, hint));
+}
+
 void kvtier_client_delete_all_blocks(kvtier_client_t* client, uint64_t* memory_blocks,
                                      uint64_t* disk_blocks, char** errptr) {
   SaveReport(client->client->DeleteAllBlocks(), memory_blocks, disk_blocks, errptr);
@@ -488,14 +508,9 @@ kvtier_stats_t* kvtier_client_stats(kvtier_client_t* client, char** errptr) {
   if (!Check(errptr, s.status())) return nullptr;
   auto* out = new kvtier_stats_t;
   out->tenant = s->name;
-  out->counters = {
-      {"memory_budget_bytes", s->memory_budget_bytes}, {"blocks", s->blocks},
-      {"bytes", s->bytes}, {"pinned_blocks", s->pinned_blocks}, {"hits", s->hits},
-      {"misses", s->misses}, {"puts", s->puts}, {"duplicate_puts", s->duplicate_puts},
-      {"put_bytes", s->put_bytes}, {"get_bytes", s->get_bytes}, {"evictions", s->evictions},
-      {"expirations", s->expirations}, {"deletes", s->deletes},
-      {"rejected_puts", s->rejected_puts},
-  };
+  for (const auto& [name, field] : kvtier::TenantStats::kCounters) {
+    out->counters.emplace_back(name, (*s).*field);
+  }
   return out;
 }
 

@@ -445,6 +445,18 @@ class ClientImpl final : public Client {
     return Retrying([&] { return DeletionReply(Wait(Opcode::kDeleteSession, std::span(&piece, 1))); });
   }
 
+  Status HintSession(SessionId session, const Store::SessionHint& hint) override {
+    std::string body;
+    protocol::EncodeHintSession({session, hint}, &body);
+    std::span<const std::byte> piece = AsBytes(body);
+    return Retrying([&] {
+      if ((info_.features & protocol::kFeatureHints) == 0) {
+        return Status::Unimplemented("the server does not take session hints (kFeatureHints)");
+      }
+      return StatusReply(Wait(Opcode::kHintSession, std::span(&piece, 1)));
+    });
+  }
+
   Result<DeletionReport> DeleteAllBlocks() override {
     return Retrying([&] { return DeletionReply(Wait(Opcode::kDeleteTenant, {})); });
   }
@@ -487,24 +499,8 @@ class ClientImpl final : public Client {
     if (!reply.ok()) return reply.status();
     TenantStats t;
     t.name = reply->tenant;
-    const std::pair<const char*, uint64_t TenantStats::*> fields[] = {
-        {"memory_budget_bytes", &TenantStats::memory_budget_bytes},
-        {"blocks", &TenantStats::blocks},
-        {"bytes", &TenantStats::bytes},
-        {"pinned_blocks", &TenantStats::pinned_blocks},
-        {"hits", &TenantStats::hits},
-        {"misses", &TenantStats::misses},
-        {"puts", &TenantStats::puts},
-        {"duplicate_puts", &TenantStats::duplicate_puts},
-        {"put_bytes", &TenantStats::put_bytes},
-        {"get_bytes", &TenantStats::get_bytes},
-        {"evictions", &TenantStats::evictions},
-        {"expirations", &TenantStats::expirations},
-        {"deletes", &TenantStats::deletes},
-        {"rejected_puts", &TenantStats::rejected_puts},
-    };
     for (const protocol::NamedCounter& c : reply->counters) {
-      for (const auto& [name, field] : fields) {
+      for (const auto& [name, field] : TenantStats::kCounters) {
         if (c.name == name) t.*field = c.value;
       }
     }

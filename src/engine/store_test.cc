@@ -349,6 +349,11 @@ class SessionHintTest : public ConversationStoreTest {
     h.finished = true;
     return h;
   }
+  Store::SessionHint Priority(Store::SessionPriority p) {
+    Store::SessionHint h;
+    h.priority = p;
+    return h;
+  }
 };
 
 TEST_F(SessionHintTest, ARetainedSessionIsEvictedAfterEveryOtherBlock) {
@@ -406,6 +411,47 @@ TEST_F(SessionHintTest, AFinishedSessionIsEvictedFirst) {
   for (uint64_t k : done) EXPECT_FALSE(Has(k)) << k;
 }
 
+TEST_F(SessionHintTest, ALowPrioritySessionGoesFirstAndSoDoesWhatItPutsLater) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> older = Prompt(1, 3);
+  Advance(5);
+  std::vector<uint64_t> low = Prompt(2, 2);
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Priority(Store::SessionPriority::kLow)).ok());
+  Advance(5);
+  low.push_back(Prompt(2, 1)[0]);  // Put after the hint: it holds for this block too.
+  // A low-priority block still serves hits, and a hit does not lift it.
+  EXPECT_TRUE(store_->Get(tenant_, Key(low[2])).ok());
+  for (uint64_t k = 9000; k < 9003; ++k) ASSERT_TRUE(Put(k).ok());
+  for (uint64_t k : older) EXPECT_TRUE(Has(k)) << k;
+  for (uint64_t k : low) EXPECT_FALSE(Has(k)) << k;
+}
+
+TEST_F(SessionHintTest, AHighPrioritySessionIsKeptOverOthersAndGivesWayBeforeARetainedOne) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> retained = Prompt(1, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(60)).ok());
+  Advance(5);
+  const std::vector<uint64_t> high = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Priority(Store::SessionPriority::kHigh)).ok());
+  Advance(5);
+  // Only hinted blocks are resident: the high one, due back at no known time, gives way first.
+  ASSERT_TRUE(Put(9000).ok());
+  EXPECT_FALSE(Has(high.back()));
+  for (uint64_t k : retained) EXPECT_TRUE(Has(k)) << k;
+  // A block with no hint goes before either, however recent.
+  Advance(5);
+  ASSERT_TRUE(Put(9001).ok());
+  EXPECT_FALSE(Has(9000));
+  // Back to normal: the session's blocks are ordered by recency again (9001 is newer).
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Priority(Store::SessionPriority::kNormal)).ok());
+  ASSERT_TRUE(Put(9002).ok());
+  EXPECT_FALSE(Has(high[1]));
+  EXPECT_TRUE(Has(high[0]));
+  EXPECT_TRUE(Has(9001));
+}
+
 TEST_F(SessionHintTest, BadHintsAreRefusedWithAReason) {
   Open(16, {TenantOptions{"a"}, TenantOptions{"b"}});
   Prompt(1, 2);
@@ -415,6 +461,9 @@ TEST_F(SessionHintTest, BadHintsAreRefusedWithAReason) {
   EXPECT_EQ(store_->HintSession(tenant_, 1, Store::SessionHint{}).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->HintSession(tenant_, 1, both).code(), StatusCode::kInvalidArgument);
+  Store::SessionHint finished_high = Finished();
+  finished_high.priority = Store::SessionPriority::kHigh;
+  EXPECT_EQ(store_->HintSession(tenant_, 1, finished_high).code(), StatusCode::kInvalidArgument);
   // A retention of a year is no tool call: the limit is memory.max_hint_retain_seconds.
   const Status year = store_->HintSession(tenant_, 1, Retain(365 * 86400));
   EXPECT_EQ(year.code(), StatusCode::kInvalidArgument);

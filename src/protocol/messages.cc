@@ -145,6 +145,41 @@ Result<SessionId> DecodeDeleteSessionRequest(std::span<const std::byte> body) {
   return session;
 }
 
+namespace {
+constexpr uint8_t kHintFinished = 1u << 0;
+constexpr uint8_t kHintHasPriority = 1u << 1;
+}  // namespace
+
+void EncodeHintSession(const HintSessionRequest& m, std::string* out) {
+  BodyWriter w(out);
+  w.U64(m.session);
+  w.U32(m.hint.retain_seconds);
+  w.U8(static_cast<uint8_t>((m.hint.finished ? kHintFinished : 0) |
+                            (m.hint.priority ? kHintHasPriority : 0)));
+  w.U8(static_cast<uint8_t>(m.hint.priority.value_or(Store::SessionPriority::kNormal)));
+}
+
+Result<HintSessionRequest> DecodeHintSessionRequest(std::span<const std::byte> body) {
+  BodyReader r(body);
+  HintSessionRequest m;
+  m.session = r.U64();
+  m.hint.retain_seconds = r.U32();
+  const uint8_t flags = r.U8();
+  const uint8_t priority = r.U8();
+  if (!r.done()) return Malformed("HINT_SESSION");
+  if (m.session == 0) return Status::InvalidArgument("session 0 means \"no session\"; name one");
+  if (flags & ~(kHintFinished | kHintHasPriority)) {
+    return Status::InvalidArgument("unknown HINT_SESSION flags " + std::to_string(flags));
+  }
+  if (priority > static_cast<uint8_t>(Store::SessionPriority::kHigh) ||
+      (priority != 0 && (flags & kHintHasPriority) == 0)) {
+    return Status::InvalidArgument("unknown HINT_SESSION priority " + std::to_string(priority));
+  }
+  m.hint.finished = (flags & kHintFinished) != 0;
+  if (flags & kHintHasPriority) m.hint.priority = static_cast<Store::SessionPriority>(priority);
+  return m;
+}
+
 void EncodeDeletionReport(const DeletionReport& report, bool with_shared, std::string* out) {
   BodyWriter w(out);
   w.StatusValue(Status::OK());

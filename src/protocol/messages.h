@@ -117,6 +117,18 @@ void EncodeDeleteSession(SessionId session, std::string* out);
 // InvalidArgument for a body that is not exactly 8 bytes, or session 0 ("no session").
 Result<SessionId> DecodeDeleteSessionRequest(std::span<const std::byte> body);
 
+// HINT_SESSION (kFeatureHints): u64 session id (non-zero), u32 retain_seconds (0 = none), u8
+// flags (bit 0 finished, bit 1 a priority follows), u8 priority (Store::SessionPriority; 0 when
+// flag bit 1 is clear). The reply is a bare status.
+struct HintSessionRequest {
+  SessionId session = 0;
+  Store::SessionHint hint;
+};
+void EncodeHintSession(const HintSessionRequest& m, std::string* out);
+// InvalidArgument for a body that is not exactly 14 bytes, session 0, unknown flag bits or an
+// unknown priority; what the hint asks is the Store's to judge.
+Result<HintSessionRequest> DecodeHintSessionRequest(std::span<const std::byte> body);
+
 // PUT_MANY: the directory (u32 count, entries); the caller sends the values after it, in order.
 // Session and dtype are encoded only when set, so a request without them is byte-for-byte what
 // a server without kFeatureSessions understands.

@@ -155,6 +155,46 @@ TEST(MessagesTest, DeleteSessionAndDeletionReportRoundTrip) {
   EXPECT_EQ(DecodeDeletionReport(Bytes(error)).status().code(), StatusCode::kUnimplemented);
 }
 
+TEST(MessagesTest, HintSessionRoundTripAndBadBodies) {
+  HintSessionRequest req{77, {}};
+  req.hint.retain_seconds = 45;
+  req.hint.priority = Store::SessionPriority::kHigh;
+  std::string body;
+  EncodeHintSession(req, &body);
+  EXPECT_EQ(body.size(), 14u);
+  Result<HintSessionRequest> got = DecodeHintSessionRequest(Bytes(body));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->session, 77u);
+  EXPECT_EQ(got->hint.retain_seconds, 45u);
+  EXPECT_FALSE(got->hint.finished);
+  EXPECT_EQ(got->hint.priority, Store::SessionPriority::kHigh);
+  // Without a priority, none is decoded (not kNormal: "unchanged").
+  HintSessionRequest finished{78, {}};
+  finished.hint.finished = true;
+  std::string fin;
+  EncodeHintSession(finished, &fin);
+  got = DecodeHintSessionRequest(Bytes(fin));
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->hint.finished);
+  EXPECT_FALSE(got->hint.priority.has_value());
+
+  std::string bad = body;
+  bad[12] = '\x04';  // An unknown flag.
+  EXPECT_EQ(DecodeHintSessionRequest(Bytes(bad)).status().code(), StatusCode::kInvalidArgument);
+  bad = body;
+  bad[13] = '\x03';  // No such priority.
+  EXPECT_EQ(DecodeHintSessionRequest(Bytes(bad)).status().code(), StatusCode::kInvalidArgument);
+  bad = fin;
+  bad[13] = '\x02';  // A priority byte without its flag.
+  EXPECT_EQ(DecodeHintSessionRequest(Bytes(bad)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(DecodeHintSessionRequest(Bytes(body.substr(0, 13))).ok());
+  EXPECT_FALSE(DecodeHintSessionRequest(Bytes(body + "x")).ok());
+  HintSessionRequest zero{0, req.hint};
+  std::string z;
+  EncodeHintSession(zero, &z);
+  EXPECT_EQ(DecodeHintSessionRequest(Bytes(z)).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(MessagesTest, PutManyCarriesSessionAndDtype) {
   std::string v1 = "abc", v2 = "defg";
   std::vector<PutEntry> entries = {{Key(1), std::nullopt, v1.size(), 42, KvDtype::kBf16},

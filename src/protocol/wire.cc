@@ -45,6 +45,7 @@ bool IsRequestOpcode(uint8_t opcode) {
     case Opcode::kFlush:
     case Opcode::kPutAtomic:
     case Opcode::kLookupResume:
+    case Opcode::kHintSession:
     case Opcode::kShmAttach:
     case Opcode::kShmGet:
     case Opcode::kShmRelease:
@@ -77,6 +78,7 @@ std::string_view OpcodeName(uint8_t opcode) {
     case Opcode::kFlush: return "FLUSH";
     case Opcode::kPutAtomic: return "PUT_ATOMIC";
     case Opcode::kLookupResume: return "LOOKUP_RESUME";
+    case Opcode::kHintSession: return "HINT_SESSION";
     case Opcode::kShmAttach: return "SHM_ATTACH";
     case Opcode::kShmGet: return "SHM_GET";
     case Opcode::kShmRelease: return "SHM_RELEASE";

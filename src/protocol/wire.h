@@ -44,6 +44,7 @@ enum class Opcode : uint8_t {
   // State beside KV (docs/state.md; kFeatureState).
   kPutAtomic = 0x1C,
   kLookupResume = 0x1D,
+  kHintSession = 0x1E,  // kFeatureHints.
   // Shared-memory fast path (docs/protocol.md; Unix socket with SHARED_MEMORY granted only).
   kShmAttach = 0x20,
   kShmGet = 0x21,
@@ -83,9 +84,12 @@ inline constexpr uint64_t kFeatureState = 1u << 4;
 // DELETE_SESSION and DELETE_TENANT replies carry the G4 objects removed after the G3 count. A
 // reply without it is the original encoding, which clients still read.
 inline constexpr uint64_t kFeatureSharedReport = 1u << 5;
+// The HINT_SESSION request exists (Store::HintSession). A server without it answers the opcode
+// UNIMPLEMENTED.
+inline constexpr uint64_t kFeatureHints = 1u << 6;
 inline constexpr uint64_t kServerFeatures = kFeaturePrefetch | kFeatureSessions |
                                             kFeatureEngineHashes | kFeatureState |
-                                            kFeatureSharedReport;
+                                            kFeatureSharedReport | kFeatureHints;
 
 struct FrameHeader {
   uint8_t version = kVersion;

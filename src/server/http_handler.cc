@@ -98,21 +98,9 @@ Response JsonError(int status, std::string_view message) {
 }
 
 json StatsJson(const TenantStats& t) {
-  return json{{"name", t.name},
-              {"memory_budget_bytes", t.memory_budget_bytes},
-              {"blocks", t.blocks},
-              {"bytes", t.bytes},
-              {"pinned_blocks", t.pinned_blocks},
-              {"hits", t.hits},
-              {"misses", t.misses},
-              {"puts", t.puts},
-              {"duplicate_puts", t.duplicate_puts},
-              {"put_bytes", t.put_bytes},
-              {"get_bytes", t.get_bytes},
-              {"evictions", t.evictions},
-              {"expirations", t.expirations},
-              {"deletes", t.deletes},
-              {"rejected_puts", t.rejected_puts}};
+  json out{{"name", t.name}};
+  for (const auto& [name, field] : TenantStats::kCounters) out[name] = t.*field;
+  return out;
 }
 
 class HttpHandler final : public ProtocolHandler {
@@ -238,8 +226,8 @@ class HttpHandler final : public ProtocolHandler {
               "liveness\n  GET /admin/tenants    tenant statistics (JSON)\n  POST /admin/pin       "
               "{\"tenant\":..,\"keys\":[hex..]}\n  POST /admin/unpin     same\n  DELETE "
               "/admin/blocks/<hex key>?tenant=<name>\n  DELETE /admin/sessions/<id>?tenant=<name>\n"
-              "  POST /admin/sessions/<id>/hint?tenant=<name> {\"retain_s\":..} or "
-              "{\"finished\":true}\n"
+              "  POST /admin/sessions/<id>/hint?tenant=<name> {\"retain_s\":..,"
+              "\"priority\":\"low|normal|high\"} or {\"finished\":true}\n"
               "  DELETE /admin/tenants/<name>\n  POST /admin/tenants/<name>/shred\n"};
     }
     if (!req.path.starts_with("/admin/")) return {404, "text/plain", "not found\n"};
@@ -372,8 +360,9 @@ class HttpHandler final : public ProtocolHandler {
                         json{{"tenant", name}, {"session", *session}});
   }
 
-  // POST /admin/sessions/<id>/hint?tenant=<name> with {"retain_s": seconds} (the session
-  // comes back within: keep its G2 blocks last) or {"finished": true} (evict them first).
+  // POST /admin/sessions/<id>/hint?tenant=<name> with any of {"retain_s": seconds} (the
+  // session comes back within: keep its G2 blocks last), {"priority": "low"|"normal"|"high"},
+  // or {"finished": true} alone (evict them first).
   Response HintSession(const Request& req) {
     std::string_view id = std::string_view(req.path).substr(strlen("/admin/sessions/"));
     id.remove_suffix(strlen("/hint"));
@@ -385,19 +374,24 @@ class HttpHandler final : public ProtocolHandler {
       return JsonError(TenantHttpStatus(tenant.status()), "?tenant=: " + tenant.status().ToString());
     }
     const json body = json::parse(req.body, nullptr, false);
+    constexpr std::string_view kExpected =
+        "expected an object of \"retain_s\": <whole seconds>, \"priority\": "
+        "\"low\"|\"normal\"|\"high\", or \"finished\": true";
+    if (!body.is_object() || body.empty()) return JsonError(400, std::string(kExpected));
     Store::SessionHint hint;
-    const bool retain = body.is_object() && body.size() == 1 && body.contains("retain_s") &&
-                        body["retain_s"].is_number_unsigned();
-    const bool finished = body.is_object() && body.size() == 1 && body.contains("finished") &&
-                          body["finished"].is_boolean() && body["finished"].get<bool>();
-    if (!retain && !finished) {
-      return JsonError(400, "expected {\"retain_s\": <whole seconds>} or {\"finished\": true}");
+    for (const auto& [key, value] : body.items()) {
+      if (key == "retain_s" && value.is_number_unsigned()) {
+        hint.retain_seconds =
+            static_cast<uint32_t>(std::min<uint64_t>(value.get<uint64_t>(), UINT32_MAX));
+      } else if (key == "finished" && value.is_boolean() && value.get<bool>()) {
+        hint.finished = true;
+      } else if (key == "priority" && value.is_string() &&
+                 Store::ParseSessionPriority(value.get<std::string>())) {
+        hint.priority = Store::ParseSessionPriority(value.get<std::string>());
+      } else {
+        return JsonError(400, "\"" + key + "\": " + std::string(kExpected));
+      }
     }
-    if (retain) {
-      const uint64_t seconds = body["retain_s"].get<uint64_t>();
-      hint.retain_seconds = static_cast<uint32_t>(std::min<uint64_t>(seconds, UINT32_MAX));
-    }
-    hint.finished = finished;
     const Status s = ctx_->store->HintSession(*tenant, *session, hint);
     if (s.code() == StatusCode::kNotFound) return JsonError(404, s.ToString());
     if (!s.ok()) return JsonError(400, s.ToString());

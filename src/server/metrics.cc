@@ -220,6 +220,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
               "Puts of a key already present.", &TenantStats::duplicate_puts);
   p.PerTenant(s, "kvtier_tenant_rejected_puts_total", "counter",
               "Puts that failed for lack of evictable space.", &TenantStats::rejected_puts);
+  p.PerTenant(s, "kvtier_tenant_session_hints_total", "counter",
+              "Session hints taken (retention, priority, finished).",
+              &TenantStats::session_hints);
   p.PerTenant(s, "kvtier_tenant_put_bytes_total", "counter", "Bytes stored by puts.",
               &TenantStats::put_bytes);
   p.PerTenant(s, "kvtier_tenant_get_bytes_total", "counter", "Bytes handed to readers.",

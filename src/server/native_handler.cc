@@ -37,6 +37,7 @@ Op OpFor(uint8_t opcode) {
     case Opcode::kDeleteSession:
     case Opcode::kDeleteTenant: return Op::kDelete;
     case Opcode::kFlush: return Op::kPut;
+    case Opcode::kHintSession: return Op::kAdmin;
     case Opcode::kShmGet: return Op::kGet;
     case Opcode::kShmAlloc:
     case Opcode::kShmCommit: return Op::kPut;
@@ -120,6 +121,7 @@ class NativeHandler final : public ProtocolHandler {
         DeleteScoped(h, body, out);
         return true;
       case Opcode::kFlush: Flush(h, body, out); return true;
+      case Opcode::kHintSession: HintSession(h, body, out); return true;
       case Opcode::kLookupPrefix:
       case Opcode::kExists:
       case Opcode::kPin:
@@ -326,6 +328,14 @@ class NativeHandler final : public ProtocolHandler {
     return ctx_->store->DeleteTenant(principal_->tenant, principal_->name);
   }
 
+  // HINT_SESSION binds the connection's own tenant's session only.
+  void HintSession(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+    Result<protocol::HintSessionRequest> req = protocol::DecodeHintSessionRequest(body);
+    Reply(out, h.opcode, h.request_id,
+          req.ok() ? ctx_->store->HintSession(principal_->tenant, req->session, req->hint)
+                   : req.status());
+  }
+
   void KeyListOp(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
     Result<std::vector<BlockKey>> keys = protocol::DecodeKeyList(body, ctx_->config->max_batch);
     if (!keys.ok()) {
@@ -395,14 +405,8 @@ class NativeHandler final : public ProtocolHandler {
       Reply(out, h.opcode, h.request_id, s.status());
       return;
     }
-    std::vector<protocol::NamedCounter> c = {
-        {"memory_budget_bytes", s->memory_budget_bytes}, {"blocks", s->blocks},
-        {"bytes", s->bytes}, {"pinned_blocks", s->pinned_blocks}, {"hits", s->hits},
-        {"misses", s->misses}, {"puts", s->puts}, {"duplicate_puts", s->duplicate_puts},
-        {"put_bytes", s->put_bytes}, {"get_bytes", s->get_bytes}, {"evictions", s->evictions},
-        {"expirations", s->expirations}, {"deletes", s->deletes},
-        {"rejected_puts", s->rejected_puts},
-    };
+    std::vector<protocol::NamedCounter> c;
+    for (const auto& [name, field] : TenantStats::kCounters) c.push_back({name, (*s).*field});
     scratch_.clear();
     protocol::EncodeStats(principal_->name, c, &scratch_);
     SendFrame(out, h.opcode, h.request_id, scratch_);

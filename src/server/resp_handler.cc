@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,12 @@ std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+// A whole decimal number, as Redis reads integer arguments.
+bool ParseUnsigned(std::string_view s, uint64_t* out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
 }
 
 // Redis's wording for a reply to a store error.
@@ -167,6 +174,10 @@ class RespHandler final : public ProtocolHandler {
       } else {
         AppendError("ERR " + std::string(written.status().message()), &reply_);
       }
+    } else if (cmd == "kvtier.hint") {
+      timer.set_op(Op::kAdmin);
+      if (argc < 3) return WrongArity(cmd);
+      Hint(tenant);
     } else if (cmd == "info") {
       timer.set_op(Op::kStats);
       AppendBulk(Info(), &reply_);
@@ -212,6 +223,42 @@ class RespHandler final : public ProtocolHandler {
     }
     principal_ = *who;
     return true;
+  }
+
+  // KVTIER.HINT session [RETAIN seconds] [PRIORITY low|normal|high] [FINISHED]: a session hint
+  // (Store::HintSession) for a session the tenant put over the native protocol.
+  void Hint(TenantId tenant) {
+    uint64_t session = 0;
+    if (!ParseUnsigned(args_[1], &session)) {
+      AppendError("ERR session is not an unsigned integer", &reply_);
+      return;
+    }
+    Store::SessionHint hint;
+    for (size_t i = 2; i < args_.size(); ++i) {
+      const std::string opt = Lower(args_[i]);
+      uint64_t seconds = 0;
+      if (opt == "finished") {
+        hint.finished = true;
+      } else if (opt == "retain" && i + 1 < args_.size() && ParseUnsigned(args_[i + 1], &seconds)) {
+        hint.retain_seconds = static_cast<uint32_t>(std::min<uint64_t>(seconds, UINT32_MAX));
+        ++i;
+      } else if (opt == "priority" && i + 1 < args_.size() &&
+                 Store::ParseSessionPriority(Lower(args_[i + 1]))) {
+        hint.priority = Store::ParseSessionPriority(Lower(args_[++i]));
+      } else {
+        AppendError("ERR syntax error at '" + std::string(args_[i]) +
+                        "': KVTIER.HINT session [RETAIN seconds] "
+                        "[PRIORITY low|normal|high] [FINISHED]",
+                    &reply_);
+        return;
+      }
+    }
+    const Status s = ctx_->store->HintSession(tenant, session, hint);
+    if (s.ok()) {
+      AppendSimpleString("OK", &reply_);
+    } else {
+      AppendError(ErrorFor(s), &reply_);
+    }
   }
 
   void Hello() {

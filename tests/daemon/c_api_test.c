@@ -415,6 +415,22 @@ static void test_sessions(const char* tcp) {
   kvtier_client_put(other, keys, "other-tenant", 12, po, &err);
   CHECK_NO_ERROR(err);
 
+  /* Hints: taken for the tenant's own sessions, refused with a reason otherwise. */
+  kvtier_client_hint_session(c, 12, 30, 0, KVTIER_PRIORITY_HIGH, &err);
+  CHECK_NO_ERROR(err);
+  kvtier_client_hint_session(c, 12, 0, 0, KVTIER_PRIORITY_LOW, &err);
+  CHECK_NO_ERROR(err);
+  kvtier_client_hint_session(c, 12, 0, 0, 7, &err);
+  CHECK_CONTAINS(err, "KVTIER_PRIORITY_");
+  kvtier_client_hint_session(c, 12, 0, 0, KVTIER_PRIORITY_UNCHANGED, &err);
+  CHECK_CONTAINS(err, "empty");
+  kvtier_client_hint_session(c, 12, 10, 1, KVTIER_PRIORITY_UNCHANGED, &err);
+  CHECK_CONTAINS(err, "INVALID_ARGUMENT");
+  kvtier_client_hint_session(other, 12, 10, 0, KVTIER_PRIORITY_UNCHANGED, &err);
+  CHECK_CONTAINS(err, "NOT_FOUND"); /* acme's session 12 is not the anonymous tenant's */
+  kvtier_free(err);
+  err = NULL;
+
   uint64_t memory_blocks = 99, disk_blocks = 99;
   kvtier_client_delete_session(c, 11, &memory_blocks, &disk_blocks, &err);
   CHECK_NO_ERROR(err);

@@ -216,6 +216,57 @@ TEST(DaemonSessionsTest, AdminHintsReachTheSessionOrSayWhyNot) {
                   .starts_with("HTTP/1.1 404"));
   EXPECT_TRUE(Http(d.http_port(), "GET /admin/sessions/77/hint?tenant=acme HTTP/1.0\r\n\r\n")
                   .starts_with("HTTP/1.1 405"));
+  // Priority, alone or with a retention.
+  r = post("/admin/sessions/77/hint?tenant=acme", R"({"retain_s": 30, "priority": "high"})");
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 200")) << r;
+  r = post("/admin/sessions/77/hint?tenant=acme", R"({"priority": "urgent"})");
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 400")) << r;
+  EXPECT_NE(Body(r).find(R"({"error":"\"priority\": expected)"), std::string::npos) << r;
+  EXPECT_TRUE(post("/admin/sessions/77/hint?tenant=acme", R"({"finished": true, "priority": "low"})")
+                  .starts_with("HTTP/1.1 400"));
+  EXPECT_TRUE(post("/admin/sessions/77/hint?tenant=acme", "{}").starts_with("HTTP/1.1 400"));
+}
+
+TEST(DaemonSessionsTest, HintsTravelOverTheNativeProtocolAndResp) {
+  Daemon d;
+  auto acme = Connect(d, "acme", "acme-token");
+  auto other = Connect(d);
+  PutSession(acme.get(), 100, 3, 77);
+  ASSERT_NE(acme->server_info().features & protocol::kFeatureHints, 0u);
+  Store::SessionHint retain;
+  retain.retain_seconds = 60;
+  retain.priority = Store::SessionPriority::kLow;
+  EXPECT_TRUE(acme->HintSession(77, retain).ok());
+  // The Store's answers come back as they are: another tenant's session is not found, a
+  // contradiction or a year's retention is refused with the reason.
+  EXPECT_EQ(other->HintSession(77, retain).code(), StatusCode::kNotFound);
+  EXPECT_EQ(acme->HintSession(78, retain).code(), StatusCode::kNotFound);
+  Store::SessionHint bad = retain;
+  bad.finished = true;
+  EXPECT_EQ(acme->HintSession(77, bad).code(), StatusCode::kInvalidArgument);
+  bad = Store::SessionHint{};
+  bad.retain_seconds = 365 * 86400;
+  const Status year = acme->HintSession(77, bad);
+  EXPECT_EQ(year.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(year.message().find("max_hint_retain_seconds"), std::string::npos) << year.ToString();
+  EXPECT_EQ(acme->HintSession(0, retain).code(), StatusCode::kInvalidArgument);
+  // A hint orders evictions; it removes nothing.
+  EXPECT_EQ(CountPresent(acme.get(), 100, 3), 3u);
+
+  int fd = ConnectTcp(d.resp_port());
+  SendAll(fd, Command({"AUTH", "acme", "acme-token"}) +
+                  Command({"KVTIER.HINT", "77", "RETAIN", "30", "PRIORITY", "high"}) +
+                  Command({"kvtier.hint", "77", "FINISHED"}) +
+                  Command({"KVTIER.HINT", "78", "FINISHED"}) +
+                  Command({"KVTIER.HINT", "77", "PRIORITY", "urgent"}) +
+                  Command({"KVTIER.HINT", "77"}));
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "+OK\r\n");
+  EXPECT_EQ(ReadResp(fd), "-ERR NOT_FOUND: session has no block in G2\r\n");
+  EXPECT_TRUE(ReadResp(fd).starts_with("-ERR syntax error at 'PRIORITY'"));
+  EXPECT_EQ(ReadResp(fd), "-ERR wrong number of arguments for 'kvtier.hint' command\r\n");
+  close(fd);
 }
 
 TEST(DaemonSessionsTest, AdminShredWithoutAMasterKeyIsAConflict) {

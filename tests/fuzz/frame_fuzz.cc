@@ -22,6 +22,7 @@ void DecodeEverything(std::span<const std::byte> body) {
   (void)protocol::DecodeKeyList(body, 1024);
   (void)protocol::DecodeDeleteRequest(body, 1024);
   (void)protocol::DecodeDeleteSessionRequest(body);
+  (void)protocol::DecodeHintSessionRequest(body);
   (void)protocol::DecodeDeletionReport(body);
   (void)protocol::DecodePutMany(body, 1024, 1 << 20);
   (void)protocol::DecodeItemStatuses(body);

@@ -334,6 +334,20 @@ void BindClient(py::module_& m) {
              Result<DeletionReport> r = WithoutGil([&] { return c->DeleteSession(session); });
              return DeletionDict(ValueOrThrow(std::move(r)));
            })
+      .def("hint_session",
+           [](Closable<Client>& box, uint64_t session, uint32_t retain_s, bool finished,
+              std::optional<int> priority) {
+             auto c = box.get();
+             Store::SessionHint hint{retain_s, finished, std::nullopt};
+             if (priority) {
+               if (*priority < 0 || *priority > static_cast<int>(Store::SessionPriority::kHigh)) {
+                 ThrowIfError(Status::InvalidArgument("unknown priority " +
+                                                      std::to_string(*priority)));
+               }
+               hint.priority = static_cast<Store::SessionPriority>(*priority);
+             }
+             ThrowIfError(WithoutGil([&] { return c->HintSession(session, hint); }));
+           })
       .def("delete_all",
            [](Closable<Client>& box) {
              auto c = box.get();
@@ -352,20 +366,7 @@ void BindClient(py::module_& m) {
         TenantStats t = ValueOrThrow(std::move(r));
         py::dict d;
         d["tenant"] = t.name;
-        d["memory_budget_bytes"] = t.memory_budget_bytes;
-        d["blocks"] = t.blocks;
-        d["bytes"] = t.bytes;
-        d["pinned_blocks"] = t.pinned_blocks;
-        d["hits"] = t.hits;
-        d["misses"] = t.misses;
-        d["puts"] = t.puts;
-        d["duplicate_puts"] = t.duplicate_puts;
-        d["put_bytes"] = t.put_bytes;
-        d["get_bytes"] = t.get_bytes;
-        d["evictions"] = t.evictions;
-        d["expirations"] = t.expirations;
-        d["deletes"] = t.deletes;
-        d["rejected_puts"] = t.rejected_puts;
+        for (const auto& [name, field] : TenantStats::kCounters) d[name] = t.*field;
         return d;
       });
 }

@@ -41,6 +41,7 @@ from ._errors import (
     Unimplemented,
     Unknown,
 )
+from ._hints import session_id
 from ._kvtier import Namespace
 from ._types import (
     DeletionReport,
@@ -118,5 +119,6 @@ __all__ = [
     "block_keys",
     "named_key",
     "opaque_key",
+    "session_id",
     "state_key",
 ]

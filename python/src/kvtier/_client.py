@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import _kvtier
 from ._errors import Error, InvalidArgument, Unavailable
@@ -20,6 +20,9 @@ Key = bytes | bytearray | memoryview
 Dtype = Any
 
 _DEFAULT_SOCKET = "kvtier-data/kvtierd.sock"
+#: A session's priority in :meth:`Client.hint_session`.
+SessionPriority = Literal["low", "normal", "high"]
+_PRIORITIES: dict[str, int] = {"normal": 0, "low": 1, "high": 2}  # Store::SessionPriority
 
 
 def parse_url(url: str) -> tuple[str, bool]:
@@ -313,6 +316,32 @@ class Client(_BlockClient):
     def delete_session(self, session: int) -> DeletionReport:
         """Deletes every block this tenant put with ``session``, on every tier."""
         return DeletionReport(**self._impl.delete_session(session))
+
+    def hint_session(
+        self,
+        session: int,
+        *,
+        retain_s: int = 0,
+        finished: bool = False,
+        priority: SessionPriority | None = None,
+    ) -> None:
+        """Tells kvtierd what the caller knows of one of this tenant's sessions.
+
+        ``retain_s``: the session comes back within this many seconds (an agent waits on a
+        tool call): its DRAM blocks are evicted after the tenant's others until then.
+        ``priority``: ``"low"`` (evicted first, after finished sessions), ``"normal"`` or
+        ``"high"`` (evicted last, as a retained session); it holds for the session's later
+        blocks too. ``finished``: the session is over, its blocks go first (alone).
+
+        A hint orders evictions within the tenant and nothing else (docs/store.md, "Session
+        hints"). Raises :class:`NotFound` when no block of the session is in DRAM,
+        :class:`InvalidArgument` for an empty or contradictory hint or one past
+        ``memory.max_hint_retain_seconds``.
+        """
+        level = None if priority is None else _PRIORITIES.get(priority)
+        if priority is not None and level is None:
+            raise InvalidArgument(f"priority {priority!r} is not one of {sorted(_PRIORITIES)}")
+        self._impl.hint_session(session, retain_s, finished, level)
 
     def delete_all(self) -> DeletionReport:
         """Deletes every block of this client's tenant, on every tier."""

@@ -32,6 +32,14 @@ the same block hash (:func:`kvtier.state_key` of it, group ``vllm-group<id>``; r
 ``STATE``), and the full-attention chunks are KV that needs state (``KV_NEEDS_STATE``): kvtierd
 evicts KV whose state is gone first, and :meth:`kvtier.Client.lookup_resume` answers for them.
 A model without a full-attention group keys every chunk by its offload key.
+
+Session hints (``docs/store.md``): a request whose ``kv_transfer_params`` (a field of the
+OpenAI-compatible API's requests) hold ``{"kvtier": {"session": ..., "retain_s": ...,
+"priority": ..., "finished": ...}}``, or whose ``kv_hints`` envelope has an action of type
+``kvtier.session`` with that object as payload, has its chunks put with that session, and the
+hint reaches kvtierd once they are stored, when vLLM finishes the request. vLLM 0.33 passes a
+secondary tier no request priority (its ``ReqContext`` holds ``req_id``,
+``kv_transfer_params``, ``kv_hints`` and ``load_tier_filter``): a priority travels in the hint.
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ from vllm.v1.kv_offload.tiering.base import JobResult, SecondaryTierManager, Tra
 from . import _kvtier
 from ._client import Client
 from ._errors import Error
+from ._hints import KV_HINT_ACTION, SessionHint, from_vllm, log
 from ._types import Role
 
 
@@ -154,6 +163,8 @@ class KvtierTier(SecondaryTierManager):
         self._pool = ThreadPoolExecutor(max(1, connections), thread_name_prefix="kvtier_vllm")
         self._jobs: set[Future[None]] = set()
         self._jobs_mu = threading.Lock()
+        # Store jobs of each request that carries a session, for its hint to follow them.
+        self._session_stores: dict[str, list[Future[None]]] = {}
         self._lookups = _Lookups(self)
 
     def _anchor_key(self, key: OffloadKey) -> bytes | None:
@@ -197,10 +208,12 @@ class KvtierTier(SecondaryTierManager):
         bs = self.block_size_bytes
         return [self._flat[int(c) * bs : (int(c) + 1) * bs] for c in chunk_ids]
 
-    def _submit(self, work: Any) -> None:
+    def _submit(self, work: Any, req_id: str | None = None) -> None:
         f = self._pool.submit(work)
         with self._jobs_mu:
             self._jobs.add(f)
+            if req_id is not None:
+                self._session_stores.setdefault(req_id, []).append(f)
         f.add_done_callback(self._done)
 
     def _done(self, f: Future[None]) -> None:
@@ -220,6 +233,8 @@ class KvtierTier(SecondaryTierManager):
         job = job_metadata
         keys = list(job.keys)
         chunks = self._chunks(job.chunk_ids)
+        hint = job.req_context.get_state(SessionHint)
+        session = hint.session if hint is not None else 0
 
         def store() -> None:
             start = time.perf_counter()
@@ -234,7 +249,7 @@ class KvtierTier(SecondaryTierManager):
                     for k, role in zip(keys, roles, strict=True)
                 ]
                 results: list[Any] = self._client._impl.put_many(
-                    kv_keys, chunks, parents, 0, 0, names, roles
+                    kv_keys, chunks, parents, session, 0, names, roles
                 )
                 ok = [not isinstance(r, Error) for r in results]
             except Error:
@@ -246,7 +261,7 @@ class KvtierTier(SecondaryTierManager):
             )  # fmt: skip
             self._finished.put((result, "store", stored))
 
-        self._submit(store)
+        self._submit(store, job.req_context.req_id if hint is not None else None)
 
     def submit_load(self, job_metadata: TransferJob) -> None:
         """Reads the job's blocks from kvtierd into the primary tier's chunks; a key counts as
@@ -292,6 +307,9 @@ class KvtierTier(SecondaryTierManager):
             out.append(result)
 
     def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
+        hint = from_vllm(req_context.kv_transfer_params, req_context.kv_hints)
+        if hint is not None:
+            req_context.set_state(hint)
         return RequestOffloadingContext()
 
     def drain_jobs(self) -> None:
@@ -311,6 +329,25 @@ class KvtierTier(SecondaryTierManager):
 
     def on_request_finished(self, req_context: ReqContext) -> None:
         self._lookups.cleanup(req_context.req_id)
+        with self._jobs_mu:
+            stores = self._session_stores.pop(req_context.req_id, [])
+        hint = req_context.get_state(SessionHint)
+        if hint is None or not hint.says_something:
+            return
+
+        def send() -> None:
+            # vLLM submits a request's last store before it finishes the request, and the pool
+            # runs jobs in order: these are running or done, never queued behind this one.
+            wait(stores)
+            try:
+                self._client.hint_session(
+                    hint.session, retain_s=hint.retain_s, finished=hint.finished,
+                    priority=hint.priority,
+                )  # fmt: skip
+            except Error as e:  # Advisory: NotFound when none of its blocks is in DRAM.
+                log.debug("kvtier: session hint of request %s: %s", req_context.req_id, e)
+
+        self._submit(send)
 
     def on_schedule_end(self, context: ScheduleEndContext) -> None:
         self._lookups.flush()
@@ -322,4 +359,4 @@ class KvtierTier(SecondaryTierManager):
         self._flat.release()
 
 
-__all__ = ["KvtierTier", "namespace_model"]
+__all__ = ["KV_HINT_ACTION", "KvtierTier", "namespace_model"]

@@ -163,8 +163,9 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Removes every block of the tenant put with `session` (REQUIRES: session != 0), pinned ones
   // included; waits for their demotions in flight first. Returns how many.
   uint64_t EraseSession(uint32_t tenant, SessionId session) ABSL_LOCKS_EXCLUDED(mu_);
-  // Store::HintSession for G2, where hints act: retained sessions' blocks are chosen only when
-  // nothing else of the tenant is evictable, finished sessions' blocks first.
+  // Store::HintSession for G2, where hints act: retained and high-priority sessions' blocks are
+  // chosen only when nothing else of the tenant is evictable, finished sessions' blocks first,
+  // then low-priority ones'.
   Status HintSession(uint32_t tenant, SessionId session, const Store::SessionHint& hint)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Removes every block of the tenant, likewise.
@@ -241,8 +242,16 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint32_t refs = 0;  // Resident entries naming this slot; 0 = free.
     uint32_t retain_until_s = 0;  // SessionHint::retain_seconds: evicted last until then.
     bool finished = false;  // SessionHint::finished, until the session puts again.
+    Store::SessionPriority priority = Store::SessionPriority::kNormal;
   };
-  // Retained blocks ChooseVictim passes over in one lane before taking one as any other: a
+  // Until when a hint protects the entry's block from eviction: its session's retention, or
+  // forever (due back last) for a high-priority session; 0 = not protected.
+  uint32_t ProtectedUntil(const Entry& e, uint32_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves each resident block of `session_slot` to the cold end of its lane; `mark` is or-ed
+  // into their policy bits.
+  void QueueSessionFirst(uint32_t tenant, uint32_t session_slot, uint8_t mark)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Protected blocks ChooseVictim passes over in one lane before taking one as any other: a
   // hint orders evictions, it never makes them cost more than this.
   static constexpr int kMaxRetainedSkips = 64;
 

@@ -46,7 +46,7 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
     double error = 0;
   };
   Candidate oldest, least;
-  uint32_t retained = kNil;
+  uint32_t retained = kNil, retained_until = 0, low = kNil;
   for (const EntryList& lane : lanes) {
     int skipped = 0;
     for (uint32_t idx = lane.head; idx != kNil; idx = table_.at(idx).next) {
@@ -56,15 +56,20 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
         // A leased block is being read; a parent of resident blocks goes after its children.
         if (e.readers > 0 || e.children > 0) continue;
         if (e.policy & kPolicyFinished) return idx;
+        // A low-priority session's blocks are queued first (Publish, Touch): the lane's first
+        // evictable one goes, after any finished session's.
+        if (session_slots_[e.session].priority == Store::SessionPriority::kLow) {
+          if (low == kNil) low = idx;
+          break;
+        }
         // A session hinted to come back soon goes last, within a bounded search; of those, the
         // one due back last goes first (Belady's choice, on the senders' word).
-        if (const uint32_t until = session_slots_[e.session].retain_until_s;
-            until > now && skipped++ < kMaxRetainedSkips) {
-          const uint32_t other =
-              retained == kNil ? 0 : session_slots_[table_.at(retained).session].retain_until_s;
-          if (retained == kNil || until > other ||
-              (until == other && e.stamp < table_.at(retained).stamp)) {
+        if (const uint32_t until = ProtectedUntil(e, now);
+            until != 0 && skipped++ < kMaxRetainedSkips) {
+          if (retained == kNil || until > retained_until ||
+              (until == retained_until && e.stamp < table_.at(retained).stamp)) {
             retained = idx;
+            retained_until = until;
           }
           continue;
         }
@@ -79,12 +84,19 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
       break;  // Within a lane the least recent block is the least likely to return.
     }
   }
+  if (low != kNil) return low;
   if (oldest.index == kNil) return retained;
   // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
   // errors.
   return oldest.chance - least.chance > kSignificance * std::hypot(oldest.error, least.error)
              ? least.index
              : oldest.index;
+}
+
+uint32_t MemoryTier::ProtectedUntil(const Entry& e, uint32_t now) const {
+  const SessionSlot& slot = session_slots_[e.session];
+  if (slot.retain_until_s > now) return slot.retain_until_s;
+  return slot.priority == Store::SessionPriority::kHigh ? UINT32_MAX : 0;
 }
 
 uint32_t MemoryTier::CountOf(const Lanes& lanes) {

@@ -17,6 +17,13 @@ URLs: ``kvtier://HOST:PORT`` (native protocol over TCP), ``kvtier+tls://HOST:POR
 ``tenant`` and ``connections``. A chunk is stored as its bytes alone under the key of
 ``CacheEngineKey.to_string()`` (:func:`kvtier.named_key`); a chunk shorter than a full one is
 a partial chunk (``save_unfull_chunk``), reshaped by its size.
+
+Session hints (``docs/store.md``): LMCache 0.5.6 keeps every ``lmcache.*`` entry of a request's
+``kv_transfer_params`` on its chunks' keys, so ``{"lmcache.kvtier.session": "conv-42",
+"lmcache.kvtier.retain_s": 30, "lmcache.kvtier.priority": "high", "lmcache.kvtier.finished":
+false}`` puts the request's chunks with that session and sends the hint after each batch of
+them. LMCache gives a connector no request-finished callback: a retention counts from the
+request's last stored chunk.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
 
 from .. import _kvtier
 from .._client import Client
-from .._errors import InvalidArgument
+from .._errors import Error, InvalidArgument
+from .._hints import SessionHint, from_lmcache, log
 
 _SCHEMES = {"kvtier": "tcp", "kvtier+tcp": "tcp", "kvtier+tls": "tls", "kvtier+unix": "unix"}
 
@@ -114,7 +122,24 @@ class KvtierRemoteConnector(RemoteConnector):  # type: ignore[misc]
         return out
 
     def _write(self, keys: list[Any], objs: list[Any]) -> None:
-        self.client.put_many([self._key(k) for k in keys], [o.byte_array for o in objs])
+        # The chunks of one batch may come from several requests: each group of the same hint
+        # is put with its session, then hinted.
+        groups: dict[SessionHint | None, list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(from_lmcache(getattr(k, "request_configs", None)), []).append(i)
+        for hint, idx in groups.items():
+            self.client.put_many(
+                [self._key(keys[i]) for i in idx], [objs[i].byte_array for i in idx],
+                session=hint.session if hint is not None else 0,
+            )  # fmt: skip
+            if hint is not None and hint.says_something:
+                try:
+                    self.client.hint_session(
+                        hint.session, retain_s=hint.retain_s, finished=hint.finished,
+                        priority=hint.priority,
+                    )  # fmt: skip
+                except Error as e:  # Advisory: NotFound once its blocks left DRAM.
+                    log.debug("kvtier: session hint %s: %s", hint, e)
 
     def _prefix(self, keys: list[Any]) -> int:
         return self.client.lookup_prefix([self._key(k) for k in keys]).num_blocks
