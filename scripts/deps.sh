@@ -1,11 +1,36 @@
 # Sourced by scripts/run and scripts/test: installs the Debian packages kvtier needs, once.
 # The C++ core builds from Debian's archive only; nothing is downloaded at build time. The
 # Python package's tests and the engine packages they run against come from PyPI, pinned, into
-# a virtual environment under build/ (kvtier_install_python_deps).
+# a virtual environment (kvtier_install_python_deps).
+#
+# Downloads and one-time builds (pip's cache, the virtual environment, MinIO, s3rver, ccache's
+# objects) live in $KVTIER_CACHE, outside the clone, so that a new checkout on the same machine
+# reuses them; build/venv, build/go and build/npm are links into it. A fresh machine fills it.
+KVTIER_CACHE=${KVTIER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvtier}
+mkdir -p "$KVTIER_ROOT/build" "$KVTIER_CACHE"
+
+# kvtier_link NAME TARGET: build/NAME is a link to TARGET (a directory of $KVTIER_CACHE). A real
+# directory there (left by an older checkout) is moved into the cache when TARGET is absent.
+kvtier_link() {
+  local link="$KVTIER_ROOT/build/$1" target=$2
+  if [ -d "$link" ] && [ ! -L "$link" ]; then
+    if [ ! -e "$target" ]; then mv "$link" "$target"; else rm -rf "$link"; fi
+  fi
+  mkdir -p "$target"
+  ln -sfn "$target" "$link"
+}
+
+# Every C and C++ compilation goes through ccache (its objects in $KVTIER_CACHE/ccache), keyed
+# on paths relative to the clone so that another checkout hits the same objects.
+export CCACHE_DIR="$KVTIER_CACHE/ccache" CCACHE_BASEDIR="$KVTIER_ROOT" CCACHE_NOHASHDIR=true
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+# CMake takes these as the default launchers of a new build directory (pip's build too).
+export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 
 KVTIER_PACKAGES=(
   # toolchain
-  cmake ninja-build g++ clang lld libclang-rt-14-dev pkg-config python3 python3-dev python3-venv
+  cmake ninja-build ccache g++ clang lld libclang-rt-14-dev pkg-config python3 python3-dev
+  python3-venv
   # libraries
   libssl-dev libabsl-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libzstd-dev liburing-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev
@@ -19,10 +44,12 @@ KVTIER_PACKAGES=(
   libcurl4-openssl-dev libtinyxml2-dev
 )
 
-# The S3 tier's test peer, s3rver (npm), installed into $KVTIER_ROOT/build/npm; quick when it
-# is already there. Node and npm come from Debian when absent. The S3 tests skip without it.
+# The S3 tier's test peer, s3rver (npm), installed into $KVTIER_CACHE/npm (build/npm); quick
+# when it is already there. Node and npm come from Debian when absent. The S3 tests skip
+# without it.
 KVTIER_S3RVER_VERSION=3.7.1
 kvtier_install_s3rver() {
+  kvtier_link npm "$KVTIER_CACHE/npm"
   local prefix="$KVTIER_ROOT/build/npm"
   [ -x "$prefix/node_modules/.bin/s3rver" ] && return 0
   local sudo=""
@@ -39,11 +66,12 @@ kvtier_install_s3rver() {
 }
 
 # The second S3 test peer, MinIO, built from its Go module (the module proxy serves it; there
-# are no release binaries to fetch here) into $KVTIER_ROOT/build/go/bin, with its module and
-# build caches beside it; quick when the binary is there. Go comes from Debian when absent. The
+# are no release binaries to fetch here) into $KVTIER_CACHE/go/bin (build/go/bin), with its
+# module and build caches beside it; quick when the binary is there. Go comes from Debian when absent. The
 # MinIO cases of the S3 tests skip without it.
 KVTIER_MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 kvtier_install_minio() {
+  kvtier_link go "$KVTIER_CACHE/go"
   local prefix="$KVTIER_ROOT/build/go"
   local stamp="$prefix/bin/.minio-$KVTIER_MINIO_VERSION"
   [ -x "$prefix/bin/minio" ] && [ -f "$stamp" ] && return 0
@@ -80,25 +108,31 @@ kvtier_install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# The Python test environment: $KVTIER_ROOT/build/venv with python/requirements-test.txt (every
-# package pinned, torch and lmcache included), reused while that file is unchanged. pip keeps
-# its downloads in build/pip-cache, so a rebuilt environment does not fetch them again.
+# The Python test environment: build/venv, a link to $KVTIER_CACHE/venv-<hash> of
+# python/requirements-*.txt (every package pinned, torch and lmcache included), reused while
+# those files are unchanged; environments of other requirements are removed. pip keeps its
+# downloads in $KVTIER_CACHE/pip, so a rebuilt environment does not fetch them again.
 KVTIER_VENV="$KVTIER_ROOT/build/venv"
 kvtier_install_python_deps() {
   local req="$KVTIER_ROOT/python/requirements-test.txt"
   local engines="$KVTIER_ROOT/python/requirements-engines.txt"
-  local stamp="$KVTIER_VENV/.kvtier-requirements"
   local want
-  want=$(cat "$req" "$engines" | sha256sum | cut -d' ' -f1)
-  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
-  echo "kvtier: installing the Python test environment into $KVTIER_VENV (python/requirements-*.txt)"
-  [ -x "$KVTIER_VENV/bin/python" ] || python3 -m venv "$KVTIER_VENV"
-  PIP_CACHE_DIR="$KVTIER_ROOT/build/pip-cache" "$KVTIER_VENV/bin/pip" install -q \
-    --disable-pip-version-check -r "$req"
-  # Engines without their GPU dependency sets (see the file).
-  PIP_CACHE_DIR="$KVTIER_ROOT/build/pip-cache" "$KVTIER_VENV/bin/pip" install -q \
-    --disable-pip-version-check --no-deps -r "$engines"
-  echo "$want" >"$stamp"
+  want=$( (python3 --version; cat "$req" "$engines") | sha256sum | cut -c1-16)
+  local venv="$KVTIER_CACHE/venv-$want" stamp="$KVTIER_CACHE/venv-$want/.kvtier-requirements"
+  if [ ! -f "$stamp" ]; then
+    echo "kvtier: installing the Python test environment into $venv (python/requirements-*.txt)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    export PIP_CACHE_DIR="$KVTIER_CACHE/pip"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    # Engines without their GPU dependency sets (see the file).
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$engines"
+    echo "$want" >"$stamp"
+  fi
+  find "$KVTIER_CACHE" -maxdepth 1 -name 'venv-*' ! -name "venv-$want" -exec rm -rf {} +
+  # An environment is not relocatable: one left in build/ by an older checkout goes.
+  [ -L "$KVTIER_VENV" ] || rm -rf "$KVTIER_VENV"
+  ln -sfn "$venv" "$KVTIER_VENV"
 }
 
 # kvtier_build DIR [cmake args...]: configures (once) and builds DIR with Ninja; every target,
@@ -106,7 +140,8 @@ kvtier_install_python_deps() {
 kvtier_build() {
   local dir=$1
   shift
-  cmake -S "$KVTIER_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake -S "$KVTIER_ROOT" -B "$dir" -G Ninja -DCMAKE_C_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache "$@" >/dev/null
   # shellcheck disable=SC2086  # the list is split on purpose
   cmake --build "$dir" ${KVTIER_BUILD_TARGETS:+--target $KVTIER_BUILD_TARGETS}
 }
