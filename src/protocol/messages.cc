@@ -1,20 +1,16 @@
 #include "src/protocol/messages.h"
 
 namespace kvtier::protocol {
-namespace {
 
 Status Malformed(std::string_view what) {
   return Status::InvalidArgument("malformed " + std::string(what) + " body");
 }
 
-// Reads the leading status of a response; on OK the reader is positioned after it.
 Status ReadLeadingStatus(BodyReader* r) {
   Status s = r->StatusValue();
   if (!r->ok()) return Status::InvalidArgument("response body too short for its status");
   return s;
 }
-
-}  // namespace
 
 void EncodeHello(const HelloRequest& m, std::string* out) {
   BodyWriter w(out);
@@ -234,73 +230,87 @@ void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out) {
   }
 }
 
-Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
-                                              uint64_t max_block_bytes) {
-  BodyReader r(body);
-  uint32_t count = r.U32();
-  if (!r.ok()) return Malformed("PUT_MANY");
+Result<std::vector<PutEntry>> ReadPutDirectory(BodyReader* r, std::string_view op,
+                                               uint8_t known_flags, uint32_t max_batch,
+                                               uint64_t max_block_bytes) {
+  const std::string name(op);
+  uint32_t count = r->U32();
+  if (!r->ok()) return Malformed(name);
   if (count > max_batch) {
-    return Status::InvalidArgument("batch of " + std::to_string(count) +
+    return Status::InvalidArgument(name + " batch of " + std::to_string(count) +
                                    " blocks exceeds max_batch " + std::to_string(max_batch));
   }
-  // Each entry takes at least 41 bytes, so a lying count fails here before any allocation.
-  if (r.remaining() / (kBlockKeySize + 9) < count) return Malformed("PUT_MANY");
-  std::vector<BlockWrite> writes(count);
-  std::vector<uint64_t> sizes(count);
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    writes[i].key = r.Key();
-    uint8_t flags = r.U8();
-    constexpr uint8_t kKnown = kEntryHasParent | kEntryHasSession | kEntryHasDtype |
-                               kEntryHasEngineHash | kEntryHasRole;
-    if (flags & ~kKnown) return Status::InvalidArgument("unknown PUT_MANY entry flags");
-    if (flags & kEntryHasParent) writes[i].parent = r.Key();
-    if (flags & kEntryHasSession) writes[i].session = r.U64();
+  // Each entry takes at least 41 bytes (key, flags, size), so a lying count fails here before
+  // any allocation.
+  if (r->remaining() / (kBlockKeySize + 9) < count) return Malformed(name);
+  std::vector<PutEntry> entries(count);
+  for (PutEntry& e : entries) {
+    e.key = r->Key();
+    const uint8_t flags = r->U8();
+    if (flags & ~known_flags) return Status::InvalidArgument("unknown " + name + " entry flags");
+    if (flags & kEntryHasParent) e.parent = r->Key();
+    if (flags & kEntryHasSession) e.session = r->U64();
     if (flags & kEntryHasDtype) {
-      uint8_t dtype = r.U8();
-      if (r.ok() && KvDtypeBytes(static_cast<KvDtype>(dtype)) == 0) {
-        return Status::InvalidArgument("unknown dtype " + std::to_string(dtype) +
-                                       " in a PUT_MANY entry");
+      const uint8_t dtype = r->U8();
+      if (r->ok() && KvDtypeBytes(static_cast<KvDtype>(dtype)) == 0) {
+        return Status::InvalidArgument("unknown dtype " + std::to_string(dtype) + " in a " +
+                                       name + " entry");
       }
-      writes[i].dtype = static_cast<KvDtype>(dtype);
+      e.dtype = static_cast<KvDtype>(dtype);
     }
     if (flags & kEntryHasEngineHash) {
-      const uint8_t n = r.U8();
+      const uint8_t n = r->U8();
       EngineHash h;
       h.integer = (n & 0x80) != 0;
       h.size = n & 0x7f;
-      if (r.ok() && (h.size == 0 || h.size > kBlockKeySize || (h.integer && h.size > 8))) {
-        return Status::InvalidArgument("PUT_MANY engine hash of " + std::to_string(h.size) +
+      if (r->ok() && (h.size == 0 || h.size > kBlockKeySize || (h.integer && h.size > 8))) {
+        return Status::InvalidArgument(name + " engine hash of " + std::to_string(h.size) +
                                        (h.integer ? " bytes (an integer takes 1 to 8)" : " bytes (1 to 32)"));
       }
-      for (uint8_t j = 0; j < h.size && r.ok(); ++j) h.bytes[j] = r.U8();
-      writes[i].engine_hash = h;
+      for (uint8_t j = 0; j < h.size && r->ok(); ++j) h.bytes[j] = r->U8();
+      e.engine_hash = h;
     }
     if (flags & kEntryHasRole) {
-      const uint8_t role = r.U8();
-      if (r.ok() && role != static_cast<uint8_t>(BlockRole::kKvNeedsState) &&
+      const uint8_t role = r->U8();
+      if (r->ok() && role != static_cast<uint8_t>(BlockRole::kKvNeedsState) &&
           role != static_cast<uint8_t>(BlockRole::kState)) {
-        return Status::InvalidArgument("unknown block role " + std::to_string(role) +
-                                       " in a PUT_MANY entry");
+        return Status::InvalidArgument("unknown block role " + std::to_string(role) + " in a " +
+                                       name + " entry");
       }
-      writes[i].role = static_cast<BlockRole>(role);
+      e.role = static_cast<BlockRole>(role);
     }
-    sizes[i] = r.U64();
-    if (!r.ok()) return Malformed("PUT_MANY");
-    if (sizes[i] == 0) return Status::InvalidArgument("PUT_MANY entry with an empty value");
-    if (sizes[i] > max_block_bytes) {
-      return Status::InvalidArgument("value of " + std::to_string(sizes[i]) +
+    e.size = r->U64();
+    if (!r->ok()) return Malformed(name);
+    if (e.size == 0) return Status::InvalidArgument(name + " entry with an empty value");
+    if (e.size > max_block_bytes) {
+      return Status::InvalidArgument("value of " + std::to_string(e.size) +
                                      " bytes exceeds max_block_bytes " +
                                      std::to_string(max_block_bytes));
     }
-    total += sizes[i];
   }
+  return entries;
+}
+
+Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
+                                              uint64_t max_block_bytes) {
+  BodyReader r(body);
+  constexpr uint8_t kKnown = kEntryHasParent | kEntryHasSession | kEntryHasDtype |
+                             kEntryHasEngineHash | kEntryHasRole;
+  Result<std::vector<PutEntry>> entries =
+      ReadPutDirectory(&r, "PUT_MANY", kKnown, max_batch, max_block_bytes);
+  if (!entries.ok()) return entries.status();
+  uint64_t total = 0;
+  for (const PutEntry& e : *entries) total += e.size;
   if (total != r.remaining()) {
     return Status::InvalidArgument("PUT_MANY value sizes (" + std::to_string(total) +
                                    " bytes) do not match the " + std::to_string(r.remaining()) +
                                    " bytes that follow the directory");
   }
-  for (uint32_t i = 0; i < count; ++i) writes[i].value = r.Bytes(sizes[i]);
+  std::vector<BlockWrite> writes;
+  writes.reserve(entries->size());
+  for (const PutEntry& e : *entries) {
+    writes.push_back({e.key, r.Bytes(e.size), e.parent, e.session, e.dtype, e.engine_hash, e.role});
+  }
   return writes;
 }
 

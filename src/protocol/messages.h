@@ -129,6 +129,19 @@ void EncodeHintSession(const HintSessionRequest& m, std::string* out);
 // unknown priority; what the hint asks is the Store's to judge.
 Result<HintSessionRequest> DecodeHintSessionRequest(std::span<const std::byte> body);
 
+// Shared by the body codecs (this file's and shm_messages.h's).
+// InvalidArgument "malformed <what> body".
+Status Malformed(std::string_view what);
+// Reads the leading status of a response; on OK the reader is positioned after it.
+Status ReadLeadingStatus(BodyReader* r);
+// Reads an entry directory (EncodePutDirectory) of the request `op` ("PUT_MANY", "SHM_ALLOC"),
+// leaving `r` after it. InvalidArgument naming `op` for a count that the body cannot hold or
+// over max_batch, an entry flag outside `known_flags`, an unknown dtype, engine hash size or
+// role, or a size of 0 or over max_block_bytes.
+Result<std::vector<PutEntry>> ReadPutDirectory(BodyReader* r, std::string_view op,
+                                               uint8_t known_flags, uint32_t max_batch,
+                                               uint64_t max_block_bytes);
+
 // PUT_MANY: the directory (u32 count, entries); the caller sends the values after it, in order.
 // Session and dtype are encoded only when set, so a request without them is byte-for-byte what
 // a server without kFeatureSessions understands.

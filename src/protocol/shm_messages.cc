@@ -8,17 +8,6 @@ namespace {
 // Wire sizes, used to bound counts before allocating.
 constexpr size_t kStatusMinBytes = 3;   // code u8, message length u16.
 constexpr size_t kExtentBytes = 16;     // offset u64, length u64.
-constexpr size_t kEntryMinBytes = kBlockKeySize + 9;  // key, flags u8, size u64.
-
-Status Malformed(std::string_view what) {
-  return Status::InvalidArgument("malformed " + std::string(what) + " body");
-}
-
-Status ReadLeadingStatus(BodyReader* r) {
-  Status s = r->StatusValue();
-  if (!r->ok()) return Status::InvalidArgument("response body too short for its status");
-  return s;
-}
 
 void WriteExtents(BodyWriter* w, std::span<const ShmExtent> extents) {
   w->U32(static_cast<uint32_t>(extents.size()));
@@ -139,38 +128,10 @@ Result<ShmGetReply> DecodeShmGetReply(std::span<const std::byte> body) {
 Result<std::vector<PutEntry>> DecodeShmAllocRequest(std::span<const std::byte> body,
                                                     uint32_t max_batch, uint64_t max_block_bytes) {
   BodyReader r(body);
-  uint32_t count = r.U32();
-  if (!r.ok()) return Malformed("SHM_ALLOC");
-  if (count > max_batch) {
-    return Status::InvalidArgument("batch of " + std::to_string(count) +
-                                   " allocations exceeds max_batch " + std::to_string(max_batch));
-  }
-  if (r.remaining() / kEntryMinBytes < count) return Malformed("SHM_ALLOC");
-  std::vector<PutEntry> entries(count);
-  for (PutEntry& e : entries) {
-    e.key = r.Key();
-    uint8_t flags = r.U8();
-    constexpr uint8_t kKnown = kEntryHasParent | kEntryHasSession | kEntryHasDtype;
-    if (flags & ~kKnown) return Status::InvalidArgument("unknown SHM_ALLOC entry flags");
-    if (flags & kEntryHasParent) e.parent = r.Key();
-    if (flags & kEntryHasSession) e.session = r.U64();
-    if (flags & kEntryHasDtype) {
-      uint8_t dtype = r.U8();
-      if (r.ok() && KvDtypeBytes(static_cast<KvDtype>(dtype)) == 0) {
-        return Status::InvalidArgument("unknown dtype " + std::to_string(dtype) +
-                                       " in an SHM_ALLOC entry");
-      }
-      e.dtype = static_cast<KvDtype>(dtype);
-    }
-    e.size = r.U64();
-    if (!r.ok()) return Malformed("SHM_ALLOC");
-    if (e.size == 0 || e.size > max_block_bytes) {
-      return Status::InvalidArgument("SHM_ALLOC of " + std::to_string(e.size) +
-                                     " bytes: empty or over max_block_bytes " +
-                                     std::to_string(max_block_bytes));
-    }
-  }
-  if (!r.done()) return Malformed("SHM_ALLOC");
+  Result<std::vector<PutEntry>> entries =
+      ReadPutDirectory(&r, "SHM_ALLOC", kEntryHasParent | kEntryHasSession | kEntryHasDtype,
+                       max_batch, max_block_bytes);
+  if (entries.ok() && !r.done()) return Malformed("SHM_ALLOC");
   return entries;
 }
 

@@ -10,7 +10,6 @@
 #include "src/common/byte_codec.h"
 #include "src/services/encryption/kdf.h"
 #include "src/services/encryption/keystore_format.h"
-#include "src/tier/shared/object_format.h"
 
 namespace kvtier::encryption {
 namespace {
@@ -85,10 +84,11 @@ std::vector<std::byte> EncodeRecord(const std::string& tenant, const WrappedData
   return out;
 }
 
-// The record `name` of version `version` under the tenant component `component`; *tenant
-// receives the tenant's name it holds.
-Result<WrappedDataKey> DecodeRecord(std::span<const std::byte> bytes, std::string_view component,
-                                    uint32_t version, const std::string& name, std::string* tenant) {
+// The record `name` of version `version` under the tenant component `component` of `records`;
+// *tenant receives the tenant's name it holds.
+Result<WrappedDataKey> DecodeRecord(const RecordStore& records, std::span<const std::byte> bytes,
+                                    std::string_view component, uint32_t version,
+                                    const std::string& name, std::string* tenant) {
   ByteReader r(bytes);
   char magic[4];
   r.Raw(magic, 4);
@@ -111,7 +111,7 @@ Result<WrappedDataKey> DecodeRecord(std::span<const std::byte> bytes, std::strin
                                       std::to_string(kRecordFormat));
   }
   // The wrap authenticates both too; a mismatch here names the damage plainly.
-  Result<std::string> stored_component = g4::TenantComponent(stored);
+  Result<std::string> stored_component = records.TenantComponent(stored);
   if (!stored_component.ok() || *stored_component != component || w.version != version) {
     return Status::DataLoss("G4 key record " + name + " names another tenant or version");
   }
@@ -140,7 +140,7 @@ ClusterKeyManager::ClusterKeyManager(Env* env, const MasterKey& master,
 
 ClusterKeyManager::~ClusterKeyManager() = default;
 
-Status ClusterKeyManager::Attach(SharedTier* g4) {
+Status ClusterKeyManager::Attach(RecordStore* g4) {
   // A record this node alone writes and removes: creating it checks that G4 can keep records
   // at all (an S3 service without conditional writes cannot).
   std::array<uint8_t, 8> nonce{};
@@ -184,7 +184,7 @@ Status ClusterKeyManager::Ready() const {
 
 Result<ClusterKeyManager::Tenant*> ClusterKeyManager::Load(const std::string& tenant) {
   KVTIER_RETURN_IF_ERROR(Ready());
-  Result<std::string> component = g4::TenantComponent(tenant);
+  Result<std::string> component = g4_->TenantComponent(tenant);
   if (!component.ok()) return component.status();
   const std::string prefix = *component + ".";
   Result<std::vector<std::string>> names = g4_->ListRecords(prefix);
@@ -226,7 +226,7 @@ Result<ClusterKeyManager::Tenant*> ClusterKeyManager::Load(const std::string& te
     if (body.status().code() == StatusCode::kNotFound) continue;  // Shredded meanwhile.
     if (!body.ok()) return body.status();
     std::string stored;
-    Result<WrappedDataKey> w = DecodeRecord(*body, *component, number, name, &stored);
+    Result<WrappedDataKey> w = DecodeRecord(*g4_, *body, *component, number, name, &stored);
     if (!w.ok()) return w.status();
     if (stored != tenant) {  // Two names of one component (a hash collision) are not one tenant.
       return Status::DataLoss("G4 key record " + name + " names another tenant or version");
@@ -249,7 +249,7 @@ Result<ClusterKeyManager::Tenant*> ClusterKeyManager::Find(const std::string& te
 }
 
 Status ClusterKeyManager::CreateVersion(const std::string& tenant, uint32_t number) {
-  Result<std::string> component = g4::TenantComponent(tenant);
+  Result<std::string> component = g4_->TenantComponent(tenant);
   if (!component.ok()) return component.status();
   WrappedDataKey w;
   w.version = number;
@@ -271,7 +271,7 @@ Status ClusterKeyManager::CreateVersion(const std::string& tenant, uint32_t numb
 }
 
 Status ClusterKeyManager::Reserve(const std::string& tenant) {
-  Result<std::string> component = g4::TenantComponent(tenant);
+  Result<std::string> component = g4_->TenantComponent(tenant);
   if (!component.ok()) return component.status();
   const uint64_t max_reservations =
       std::max<uint64_t>(1, options_.max_seals_per_key / options_.seal_reservation);
@@ -362,7 +362,7 @@ Status ClusterKeyManager::ShredTenant(std::string_view tenant_name, std::string_
   const std::string tenant(tenant_name);
   MutexLock lock(&mu_);
   Status status = Ready();
-  Result<std::string> component = g4::TenantComponent(tenant);
+  Result<std::string> component = status.ok() ? g4_->TenantComponent(tenant) : status;
   if (status.ok()) status = component.status();
   Result<std::vector<std::string>> names =
       status.ok() ? g4_->ListRecords(*component + ".") : Result<std::vector<std::string>>(status);
@@ -430,7 +430,8 @@ Status ClusterKeyManager::RotateMasterKey(const MasterKey& new_master, std::stri
     }
     // The tenant's name is in the record (its G4 component may be a hash of it).
     std::string tenant;
-    Result<WrappedDataKey> w = DecodeRecord(*body, name.substr(0, dot), r.version, name, &tenant);
+    Result<WrappedDataKey> w =
+        DecodeRecord(*g4_, *body, name.substr(0, dot), r.version, name, &tenant);
     if (!w.ok()) {
       status = w.status();
       break;

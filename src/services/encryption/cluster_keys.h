@@ -2,8 +2,8 @@
 // "Cluster keys"), so that every node sharing a G4 opens what any of them sealed, and a shred
 // on one node destroys the keys for all of them.
 //
-// G4 holds, as cluster records (SharedTier::CreateRecord), per tenant (by its G4 name
-// component <t>, which holds no '.'):
+// G4 holds, as cluster records (RecordStore::CreateRecord), per tenant (by its name component
+// <t>, RecordStore::TenantComponent, which holds no '.'):
 //   <t>.k<version, 10 digits>.<master key id, 32 hex>   the version's data key, wrapped under
 //        the KEK of (tenant, version) from that master key (as in the keystore file):
 //        "KVCK" u16le 1, u8 name_len, name, u32le version, u64le created_micros,
@@ -50,7 +50,7 @@
 #include "src/services/encryption/key_service.h"
 #include "src/services/encryption/keystore_format.h"
 #include "src/services/encryption/master_key.h"
-#include "src/tier/shared/shared_tier.h"
+#include "src/services/encryption/record_store.h"
 
 namespace kvtier::encryption {
 
@@ -62,9 +62,9 @@ class ClusterKeyManager final : public KeyService {
       Env* env, const MasterKey& master, const KeyManagerOptions& options);
   ~ClusterKeyManager() override;
 
-  // Where the keys live; not owned, must outlive every later call. Checks that G4 can keep
-  // them (FailedPrecondition for an S3 service without conditional writes).
-  [[nodiscard]] Status Attach(SharedTier* g4) ABSL_LOCKS_EXCLUDED(mu_);
+  // Where the keys live (G4's SharedTier); not owned, must outlive every later call. Checks
+  // that it can keep them (FailedPrecondition for an S3 service without conditional writes).
+  [[nodiscard]] Status Attach(RecordStore* g4) ABSL_LOCKS_EXCLUDED(mu_);
 
   Result<uint32_t> AcquireSealingKey(std::string_view tenant, SecretKey* key) override
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -118,7 +118,7 @@ class ClusterKeyManager final : public KeyService {
   mutable Mutex mu_;
   MasterKey master_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<AesGcm> gcm_ ABSL_GUARDED_BY(mu_);
-  SharedTier* g4_ ABSL_GUARDED_BY(mu_) = nullptr;
+  RecordStore* g4_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::string, Tenant, std::less<>> tenants_ ABSL_GUARDED_BY(mu_);
 };
 

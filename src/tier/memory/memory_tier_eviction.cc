@@ -1,6 +1,6 @@
 // MemoryTier: making room. Eviction (adaptive segmented LRU in depth lanes, tail-first chains,
-// the ReturnModel's evidence, session hints, budgets), G3 admission and demotion, and the
-// reclamation of detached entries.
+// the ReturnModel's evidence, session hints and what they ask, budgets), G3 admission and
+// demotion, and the reclamation of detached entries.
 
 #include <algorithm>
 #include <cmath>
@@ -91,6 +91,54 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
   return oldest.chance - least.chance > kSignificance * std::hypot(oldest.error, least.error)
              ? least.index
              : oldest.index;
+}
+
+Status MemoryTier::HintSession(uint32_t tenant, SessionId session,
+                               const Store::SessionHint& hint) {
+  if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"");
+  const bool goes_on = hint.retain_seconds != 0 || hint.priority.has_value();
+  if (!goes_on && !hint.finished) return Status::InvalidArgument("the session hint is empty");
+  if (goes_on && hint.finished) {
+    return Status::InvalidArgument("a finished session has no retention or priority");
+  }
+  if (hint.retain_seconds > max_hint_retain_seconds_) {
+    return Status::InvalidArgument("retain_seconds " + std::to_string(hint.retain_seconds) +
+                                   " is over the limit of " +
+                                   std::to_string(max_hint_retain_seconds_) +
+                                   " (memory.max_hint_retain_seconds)");
+  }
+  MutexLock l(&mu_);
+  auto it = session_index_.find({tenant, session});
+  if (it == session_index_.end()) return Status::NotFound("session has no block in G2");
+  const uint32_t slot_index = it->second;
+  SessionSlot& slot = session_slots_[slot_index];
+  ++tenants_[tenant].stats.session_hints;
+  if (hint.retain_seconds != 0) slot.retain_until_s = NowSeconds() + hint.retain_seconds;
+  if (hint.priority) {
+    const bool lowered = *hint.priority == Store::SessionPriority::kLow &&
+                         slot.priority != Store::SessionPriority::kLow;
+    slot.priority = *hint.priority;
+    if (lowered) QueueSessionFirst(tenant, slot_index, 0);
+  }
+  if (!hint.finished) return Status::OK();
+  slot.retain_until_s = 0;
+  if (slot.finished) return Status::OK();  // Nothing put since: its blocks are marked.
+  slot.finished = true;
+  // Marked to be taken as soon as they are reached (one pass over the table per finished
+  // session: a repeat costs nothing until it puts again).
+  QueueSessionFirst(tenant, slot_index, kPolicyFinished);
+  return Status::OK();
+}
+
+void MemoryTier::QueueSessionFirst(uint32_t tenant, uint32_t session_slot, uint8_t mark) {
+  for (uint32_t idx = 0; idx < table_.high_water(); ++idx) {
+    Entry& e = table_.at(idx);
+    if (e.state != EntryState::kResident || e.tenant != tenant || e.session != session_slot) {
+      continue;
+    }
+    e.policy |= mark;
+    if (e.queue != QueueId::kNone) QueueFirst(idx);  // Not pinned or demoting.
+  }
 }
 
 uint32_t MemoryTier::ProtectedUntil(const Entry& e, uint32_t now) const {

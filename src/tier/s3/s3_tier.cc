@@ -55,16 +55,8 @@ std::string XmlField(const std::vector<std::byte>& body, const char* name) {
 }  // namespace
 
 Result<std::unique_ptr<S3Tier>> S3Tier::Open(S3TierOptions options) {
-  if (options.node_id.empty()) options.node_id = g4::DefaultNodeId();
-  if (!g4::ValidNodeId(options.node_id)) {
-    return Status::InvalidArgument("S3Tier: node_id must be 1 to 64 of [A-Za-z0-9_-]");
-  }
-  if (options.env == nullptr) options.env = Env::Default();
+  KVTIER_RETURN_IF_ERROR(options.Sanitize("S3Tier"));
   if (options.client.env == nullptr) options.client.env = options.env;
-  const SharedJanitorOptions& j = options.janitor;
-  if (j.lease_us <= 2 * j.clock_margin_us) {
-    return Status::InvalidArgument("S3Tier: lease_us must exceed 2 x clock_margin_us");
-  }
   if (options.codec_threads > 64) options.codec_threads = 64;
   Result<std::unique_ptr<s3::S3Client>> client = s3::S3Client::Create(options.client);
   if (!client.ok()) return client.status();

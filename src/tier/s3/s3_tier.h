@@ -52,10 +52,8 @@ namespace g4 {
 struct SealedObject;
 }  // namespace g4
 
-struct S3TierOptions {
+struct S3TierOptions : SharedTierBaseOptions {
   s3::S3ClientOptions client;
-  // This node's name (janitor lease holder): 1 to 64 of [A-Za-z0-9_-]; empty = host-pid.
-  std::string node_id;
   // Conditional create (If-None-Match: *): kAuto probes the service at Open.
   enum class ConditionalPut { kAuto, kOn, kOff };
   ConditionalPut conditional_put = ConditionalPut::kAuto;
@@ -70,15 +68,6 @@ struct S3TierOptions {
   uint64_t multipart_part_bytes = 8ull << 20;
   // Threads that seal (compress, encrypt, checksum) and open objects in parallel.
   size_t codec_threads = 4;
-  // Time base of the janitor lease. true: the service's clock (Date and Last-Modified
-  // headers), so nodes whose clocks differ still agree. false: `env`'s clock, with the
-  // renewal time written into the lease object (tests with simulated time).
-  bool storage_clock = true;
-  SharedJanitorOptions janitor;
-  // Data services; not owned; nullptr = stored as is.
-  BlockCodec* codec = nullptr;
-  // Clock and log; not owned; nullptr = Env::Default().
-  Env* env = nullptr;
 };
 
 class S3Tier final : public SharedTier {

@@ -42,6 +42,10 @@
 #include "kvtier/block_key.h"
 #include "kvtier/status.h"
 #include "kvtier/store.h"
+#include "kvtier/env.h"
+#include "src/services/block_codec.h"
+#include "src/services/encryption/record_store.h"
+#include "src/tier/shared/object_format.h"
 
 namespace kvtier {
 
@@ -99,6 +103,26 @@ struct SharedJanitorOptions {
   // Background janitor: when > 0, a thread tries to take or renew the lease and runs one
   // janitor pass every this many microseconds. 0 = only RunJanitorOnce() (tests, tools).
   uint64_t janitor_interval_us = 0;
+};
+
+// What both G4 tiers (SharedFsTierOptions, S3TierOptions) take.
+struct SharedTierBaseOptions {
+  // This node's name, unique in the cluster: 1 to 64 of [A-Za-z0-9_-]. It names temp files
+  // and the janitor lease holder. Empty = "<hostname>-<pid>" (sanitized; g4::DefaultNodeId).
+  std::string node_id;
+  // Time base for leases and ages. true: the storage's clock (a file's mtime, S3's Date and
+  // Last-Modified headers), so nodes whose clocks differ still agree. false: `env`'s clock,
+  // written where the tier records times (tests with simulated time).
+  bool storage_clock = true;
+  SharedJanitorOptions janitor;
+  // Data services (compression, encryption); not owned; nullptr = stored as is.
+  BlockCodec* codec = nullptr;
+  // Clock (NowMicros) and operator log; not owned; nullptr = Env::Default().
+  Env* env = nullptr;
+
+  // Fills in the defaults (node_id, env); InvalidArgument naming `tier` for a bad node id or
+  // janitor lease.
+  Status Sanitize(std::string_view tier);
 };
 
 struct SharedTierStats {
@@ -178,7 +202,7 @@ struct SharedTierCounters {
   }
 };
 
-class SharedTier {
+class SharedTier : public encryption::RecordStore {
  public:
   virtual ~SharedTier() = default;
 
@@ -218,20 +242,13 @@ class SharedTier {
   virtual Result<std::vector<SharedNotice>> NoticesAfter(std::string_view after,
                                                          const NoticeFilter& skip) = 0;
 
-  // Cluster records: small named objects beside the blocks that the nodes share, such as the
-  // tenants' wrapped data keys (cluster_keys.h). Names are g4::ValidRecordName (else
-  // InvalidArgument); bodies are at most kMaxRecordBytes. The janitor never touches them.
-  static constexpr size_t kMaxRecordBytes = 64 * 1024;
-  // Publishes `body` as `name` unless a record of that name exists: then AlreadyExists, and
-  // nothing changes. Of concurrent creators of one name exactly one succeeds, on every node.
-  // On S3 this needs conditional writes (If-None-Match); without them FailedPrecondition.
-  virtual Status CreateRecord(std::string_view name, std::span<const std::byte> body) = 0;
-  // NotFound when absent.
-  virtual Result<std::vector<std::byte>> ReadRecord(std::string_view name) = 0;
-  // Names of the records that start with `prefix`, sorted.
-  virtual Result<std::vector<std::string>> ListRecords(std::string_view prefix) = 0;
-  // OK when absent.
-  virtual Status DeleteRecord(std::string_view name) = 0;
+  // Cluster records (encryption::RecordStore): small named objects beside the blocks that the
+  // nodes share, such as the tenants' wrapped data keys (cluster_keys.h). Names are
+  // g4::ValidRecordName; the janitor never touches them. A tenant's component is
+  // g4::TenantComponent, as in object names.
+  Result<std::string> TenantComponent(std::string_view tenant) const override {
+    return g4::TenantComponent(tenant);
+  }
 
   // One janitor pass: takes or renews the lease; when held, removes expired, over-quota and
   // over-capacity objects, abandoned temp files, orphan markers and notices past their

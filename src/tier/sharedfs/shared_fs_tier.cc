@@ -17,16 +17,8 @@ using sharedfs::FileInfo;
 Result<std::unique_ptr<SharedFsTier>> SharedFsTier::Open(SharedFsTierOptions options) {
   if (options.root.empty()) return Status::InvalidArgument("SharedFsTier: root is empty");
   while (options.root.size() > 1 && options.root.back() == '/') options.root.pop_back();
-  if (options.node_id.empty()) options.node_id = g4::DefaultNodeId();
-  if (!g4::ValidNodeId(options.node_id)) {
-    return Status::InvalidArgument("SharedFsTier: node_id must be 1 to 64 of [A-Za-z0-9_-]");
-  }
+  KVTIER_RETURN_IF_ERROR(options.Sanitize("SharedFsTier"));
   if (options.io_threads > 256) options.io_threads = 256;
-  if (options.env == nullptr) options.env = Env::Default();
-  const SharedJanitorOptions& j = options.janitor;
-  if (j.lease_us <= 2 * j.clock_margin_us) {
-    return Status::InvalidArgument("SharedFsTier: lease_us must exceed 2 x clock_margin_us");
-  }
   Result<FileInfo> root = sharedfs::Stat(options.root);
   if (!root.ok()) return root.status();
   if (!root->is_dir) return Status::InvalidArgument("SharedFsTier: root is not a directory");

@@ -40,13 +40,10 @@
 
 namespace kvtier {
 
-struct SharedFsTierOptions {
+struct SharedFsTierOptions : SharedTierBaseOptions {
   // The directory on the shared file system (must exist). Objects live under
   // <root>/kvtier-g4/v1/.
   std::string root;
-  // This node's name, unique in the cluster: 1 to 64 of [A-Za-z0-9_-]. It names temp files
-  // and the janitor lease holder. Empty = "<hostname>-<pid>" (sanitized).
-  std::string node_id;
   // Threads for parallel stat/read/write of batches. Shared file systems are latency-bound:
   // more threads hide more round trips, each costs a stack.
   size_t io_threads = 16;
@@ -55,15 +52,6 @@ struct SharedFsTierOptions {
   // bytes are lost (the checksum turns it into a counted miss). The directory is not
   // fsynced: a crash may forget a just-published name, which is only a later miss.
   bool sync = true;
-  // Time base for leases and ages. true: the file system's clock (mtime of a file this node
-  // just touched), so nodes whose clocks differ still agree. false: `env`'s clock, also
-  // written into the mtimes this tier sets (tests with simulated time).
-  bool storage_clock = true;
-  SharedJanitorOptions janitor;
-  // Data services (compression, encryption); not owned; nullptr = stored as is.
-  BlockCodec* codec = nullptr;
-  // Clock (NowMicros) and operator log; not owned; nullptr = Env::Default().
-  Env* env = nullptr;
 };
 
 class SharedFsTier final : public SharedTier {

@@ -1,0 +1,265 @@
+// The Store's eviction order as users of conversations and agents see it: depth lanes and the
+// learnt chance of return (docs/store.md, "Eviction"), and session hints ("Session hints").
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kvtier/store.h"
+#include "src/engine/store_test_util.h"
+
+namespace kvtier {
+namespace {
+
+using testing_util::Key;
+using testing_util::Value;
+using StoreTest = testing_util::StoreTest;
+
+class ConversationStoreTest : public StoreTest {
+ protected:
+  // One turn: matches the chain so far and puts `new_blocks` more after it.
+  void Turn(std::vector<uint64_t>* chain, int new_blocks) {
+    std::vector<BlockKey> keys;
+    for (uint64_t k : *chain) keys.push_back(Key(k));
+    if (!keys.empty()) {
+      ASSERT_TRUE(store_->LookupPrefix(tenant_, keys).ok());
+    }
+    for (int i = 0; i < new_blocks; ++i) {
+      const std::optional<uint64_t> parent =
+          chain->empty() ? std::nullopt : std::optional<uint64_t>(chain->back());
+      chain->push_back(next_++);
+      ASSERT_TRUE(Put(chain->back(), parent).ok());
+    }
+  }
+  void Advance(uint64_t seconds) { env_.now_us += seconds * 1'000'000; }
+  // Takes `blocks` of G2 out of play: pinned blocks are never evicted.
+  void PinFiller(int blocks) {
+    for (int i = 0; i < blocks; ++i) {
+      ASSERT_TRUE(Put(100000 + i).ok());
+      ASSERT_TRUE(store_->Pin(tenant_, Key(100000 + i)).ok());
+    }
+  }
+
+  // Traffic where a conversation that has come back once always comes back (after 20 s, up to
+  // eight turns), and half of the new ones never do; every block deleted after, so that only
+  // what the Store learnt stays.
+  void LearnFromConversations() {
+    std::vector<uint64_t> all;
+    for (int c = 0; c < 400; ++c) {
+      std::vector<uint64_t> chain;
+      Turn(&chain, 1);
+      for (int turn = 1; c % 2 == 1 && turn < 8; ++turn) {
+        Advance(20);
+        Turn(&chain, 1);
+      }
+      Advance(30);
+      all.insert(all.end(), chain.begin(), chain.end());
+    }
+    for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
+  }
+
+  // A conversation on its third turn, last used 15 s ago, then a new prompt of `new_blocks`
+  // blocks, used 8 s ago; then two puts, one eviction when G2 holds both prompts and one block
+  // more.
+  void DeepAgainstNew(int new_blocks, std::vector<uint64_t>* deep, std::vector<uint64_t>* fresh) {
+    for (int turn = 0; turn < 3; ++turn) {
+      if (turn > 0) Advance(20);
+      Turn(deep, 1);
+    }
+    Advance(7);
+    Turn(fresh, new_blocks);
+    Advance(8);
+    ASSERT_TRUE(Put(9000).ok());
+    ASSERT_TRUE(Put(9001).ok());
+  }
+
+  uint64_t next_ = 1;
+};
+
+TEST_F(ConversationStoreTest, AConversationThatCameBackOutlivesANewOneWhenThatIsLikelier) {
+  Open(16);
+  LearnFromConversations();
+  PinFiller(10);
+  // A conversation on its third turn and a new two-block prompt fill G2 but for one block.
+  std::vector<uint64_t> deep, fresh;
+  DeepAgainstNew(2, &deep, &fresh);
+  // LRU would take the deep conversation's tail. Such conversations always came back, new
+  // ones half the time: the new prompt's tail goes instead.
+  EXPECT_FALSE(Has(fresh.back()));
+  for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
+}
+
+TEST_F(ConversationStoreTest, WithoutEvidenceEvictionIsLeastRecentlyUsed) {
+  Open(16);
+  PinFiller(10);
+  std::vector<uint64_t> deep, fresh;
+  DeepAgainstNew(2, &deep, &fresh);
+  EXPECT_FALSE(Has(deep.back()));
+  EXPECT_TRUE(Has(fresh.back()));
+}
+
+TEST_F(ConversationStoreTest, APromptPutInOneRequestIsOneTurnHoweverLong) {
+  Open(16);
+  LearnFromConversations();
+  PinFiller(8);
+  // Four blocks put by one request are no deeper than one: against a conversation on its
+  // third turn it still goes first.
+  std::vector<uint64_t> deep, long_prompt;
+  DeepAgainstNew(4, &deep, &long_prompt);
+  EXPECT_FALSE(Has(long_prompt.back()));
+  for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
+}
+
+class SessionHintTest : public ConversationStoreTest {
+ protected:
+  // A prompt of `blocks` blocks put with `session`; returns its keys, head first.
+  std::vector<uint64_t> Prompt(SessionId session, int blocks) {
+    std::vector<uint64_t> keys;
+    for (int i = 0; i < blocks; ++i) {
+      PutOptions po;
+      po.session = session;
+      if (!keys.empty()) po.parent = Key(keys.back());
+      keys.push_back(next_++);
+      EXPECT_TRUE(store_->Put(tenant_, Key(keys.back()), Value(keys.back()), po).ok());
+    }
+    return keys;
+  }
+  Store::SessionHint Retain(uint32_t seconds) {
+    Store::SessionHint h;
+    h.retain_seconds = seconds;
+    return h;
+  }
+  Store::SessionHint Finished() {
+    Store::SessionHint h;
+    h.finished = true;
+    return h;
+  }
+  Store::SessionHint Priority(Store::SessionPriority p) {
+    Store::SessionHint h;
+    h.priority = p;
+    return h;
+  }
+};
+
+TEST_F(SessionHintTest, ARetainedSessionIsEvictedAfterEveryOtherBlock) {
+  Open(16);
+  PinFiller(10);
+  // An agent waiting on a tool call put its context first; another session put after it.
+  const std::vector<uint64_t> waiting = Prompt(1, 3);
+  Advance(5);
+  const std::vector<uint64_t> other = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(60)).ok());
+  Advance(5);
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  // LRU would take the waiting session's tail; the hint sends the other session's instead.
+  for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
+  EXPECT_FALSE(Has(other.back()));
+}
+
+TEST_F(SessionHintTest, RetentionEndsWhenItsTimeIsUp) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> waiting = Prompt(1, 3);
+  Advance(5);
+  const std::vector<uint64_t> other = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(30)).ok());
+  Advance(31);
+  ASSERT_TRUE(Put(9000).ok());
+  EXPECT_FALSE(Has(waiting.back()));
+  EXPECT_TRUE(Has(other.back()));
+}
+
+TEST_F(SessionHintTest, RetainedBlocksStillGiveWaySoThatPutsNeverFail) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> waiting = Prompt(1, 6);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(3600)).ok());
+  // G2 holds nothing but the retained session: puts still find room, tail first.
+  for (uint64_t k = 9000; k < 9003; ++k) ASSERT_TRUE(Put(k).ok());
+  EXPECT_TRUE(Has(waiting.front()));
+  EXPECT_FALSE(Has(waiting.back()));
+}
+
+TEST_F(SessionHintTest, AFinishedSessionIsEvictedFirst) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> older = Prompt(1, 3);
+  Advance(5);
+  const std::vector<uint64_t> done = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Finished()).ok());
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  ASSERT_TRUE(Put(9002).ok());
+  // Three evictions: all of the finished session, tail first; none of the older one.
+  for (uint64_t k : older) EXPECT_TRUE(Has(k)) << k;
+  for (uint64_t k : done) EXPECT_FALSE(Has(k)) << k;
+}
+
+TEST_F(SessionHintTest, ALowPrioritySessionGoesFirstAndSoDoesWhatItPutsLater) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> older = Prompt(1, 3);
+  Advance(5);
+  std::vector<uint64_t> low = Prompt(2, 2);
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Priority(Store::SessionPriority::kLow)).ok());
+  Advance(5);
+  low.push_back(Prompt(2, 1)[0]);  // Put after the hint: it holds for this block too.
+  // A low-priority block still serves hits, and a hit does not lift it.
+  EXPECT_TRUE(store_->Get(tenant_, Key(low[2])).ok());
+  for (uint64_t k = 9000; k < 9003; ++k) ASSERT_TRUE(Put(k).ok());
+  for (uint64_t k : older) EXPECT_TRUE(Has(k)) << k;
+  for (uint64_t k : low) EXPECT_FALSE(Has(k)) << k;
+}
+
+TEST_F(SessionHintTest, AHighPrioritySessionIsKeptOverOthersAndGivesWayBeforeARetainedOne) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> retained = Prompt(1, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(60)).ok());
+  Advance(5);
+  const std::vector<uint64_t> high = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Priority(Store::SessionPriority::kHigh)).ok());
+  Advance(5);
+  // Only hinted blocks are resident: the high one, due back at no known time, gives way first.
+  ASSERT_TRUE(Put(9000).ok());
+  EXPECT_FALSE(Has(high.back()));
+  for (uint64_t k : retained) EXPECT_TRUE(Has(k)) << k;
+  // A block with no hint goes before either, however recent.
+  Advance(5);
+  ASSERT_TRUE(Put(9001).ok());
+  EXPECT_FALSE(Has(9000));
+  // Back to normal: the session's blocks are ordered by recency again (9001 is newer).
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Priority(Store::SessionPriority::kNormal)).ok());
+  ASSERT_TRUE(Put(9002).ok());
+  EXPECT_FALSE(Has(high[1]));
+  EXPECT_TRUE(Has(high[0]));
+  EXPECT_TRUE(Has(9001));
+}
+
+TEST_F(SessionHintTest, BadHintsAreRefusedWithAReason) {
+  Open(16, {TenantOptions{"a"}, TenantOptions{"b"}});
+  Prompt(1, 2);
+  Store::SessionHint both = Retain(10);
+  both.finished = true;
+  EXPECT_EQ(store_->HintSession(tenant_, 0, Retain(10)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->HintSession(tenant_, 1, Store::SessionHint{}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->HintSession(tenant_, 1, both).code(), StatusCode::kInvalidArgument);
+  Store::SessionHint finished_high = Finished();
+  finished_high.priority = Store::SessionPriority::kHigh;
+  EXPECT_EQ(store_->HintSession(tenant_, 1, finished_high).code(), StatusCode::kInvalidArgument);
+  // A retention of a year is no tool call: the limit is memory.max_hint_retain_seconds.
+  const Status year = store_->HintSession(tenant_, 1, Retain(365 * 86400));
+  EXPECT_EQ(year.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(year.message().find("max_hint_retain_seconds"), std::string::npos);
+  EXPECT_EQ(store_->HintSession(tenant_, 7, Retain(10)).code(), StatusCode::kNotFound);
+  // Another tenant's session of the same id is not this tenant's to hint.
+  const TenantId b = *store_->FindTenant("b");
+  EXPECT_EQ(store_->HintSession(b, 1, Finished()).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->HintSession(tenant_, 1, Retain(10)).ok());
+}
+
+}  // namespace
+}  // namespace kvtier
