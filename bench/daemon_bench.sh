@@ -132,10 +132,12 @@ if command -v openssl >/dev/null; then
     --clients "$CLIENTS" --ops "$OPS" --value-bytes "$VALUE")
 fi
 
-python3 - "$IPERF_GBPS" "$VALUE" "$CLIENTS" "$N" "$ROUNDS" <<EOF
+python3 - "$IPERF_GBPS" "$VALUE" "$CLIENTS" "$N" "$ROUNDS" "$(dirname "$0")" <<EOF
 import statistics, sys
 iperf = float(sys.argv[1]); value = int(sys.argv[2]); clients = sys.argv[3]
 n = int(sys.argv[4]); rounds = int(sys.argv[5])
+sys.path.insert(0, sys.argv[6])
+from targets import not_measured, target
 def parse_redis(text):
     """Per op, per round: (GiB/s, p50 ms, p99 ms, server CPU seconds per GiB)."""
     out = {}
@@ -163,11 +165,13 @@ print(f"{'iperf3 -l 1M (1 stream)':28s} {iperf:8.2f}")
 row("redis-server SET", redis["SET"]); row("redis-server GET", redis["GET"])
 row("kvtierd RESP SET", resp["SET"], redis["SET"]); row("kvtierd RESP GET", resp["GET"], redis["GET"])
 print(f"\nRESP, median over {rounds} rounds of each round's kvtierd / redis-server:")
+resp_ratios = {}
 for op in ("SET", "GET"):
     pairs = list(zip(resp_rounds[op], redis_rounds[op]))
     tput = statistics.median(k[0] / r[0] for k, r in pairs)
     p99 = statistics.median(k[2] / r[2] for k, r in pairs)
     cpu = statistics.median(k[3] / r[3] for k, r in pairs)
+    resp_ratios[op] = (tput, p99)
     print(f"  {op}: throughput {tput:.2f}x, p99 {p99:.2f}x, server CPU per GiB {cpu:.2f}x"
           f" ({resp[op][3]:.3f} vs {redis[op][3]:.3f} s/GiB)")
 row("kvtierd native PUT", native["PUT"]); row("kvtierd native GET", native["GET"])
@@ -179,6 +183,16 @@ if tls:
     row("kvtierd native TLS 1.3 PUT", tls["PUT"]); row("kvtierd native TLS 1.3 GET", tls["GET"])
     print(f"\nTLS 1.3 / plaintext native, same run: PUT {tls['PUT'][0] / native['PUT'][0]:.2f}x,"
           f" GET {tls['GET'][0] / native['GET'][0]:.2f}x")
-print("\ntargets: native GET/PUT >= 0.85x iperf3; RESP GET/SET >= redis-server and >= 0.8x iperf3,"
-      " p99 <= redis-server's; TLS >= 0.7x plaintext native")
+print()
+for op in ("PUT", "GET"):
+    target(f"native {op} / iperf3", native[op][0] / iperf, ">=", 0.85)
+for op in ("SET", "GET"):
+    target(f"RESP {op} / redis-server", resp_ratios[op][0], ">=", 1.0)
+    target(f"RESP {op} / iperf3", resp[op][0] / iperf, ">=", 0.8)
+    target(f"RESP {op} p99 / redis-server's", resp_ratios[op][1], "<=", 1.0)
+for op in ("PUT", "GET"):
+    if tls:
+        target(f"native TLS {op} / plaintext", tls[op][0] / native[op][0], ">=", 0.7)
+    else:
+        not_measured(f"native TLS {op} / plaintext", "no openssl to make a certificate")
 EOF

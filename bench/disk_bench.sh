@@ -9,20 +9,22 @@
 # compression ratio. Then: recovery time of a tier holding 1M small blocks, and index memory
 # per block.
 #
-# usage: bench/disk_bench.sh [DIR] [SIZE_MiB]
-#   DIR       where the files go (default: $BUILD/disk-bench); emptied, then removed
+# usage: bench/disk_bench.sh BUILD_DIR [DIR] [SIZE_MiB]
+#   BUILD_DIR a build with kvtier_disk_bench (build/release)
+#   DIR       where the files go (default: BUILD_DIR/disk-bench); emptied, then removed
 #   SIZE_MiB  bytes written and read per measurement (default 2048)
-# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), RECOVERY_BLOCKS (1000000),
+# environment: ROUNDS (3), RECOVERY_BLOCKS (1000000),
 #   RECOVERY_VALUE_BYTES (1024), SERVICES_MiB (SIZE_MiB / 4, per run), KVTIER_MODEL_DIR
 #   (default ../shared/data)
 # needs: fio (Debian package fio), a build with kvtier_disk_bench.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${KVTIER_BUILD_DIR:-$ROOT/build}
+BUILD=${1:?usage: disk_bench.sh BUILD_DIR [DIR] [SIZE_MiB]}
 BIN=$BUILD/kvtier_disk_bench
-DIR=${1:-$BUILD/disk-bench}
-SIZE_MIB=${2:-2048}
+DIR=${2:-$BUILD/disk-bench}
+SIZE_MIB=${3:-2048}
+source "$ROOT/bench/target.sh"
 ROUNDS=${ROUNDS:-3}
 RECOVERY_BLOCKS=${RECOVERY_BLOCKS:-1000000}
 RECOVERY_VALUE_BYTES=${RECOVERY_VALUE_BYTES:-1024}
@@ -64,8 +66,8 @@ mfr=$(printf '%s\n' "${fio_r[@]}" | median)
 mtw=$(printf '%s\n' "${tier_w[@]}" | median)
 mtr=$(printf '%s\n' "${tier_r[@]}" | median)
 echo "median: fio write $mfw MB/s, read $mfr MB/s; DiskTier write $mtw MB/s, read $mtr MB/s"
-awk -v tw="$mtw" -v fw="$mfw" -v tr="$mtr" -v fr="$mfr" 'BEGIN {
-  printf "RATIO write %.2fx fio, read %.2fx fio (target >= 0.85x)\n", tw / fw, tr / fr }'
+target "G3 write / fio" "$(awk -v a="$mtw" -v b="$mfw" 'BEGIN { print a / b }')" ">=" 0.85
+target "G3 read / fio" "$(awk -v a="$mtr" -v b="$mfr" 'BEGIN { print a / b }')" ">=" 0.85
 
 echo "data services (compression + AES-256-GCM) on bf16 KV, ${SERVICES_MIB} MiB per run"
 "$BIN" services "$DIR/services" $BLOCK $((SERVICES_MIB * 1024 * 1024)) $DEPTH "$ROUNDS" \

@@ -17,10 +17,11 @@
 # that verifies what it reads (the tier) then cannot take CPU from the server, as it can
 # unpinned, while curl writes to /dev/null. s3rver also loses its other threads' CPUs.
 #
-# usage: bench/g4_bench.sh [DIR] [BLOCKS]
-#   DIR     the "shared" directory (default: $BUILD/g4-bench); emptied, then removed
+# usage: bench/g4_bench.sh BUILD_DIR [DIR] [BLOCKS]
+#   BUILD_DIR a build with kvtier_g4_bench (build/release)
+#   DIR     the "shared" directory (default: BUILD_DIR/g4-bench); emptied, then removed
 #   BLOCKS  2 MiB blocks per measurement (default 128)
-# environment: KVTIER_BUILD_DIR (default ./build), ROUNDS (3), PARALLEL (4), BATCH (32: blocks
+# environment: ROUNDS (3), PARALLEL (4), BATCH (32: blocks
 #   per S3Tier call, as one engine request's misses), PARTS ("fs s3": which parts run), CHECK_BEFORE_PUT
 #   (0; 1 = the tier HEADs each block before its PUT, as s3_check_before_put = true), PIN (0;
 #   see above),
@@ -29,10 +30,11 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${KVTIER_BUILD_DIR:-$ROOT/build}
+BUILD=${1:?usage: g4_bench.sh BUILD_DIR [DIR] [BLOCKS]}
 BIN=$BUILD/kvtier_g4_bench
-DIR=${1:-$BUILD/g4-bench}
-BLOCKS=${2:-128}
+DIR=${2:-$BUILD/g4-bench}
+BLOCKS=${3:-128}
+source "$ROOT/bench/target.sh"
 ROUNDS=${ROUNDS:-3}
 PARALLEL=${PARALLEL:-4}
 BATCH=${BATCH:-32}
@@ -61,6 +63,12 @@ summary() {
 t = [float(x) for x in sys.argv[2].split()]; b = [float(x) for x in sys.argv[3].split()]
 print("%s %.2fx (%.1f vs %.1f MB/s)" % (sys.argv[1], st.median(x / y for x, y in zip(t, b)), st.median(t), st.median(b)))' "$@"
 }
+# median_ratio TIER_VALUES BASE_VALUES: the median of the rounds' ratios alone.
+median_ratio() {
+  python3 -c 'import sys, statistics as st
+t = [float(x) for x in sys.argv[1].split()]; b = [float(x) for x in sys.argv[2].split()]
+print(st.median(x / y for x, y in zip(t, b)))' "$@"
+}
 now() { date +%s.%N; }
 mbps() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))' "$1" "$2" "$3"; }
 TOTAL_MB=$(python3 -c "print($BLOCKS * 2 * 1048576 / 1e6)")
@@ -86,12 +94,15 @@ for round in $(seq "$ROUNDS"); do
   tier_r+=("$(echo "$out" | sed -n 's/.*get_MBps=\([0-9.]*\).*/\1/p')")
   echo "round $round: fio write ${raw_w[-1]} read ${raw_r[-1]} MB/s | SharedFsTier put ${tier_w[-1]} get ${tier_r[-1]} MB/s"
 done
-echo "SharedFsTier/fio: $(summary put "${tier_w[*]}" "${raw_w[*]}"), $(summary get "${tier_r[*]}" "${raw_r[*]}")  (target >= 0.8x)"
+echo "SharedFsTier/fio: $(summary put "${tier_w[*]}" "${raw_w[*]}"), $(summary get "${tier_r[*]}" "${raw_r[*]}")"
+target "G4 shared FS put / fio" "$(median_ratio "${tier_w[*]}" "${raw_w[*]}")" ">=" 0.8
+target "G4 shared FS get / fio" "$(median_ratio "${tier_r[*]}" "${raw_r[*]}")" ">=" 0.8
 fi
 [[ " $PARTS " == *" s3 "* ]] || exit 0
 
 if [ ! -x "$S3RVER" ]; then
   echo "== S3: skipped (s3rver not found at $S3RVER; run scripts/deps.sh)"
+  not_measured "G4 S3 put and get / curl" "s3rver not found at $S3RVER"
   exit 0
 fi
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -142,4 +153,6 @@ for k in re.findall(r"<Key>([^<]+)</Key>", sys.stdin.read()): print(k)' | while 
   done > "$DIR/del.cfg"
   [ -s "$DIR/del.cfg" ] && curl -s --no-progress-meter --parallel --parallel-max 16 "${SIGN[@]}" -K "$DIR/del.cfg" || true
 done
-echo "S3Tier/curl: $(summary put "${tier_w[*]}" "${raw_w[*]}"), $(summary get "${tier_r[*]}" "${raw_r[*]}")  (target >= 0.9x)"
+echo "S3Tier/curl: $(summary put "${tier_w[*]}" "${raw_w[*]}"), $(summary get "${tier_r[*]}" "${raw_r[*]}")"
+target "G4 S3 put / curl" "$(median_ratio "${tier_w[*]}" "${raw_w[*]}")" ">=" 0.9
+target "G4 S3 get / curl" "$(median_ratio "${tier_r[*]}" "${raw_r[*]}")" ">=" 0.9

@@ -7,10 +7,10 @@
 #                            shared memory)
 #   kvtierd native TCP       through `native_plugin` over the native protocol
 # Each is run REPEAT times, interleaved; the medians of store and load throughput are printed with
-# their ratios to redis-server. kvtierd runs with G2 only (G3 off), as redis-server keeps
-# everything in DRAM; LMCache's data verification runs on the last round of each. kvtierd is
-# emptied before each of its runs, so that each stores new chunks (a chunk kvtierd already holds
-# is not stored again); redis-server is not, so that its memory stays allocated (an untimed run
+# their ratios to redis-server, then the targets' lines (bench/all.sh collects them). kvtierd
+# runs with G2 only (G3 off), as redis-server keeps everything in DRAM; LMCache's data
+# verification runs on the last round of each. kvtierd is emptied before each of its runs, so
+# that each stores new chunks (a chunk kvtierd already holds is not stored again); redis-server is not, so that its memory stays allocated (an untimed run
 # first fills it): each run overwrites the chunks of the run before, its fastest case.
 # Usage: bench/lmcache_bench.sh BUILD_DIR [chunk_kb] [keys_per_batch] [in_flight] [rounds] [repeat]
 # Needs redis-server and build/venv (scripts/deps.sh; `pip install ./python` into it).
@@ -91,10 +91,12 @@ for r in $(seq 1 "$REPEAT"); do
   done
 done
 
-"$PY" - "$DIR" "$REPEAT" "${ORDER[@]}" <<'PYEOF'
+"$PY" - "$DIR" "$REPEAT" "$ROOT/bench" "${ORDER[@]}" <<'PYEOF'
 import json, statistics, sys
 from pathlib import Path
-d, repeat, names = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+d, repeat, names = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[4:]
+sys.path.insert(0, sys.argv[3])
+from targets import target
 def medians(name):
     store, load = [], []
     for r in range(1, repeat + 1):
@@ -109,4 +111,9 @@ print(f"{'L2':30} {'store MB/s':>11} {'x redis':>8} {'load MB/s':>11} {'x redis'
 for n in names:
     s, l = results[n]
     print(f"{n:30} {s:11.0f} {s / base_store:8.2f} {l:11.0f} {l / base_load:8.2f}")
+print()
+for op, i, base in (("store", 0, base_store), ("load", 1, base_load)):
+    target(f"LMCache kvtierd RESP {op} / redis-server", results["kvtierd/resp"][i] / base, ">=", 1.0)
+    target(f"LMCache native_plugin TCP {op} / redis-server",
+           results["kvtierd/native_plugin-tcp"][i] / base, ">=", 1.5)
 PYEOF

@@ -8,7 +8,8 @@ blocks read ROUNDS times:
   ShmClient.get_into   BATCH blocks per call, into BATCH arrays (torch tensors)
   ShmClient.get        a lease and a read-only memoryview, no copy (the protocol's cost)
   Client.get_into      the native protocol on the Unix socket, received into the array
-and prints the ratios to memcpy (target: a shared-memory GET copied out >= 0.70x).
+and prints the ratios to memcpy (target: a shared-memory GET copied out >= 0.70x; bench/all.sh
+collects its TARGET line).
 Usage: build/venv/bin/python bench/python_bench.py BUILD_DIR [ops] [rounds] [batch]
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from targets import target
 
 import kvtier
 
@@ -115,10 +117,9 @@ def run(url: str, ops: int, rounds: int, batch: int) -> None:
         p50 = statistics.median(lat) * 1e3
         p99 = lat[min(len(lat) - 1, len(lat) * 99 // 100)] * 1e3
         print(f"{name:34} {gib(seconds):7.2f} {p50:7.3f} {p99:7.3f} {gib(seconds) / best:9.2f}")
-    print(
-        f"\nshared-memory GET copied out into numpy / memcpy: "
-        f"{gib(results['shm get_into x1'][0]) / best:.2f}x   (target >= 0.70x)"
-    )
+    print()
+    target("Python ShmClient.get_into numpy / memcpy", gib(results["shm get_into x1"][0]) / best,
+           ">=", 0.70)  # fmt: skip
 
 
 if __name__ == "__main__":

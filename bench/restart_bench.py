@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from targets import target
 
 import kvtier
 
@@ -103,6 +104,7 @@ def main() -> None:
     print(f"  start (to serving, checksums verified)             {start_s:7.2f} s")
     share = 100 * back / blocks
     print(f"  blocks back with the right bytes                   {back}/{blocks} ({share:.1f}%)")
+    target("warm restart: G2 blocks back with the right bytes", share, ">=", 100, unit="%")
     print(f"  reading them all back over the Unix socket          {read_s:7.2f} s "
           f"({total / read_s / 1e9:.2f} GB/s)")  # fmt: skip
     print(f"  one pass over {total / 2**30:.2f} GiB in memory here           {floor_s:7.2f} s "

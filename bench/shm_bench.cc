@@ -150,8 +150,11 @@ int main(int argc, char** argv) {
 
   std::printf("op,value_bytes,ops,seconds,gib_per_s,p50_ms,p99_ms\n");
   for (const Phase* p : {&memcpy_before, &put, &get, &lease, &copy_only, &memcpy_after}) Print(*p, value_bytes);
-  std::printf("\nSHM GET (copied out) / memcpy: %.2fx   (target >= 0.70x)\n",
-              get.gib_per_s / memcpy_best);
+  const double get_ratio = get.gib_per_s / memcpy_best;
+  std::printf("\nSHM GET (copied out) / memcpy: %.2fx\n", get_ratio);
   std::printf("SHM PUT (copied in)  / memcpy: %.2fx\n", put.gib_per_s / memcpy_best);
+  // bench/all.sh collects this line (bench/target.sh).
+  std::printf("TARGET C++ SHM GET copied out / memcpy: %.2fx (>= 0.9x) %s\n", get_ratio,
+              get_ratio >= 0.9 ? "met" : "NOT MET");
   return put.failures + get.failures + lease.failures == 0 ? 0 : 1;
 }

@@ -2,7 +2,7 @@
 # The shared-memory fast path against single-core memcpy, in one run, 2 MiB values: starts a
 # kvtierd with only its Unix socket (G3 off, G2 warm: the bench fills it first) and runs kvtier_shm_bench, which
 # prints SHM PUT/GET throughput and p50/p99 next to memcpy, and the ratios (target: GET, copied
-# out of the mapping, >= 0.7x memcpy).
+# out of the mapping, >= 0.9x memcpy).
 # Usage: bench/shm_bench.sh BUILD_DIR [ops] [rounds]
 set -euo pipefail
 

@@ -46,6 +46,7 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+from targets import target
 
 import kvtier
 
@@ -463,6 +464,7 @@ def main() -> int:
         + ")"
     )
     print(f"wrong bytes: {wrong}; failed calls: {failed}")
+    target("soak: wrong bytes and failed calls", wrong + failed, "<=", 0, unit="")
     for f in failures:
         print("  " + f)
     print(f"latency p50/p99 in ms, per {window:.0f} s:")

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import torch
+from targets import target
 from transformers import (
     DynamicCache,
     LlamaConfig,
@@ -364,6 +365,8 @@ def main() -> None:
             f"{'':30} {'reloaded':>9} {'reload GB/s':>12} {'TTFT s':>8} {'cold/this':>10} "
             f"{'predicted s':>12} {'pred/meas':>10}"
         )
+        errors = []
+        speedups = []
         for label, seconds, cached, rate in rows:
             if rate is None:
                 predicted = predict(build, config, tokens, stored, cold_rates, 1.0)[0]
@@ -371,11 +374,16 @@ def main() -> None:
             else:
                 predicted = predict(build, config, tokens, cached, warm_rates, rate / 1e9)[1]
                 rate_s = f"{rate / 1e9:.2f}"
+                speedups.append((label.strip(), cold_seconds / seconds))
+            errors.append(abs(predicted / seconds - 1))
             print(
                 f"{label:30} {cached:9} {rate_s:>12} {seconds:8.3f} {cold_seconds / seconds:9.1f}x "
                 f"{predicted:12.3f} {predicted / seconds:10.2f}"
             )
-        print("\ntargets: warm >= 10x faster than cold; prediction within 25% of the measurement")
+        print()
+        for label, speedup in speedups:
+            target(f"TTFT cold / warm ({label})", speedup, ">=", 10)
+        target("TTFT prediction error, worst row", max(errors), "<=", 0.25, unit="")
 
 
 if __name__ == "__main__":
