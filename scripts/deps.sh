@@ -67,8 +67,8 @@ kvtier_install_s3rver() {
 
 # The second S3 test peer, MinIO, built from its Go module (the module proxy serves it; there
 # are no release binaries to fetch here) into $KVTIER_CACHE/go/bin (build/go/bin), with its
-# module and build caches beside it; quick when the binary is there. Go comes from Debian when absent. The
-# MinIO cases of the S3 tests skip without it.
+# module and build caches beside it; quick when the binary is there. Go comes from Debian when
+# absent. The MinIO cases of the S3 tests skip without it.
 KVTIER_MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 kvtier_install_minio() {
   kvtier_link go "$KVTIER_CACHE/go"
