@@ -6,8 +6,19 @@
 # Downloads and one-time builds (pip's cache, the virtual environment, MinIO, s3rver, ccache's
 # objects) live in $KVTIER_CACHE, outside the clone, so that a new checkout on the same machine
 # reuses them; build/venv, build/go and build/npm are links into it. A fresh machine fills it.
-KVTIER_CACHE=${KVTIER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvtier}
-mkdir -p "$KVTIER_ROOT/build" "$KVTIER_CACHE"
+if [ -z "${KVTIER_CACHE:-}" ]; then
+  if [ -n "${XDG_CACHE_HOME:-}" ]; then
+    KVTIER_CACHE=$XDG_CACHE_HOME/kvtier
+  elif [ -n "${HOME:-}" ]; then
+    KVTIER_CACHE=$HOME/.cache/kvtier
+  fi
+fi
+mkdir -p "$KVTIER_ROOT/build"
+if [ -z "${KVTIER_CACHE:-}" ] || ! mkdir -p "$KVTIER_CACHE" 2>/dev/null || [ ! -w "$KVTIER_CACHE" ]; then
+  # No home, or none writable: the clone's build/ keeps them, as it did before.
+  KVTIER_CACHE="$KVTIER_ROOT/build/cache"
+  mkdir -p "$KVTIER_CACHE"
+fi
 
 # kvtier_link NAME TARGET: build/NAME is a link to TARGET (a directory of $KVTIER_CACHE). A real
 # directory there (left by an older checkout) is moved into the cache when TARGET is absent.
