@@ -50,7 +50,8 @@ for entry in "${BENCHES[@]}"; do
       tee -a "$OUT/$name.log"
     tail -5 "$OUT/$name.log" | sed 's/^/   | /'
   elif ! grep -q '^TARGET ' "$OUT/$name.log"; then
-    not_measured "$name" "the benchmark printed no target ($OUT/$name.log)" | tee -a "$OUT/$name.log"
+    not_measured "$name" "the benchmark printed no target ($OUT/$name.log)" |
+      tee -a "$OUT/$name.log"
   fi
   echo "   ($(($(date +%s) - start)) s)"
 done

@@ -14,7 +14,8 @@ if [ -z "${KVTIER_CACHE:-}" ]; then
   fi
 fi
 mkdir -p "$KVTIER_ROOT/build"
-if [ -z "${KVTIER_CACHE:-}" ] || ! mkdir -p "$KVTIER_CACHE" 2>/dev/null || [ ! -w "$KVTIER_CACHE" ]; then
+if [ -z "${KVTIER_CACHE:-}" ] || ! mkdir -p "$KVTIER_CACHE" 2>/dev/null ||
+  [ ! -w "$KVTIER_CACHE" ]; then
   # No home, or none writable: the clone's build/ keeps them, as it did before.
   KVTIER_CACHE="$KVTIER_ROOT/build/cache"
   mkdir -p "$KVTIER_CACHE"
