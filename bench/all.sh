@@ -44,12 +44,12 @@ for entry in "${BENCHES[@]}"; do
   # shellcheck disable=SC2086  # the command is split on purpose
   $cmd >"$OUT/$name.log" 2>&1
   rc=$?
-  grep '^TARGET ' "$OUT/$name.log"
+  grep -E '^ *TARGET ' "$OUT/$name.log" | sed 's/^ *//'
   if [ "$rc" -ne 0 ]; then
     not_measured "$name" "the benchmark exited $rc (last lines of $OUT/$name.log below)" |
       tee -a "$OUT/$name.log"
     tail -5 "$OUT/$name.log" | sed 's/^/   | /'
-  elif ! grep -q '^TARGET ' "$OUT/$name.log"; then
+  elif ! grep -qE '^ *TARGET ' "$OUT/$name.log"; then
     not_measured "$name" "the benchmark printed no target ($OUT/$name.log)" |
       tee -a "$OUT/$name.log"
   fi
@@ -58,7 +58,7 @@ done
 
 echo
 echo "== targets (outputs in $OUT)"
-lines=$(cat "$OUT"/*.log 2>/dev/null | grep '^TARGET ' | sed 's/^TARGET //')
+lines=$(cat "$OUT"/*.log 2>/dev/null | grep -E '^ *TARGET ' | sed 's/^ *TARGET //')
 echo "$lines"
 met=$(grep -c ') met$' <<<"$lines")
 missed=$(grep -c 'NOT MET$' <<<"$lines")
