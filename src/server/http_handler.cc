@@ -378,6 +378,9 @@ class HttpHandler final : public ProtocolHandler {
         "expected an object of \"retain_s\": <whole seconds>, \"priority\": "
         "\"low\"|\"normal\"|\"high\", or \"finished\": true";
     if (!body.is_object() || body.empty()) return JsonError(400, std::string(kExpected));
+    auto refuse = [&](const std::string& key) {
+      return JsonError(400, "\"" + key + "\": " + std::string(kExpected));
+    };
     Store::SessionHint hint;
     for (const auto& [key, value] : body.items()) {
       if (key == "retain_s" && value.is_number_unsigned()) {
@@ -385,11 +388,11 @@ class HttpHandler final : public ProtocolHandler {
             static_cast<uint32_t>(std::min<uint64_t>(value.get<uint64_t>(), UINT32_MAX));
       } else if (key == "finished" && value.is_boolean() && value.get<bool>()) {
         hint.finished = true;
-      } else if (key == "priority" && value.is_string() &&
-                 Store::ParseSessionPriority(value.get<std::string>())) {
+      } else if (key == "priority" && value.is_string()) {
         hint.priority = Store::ParseSessionPriority(value.get<std::string>());
+        if (!hint.priority) return refuse(key);
       } else {
-        return JsonError(400, "\"" + key + "\": " + std::string(kExpected));
+        return refuse(key);
       }
     }
     const Status s = ctx_->store->HintSession(*tenant, *session, hint);

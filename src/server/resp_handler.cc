@@ -233,6 +233,12 @@ class RespHandler final : public ProtocolHandler {
       AppendError("ERR session is not an unsigned integer", &reply_);
       return;
     }
+    auto refuse = [&](std::string_view at) {
+      AppendError("ERR syntax error at '" + std::string(at) +
+                      "': KVTIER.HINT session [RETAIN seconds] "
+                      "[PRIORITY low|normal|high] [FINISHED]",
+                  &reply_);
+    };
     Store::SessionHint hint;
     for (size_t i = 2; i < args_.size(); ++i) {
       const std::string opt = Lower(args_[i]);
@@ -242,15 +248,12 @@ class RespHandler final : public ProtocolHandler {
       } else if (opt == "retain" && i + 1 < args_.size() && ParseUnsigned(args_[i + 1], &seconds)) {
         hint.retain_seconds = static_cast<uint32_t>(std::min<uint64_t>(seconds, UINT32_MAX));
         ++i;
-      } else if (opt == "priority" && i + 1 < args_.size() &&
-                 Store::ParseSessionPriority(Lower(args_[i + 1]))) {
-        hint.priority = Store::ParseSessionPriority(Lower(args_[++i]));
+      } else if (opt == "priority" && i + 1 < args_.size()) {
+        hint.priority = Store::ParseSessionPriority(Lower(args_[i + 1]));
+        if (!hint.priority) return refuse(args_[i]);
+        ++i;
       } else {
-        AppendError("ERR syntax error at '" + std::string(args_[i]) +
-                        "': KVTIER.HINT session [RETAIN seconds] "
-                        "[PRIORITY low|normal|high] [FINISHED]",
-                    &reply_);
-        return;
+        return refuse(args_[i]);
       }
     }
     const Status s = ctx_->store->HintSession(tenant, session, hint);

@@ -336,15 +336,15 @@ void BindClient(py::module_& m) {
            })
       .def("hint_session",
            [](Closable<Client>& box, uint64_t session, uint32_t retain_s, bool finished,
-              std::optional<int> priority) {
+              std::optional<std::string> priority) {
              auto c = box.get();
              Store::SessionHint hint{retain_s, finished, std::nullopt};
              if (priority) {
-               if (*priority < 0 || *priority > static_cast<int>(Store::SessionPriority::kHigh)) {
-                 ThrowIfError(Status::InvalidArgument("unknown priority " +
-                                                      std::to_string(*priority)));
+               hint.priority = Store::ParseSessionPriority(*priority);
+               if (!hint.priority) {
+                 ThrowIfError(Status::InvalidArgument(
+                     "priority '" + *priority + "' is not one of low, normal, high"));
                }
-               hint.priority = static_cast<Store::SessionPriority>(*priority);
              }
              ThrowIfError(WithoutGil([&] { return c->HintSession(session, hint); }));
            })

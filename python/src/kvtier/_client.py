@@ -22,7 +22,6 @@ Dtype = Any
 _DEFAULT_SOCKET = "kvtier-data/kvtierd.sock"
 #: A session's priority in :meth:`Client.hint_session`.
 SessionPriority = Literal["low", "normal", "high"]
-_PRIORITIES: dict[str, int] = {"normal": 0, "low": 1, "high": 2}  # Store::SessionPriority
 
 
 def parse_url(url: str) -> tuple[str, bool]:
@@ -338,10 +337,7 @@ class Client(_BlockClient):
         :class:`InvalidArgument` for an empty or contradictory hint or one past
         ``memory.max_hint_retain_seconds``.
         """
-        level = None if priority is None else _PRIORITIES.get(priority)
-        if priority is not None and level is None:
-            raise InvalidArgument(f"priority {priority!r} is not one of {sorted(_PRIORITIES)}")
-        self._impl.hint_session(session, retain_s, finished, level)
+        self._impl.hint_session(session, retain_s, finished, priority)
 
     def delete_all(self) -> DeletionReport:
         """Deletes every block of this client's tenant, on every tier."""

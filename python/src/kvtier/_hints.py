@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, cast, get_args
 
-from ._client import _PRIORITIES, SessionPriority
+from ._client import SessionPriority
 
 log = logging.getLogger("kvtier")
 
@@ -64,8 +64,8 @@ class SessionHint:
             if not isinstance(retain, int) or isinstance(retain, bool) or retain < 0:
                 raise ValueError(f"retain_s {retain!r} is not whole seconds")
             priority = raw.get("priority")
-            if priority is not None and priority not in _PRIORITIES:
-                raise ValueError(f"priority {priority!r} is not one of {sorted(_PRIORITIES)}")
+            if priority is not None and priority not in get_args(SessionPriority):
+                raise ValueError(f"priority {priority!r} is not one of {get_args(SessionPriority)}")
             finished = raw.get("finished", False)
             if not isinstance(finished, bool):
                 raise ValueError(f"finished {finished!r} is not a boolean")
