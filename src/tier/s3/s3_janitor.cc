@@ -90,11 +90,12 @@ Result<bool> S3Tier::CreateLease(uint64_t generation) {
   put.method = "PUT";
   put.key = LeaseKey();
   put.body = std::as_bytes(std::span(body.data(), body.size()));
-  if (conditional_put_) put.headers = {{"if-none-match", "*"}};
+  const bool conditional = conditional_put();
+  if (conditional) put.headers = {{"if-none-match", "*"}};
   S3Response r = client_->ExecuteOne(put);
   if (r.transport.ok() && (r.http_status == 412 || r.http_status == 409)) return false;
   if (!r.ok()) return r.ToStatus("S3 PUT lease");
-  if (!conditional_put_) {
+  if (!conditional) {
     S3Request get;
     get.method = "GET";
     get.key = LeaseKey();
@@ -158,6 +159,7 @@ Status S3Tier::DeleteWhileLeased(const std::vector<std::string>& keys, uint64_t*
 }
 
 Result<JanitorReport> S3Tier::RunJanitorOnce() {
+  ProbeIfPending();
   MutexLock lock(&janitor_mu_);
   JanitorReport report;
   KVTIER_RETURN_IF_ERROR(counters_.StartJanitorPass(AcquireLease(), &report));

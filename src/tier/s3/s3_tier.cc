@@ -40,6 +40,11 @@ std::span<const std::byte> AsBytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
 
+// Whether `s` is the service not answering (after retries), which may heal by itself.
+bool IsOutage(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
+
 // The text of <Root><name>...</name></Root> in an XML body; "" when absent.
 std::string XmlField(const std::vector<std::byte>& body, const char* name) {
   tinyxml2::XMLDocument doc;
@@ -60,12 +65,19 @@ Result<std::unique_ptr<S3Tier>> S3Tier::Open(S3TierOptions options) {
   if (options.codec_threads > 64) options.codec_threads = 64;
   Result<std::unique_ptr<s3::S3Client>> client = s3::S3Client::Create(options.client);
   if (!client.ok()) return client.status();
+  // A service that does not answer (5xx, timeouts, refused connections, after the client's
+  // retries) is an outage, not a mistake in the configuration: the node serves without G4
+  // until it answers, every G4 request failing meanwhile as in an outage that starts later.
+  // A refusal (403, 404 for the bucket, 400) will not heal by itself, and stops the open.
   S3Request head;
   head.method = "HEAD";
-  S3Response resp = (*client)->ExecuteOne(head);
-  if (!resp.ok()) {
-    return resp.ToStatus("S3Tier: bucket '" + options.client.bucket + "' at " +
-                         options.client.endpoint);
+  Status bucket = (*client)->ExecuteOne(head).ToStatus("HEAD");
+  if (!bucket.ok()) {
+    bucket = Status(bucket.code(), "S3Tier: bucket '" + options.client.bucket + "' at " +
+                                       options.client.endpoint + ": " +
+                                       std::string(bucket.message()));
+    if (!IsOutage(bucket)) return bucket;
+    options.env->Log(bucket.ToString() + "; serving without G4 until it answers");
   }
   std::unique_ptr<S3Tier> tier(new S3Tier(std::move(options), std::move(*client)));
   switch (tier->options_.conditional_put) {
@@ -75,9 +87,15 @@ Result<std::unique_ptr<S3Tier>> S3Tier::Open(S3TierOptions options) {
     case S3TierOptions::ConditionalPut::kOff:
       tier->conditional_put_ = false;
       break;
-    case S3TierOptions::ConditionalPut::kAuto:
-      KVTIER_RETURN_IF_ERROR(tier->ProbeConditionalPut());
+    case S3TierOptions::ConditionalPut::kAuto: {
+      // Until the probe runs, puts go as to a service without conditional creates: a repeated
+      // PUT of a block replaces it with the same bytes, and a lease race costs a repeated
+      // janitor pass (docs/shared_tier.md); cluster records wait for the probe.
+      const Status probed = bucket.ok() ? tier->ProbeConditionalPut() : bucket;
+      if (!probed.ok() && !IsOutage(probed)) return probed;
+      tier->probe_pending_ = !probed.ok();
       break;
+    }
   }
   if (tier->options_.janitor.janitor_interval_us > 0) {
     tier->bg_thread_ = std::thread([t = tier.get()] { t->BackgroundLoop(); });
@@ -141,10 +159,24 @@ Status S3Tier::ProbeConditionalPut() {
   del.key = probe;
   (void)client_->ExecuteOne(del);
   env_->Log(std::string("S3Tier: conditional put (If-None-Match) ") +
-            (conditional_put_ ? "supported"
+            (conditional_put() ? "supported"
              : options_.check_before_put ? "not supported: HEAD before PUT"
                                          : "not supported: a repeated PUT replaces the object"));
   return Status::OK();
+}
+
+void S3Tier::ProbeIfPending() {
+  if (!probe_pending_.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(probe_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || !probe_pending_.load(std::memory_order_acquire)) return;
+  const Status s = ProbeConditionalPut();
+  if (s.ok()) {
+    probe_pending_.store(false, std::memory_order_release);
+  } else if (!IsOutage(s)) {
+    // Refused now though it answered: keep puts unconditional for good, and say why.
+    env_->Log(s.ToString() + "; puts stay unconditional");
+    probe_pending_.store(false, std::memory_order_release);
+  }
 }
 
 // --- Put ------------------------------------------------------------------------------------
@@ -157,6 +189,7 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
     return out;
   }
   const uint64_t now = env_->NowMicros();
+  const bool conditional = conditional_put();
   std::vector<g4::SealedObject> objects(puts.size());
   pool_.ParallelFor(puts.size(), [&](size_t i) {
     const SharedPut& p = puts[i];
@@ -199,7 +232,7 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
     r.body = objects[todo[k]].header;
     r.body_tail = objects[todo[k]].payload;
     r.headers = metadata(k);
-    if (conditional_put_) r.headers.emplace_back("if-none-match", "*");
+    if (conditional) r.headers.emplace_back("if-none-match", "*");
     return r;
   };
   auto marker_or_object = [&](size_t k) -> std::optional<S3Request> {
@@ -221,7 +254,7 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
     S3Request head;
     head.method = "HEAD";
     head.key = object_names[k];
-    std::optional<S3Request> r = conditional_put_ || !options_.check_before_put
+    std::optional<S3Request> r = conditional || !options_.check_before_put
                                      ? marker_or_object(k)
                                      : std::optional<S3Request>(std::move(head));
     if (r) {
@@ -282,6 +315,7 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
       out[todo[k]] = s;
     }
   }
+  bool answered = false;
   for (size_t k = 0; k < todo.size(); ++k) {
     if (outcome[k] == Outcome::kStored) {
       counters_.puts++;
@@ -289,7 +323,9 @@ std::vector<Status> S3Tier::PutMany(std::string_view tenant, std::span<const Sha
     } else if (outcome[k] == Outcome::kExisted) {
       counters_.put_existing++;
     }
+    answered |= outcome[k] != Outcome::kFailed;
   }
+  if (answered) ProbeIfPending();
   for (const Status& s : out) counters_.CountError(s);
   return out;
 }
@@ -348,7 +384,7 @@ Status S3Tier::PutMultipart(const std::string& name, const g4::SealedObject& obj
   complete.key = name;
   complete.query = {{"uploadId", upload}};
   complete.body = AsBytes(list);
-  if (conditional_put_) complete.headers = {{"if-none-match", "*"}};
+  if (conditional_put()) complete.headers = {{"if-none-match", "*"}};
   S3Response done = client_->ExecuteOne(complete);
   if (done.transport.ok() && (done.http_status == 412 || done.http_status == 409)) {
     return abort(Status::AlreadyExists("S3 CompleteMultipartUpload: the object exists"));
@@ -545,7 +581,11 @@ Result<std::vector<SharedNotice>> S3Tier::NoticesAfter(std::string_view after,
 Status S3Tier::CreateRecord(std::string_view name, std::span<const std::byte> body) {
   KVTIER_RETURN_IF_ERROR(g4::CheckRecordName(name));
   if (body.size() > kMaxRecordBytes) return Status::InvalidArgument("record too large");
-  if (!conditional_put_) {
+  ProbeIfPending();
+  if (probe_pending_.load(std::memory_order_acquire)) {
+    return Status::Unavailable("G4 has not answered since this node started");
+  }
+  if (!conditional_put()) {
     // A plain PUT would let two creators each believe they won.
     return Status::FailedPrecondition(
         "this S3 service does not honour conditional writes (If-None-Match), which cluster "

@@ -96,14 +96,18 @@ class S3Tier final : public SharedTier {
   Result<JanitorReport> RunJanitorOnce() override ABSL_LOCKS_EXCLUDED(janitor_mu_);
   SharedTierStats Stats() const override;
 
-  // Whether puts use If-None-Match: * (probed or configured).
-  bool conditional_put() const { return conditional_put_; }
+  // Whether puts use If-None-Match: * (probed or configured). False until the probe could
+  // run, when the service did not answer at open.
+  bool conditional_put() const { return conditional_put_.load(std::memory_order_acquire); }
   s3::S3Client* client() { return client_.get(); }
 
  private:
 
   S3Tier(S3TierOptions options, std::unique_ptr<s3::S3Client> client);
   Status ProbeConditionalPut();
+  // Runs the conditional-put probe that Open could not (the service did not answer then), once
+  // the service answers; a no-op otherwise, or while another thread probes.
+  void ProbeIfPending();
   // Uploads `object` as `name` in parts (CreateMultipartUpload, UploadPart in parallel,
   // CompleteMultipartUpload; AbortMultipartUpload on failure). `headers` go with the create.
   // OK when stored; AlreadyExists when a conditional complete found the object there.
@@ -125,7 +129,10 @@ class S3Tier final : public SharedTier {
   const S3TierOptions options_;
   Env* const env_;
   std::unique_ptr<s3::S3Client> client_;
-  bool conditional_put_ = false;
+  std::atomic<bool> conditional_put_{false};
+  // Set while the probe is owed (Open met an outage); ProbeIfPending clears it.
+  std::atomic<bool> probe_pending_{false};
+  std::mutex probe_mu_;
   // Cleared, for good, the first time the service refuses a multi-object delete.
   std::atomic<bool> batch_delete_{true};
   mutable SharedTierCounters counters_;

@@ -533,7 +533,35 @@ TEST_P(S3TierTest, ServiceGoneIsAnErrorNotAHang) {
   EXPECT_FALSE((*tier)->ExistsMany("t", {&key, 1})[0].has_value());
   EXPECT_FALSE((*tier)->PutMany("t", {&put, 1})[0].ok());
   EXPECT_GE((*tier)->Stats().errors, 3u);
-  EXPECT_EQ(S3Tier::Open(o).status().code(), StatusCode::kUnavailable);
+}
+
+// A node opened while its service is gone (a restart during an S3 outage) opens: it serves
+// without G4, every G4 request failing as Unavailable, and once the service is back it stores
+// and reads again and has probed conditional puts, as an open with the service up does.
+TEST_P(S3TierTest, ANodeOpenedWhileTheServiceIsGoneUsesItOnceItIsBack) {
+  S3TierOptions o = Options("n1");
+  o.client.connect_timeout_ms = 500;
+  o.client.request_timeout_ms = 2000;
+  o.client.max_retries = 1;
+  server_->Stop();
+  Result<std::unique_ptr<S3Tier>> tier = S3Tier::Open(o);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_FALSE((*tier)->conditional_put());
+  const std::vector<std::byte> v = TestValue(100, 1);
+  const SharedPut put = MakePut(TestKey(1), v);
+  const BlockKey key = TestKey(1);
+  EXPECT_EQ((*tier)->PutMany("t", {&put, 1})[0].code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*tier)->GetMany("t", {&key, 1})[0].status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*tier)->CreateRecord("r", {}).code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(server_->Restart()) << server_->error();
+  ASSERT_TRUE((*tier)->PutMany("t", {&put, 1})[0].ok());
+  EXPECT_EQ((*tier)->conditional_put(), server_->conditional_put());
+  auto got = (*tier)->GetMany("t", {&key, 1});
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(*got[0], v);
+  // A refusal is no outage: a bucket that does not exist still stops the open.
+  o.client.bucket = "no-such-bucket";
+  EXPECT_EQ(S3Tier::Open(o).status().code(), StatusCode::kNotFound);
 }
 
 // The server killed (SIGKILL) while 4 MiB uploads are in flight, then started again on the
@@ -690,7 +718,9 @@ TEST_P(S3TierTest, SlowDownIsRetriedWithBackoffAndARequestThatNeverPassesFailsCl
   const Status s = r.ToStatus("PUT");
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.ToString().find("SlowDown"), std::string::npos) << s.ToString();
-  EXPECT_EQ(S3Tier::Open(o).status().code(), StatusCode::kUnavailable);
+  Result<std::unique_ptr<S3Tier>> tier = S3Tier::Open(o);  // An outage: it opens without G4.
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ((*tier)->PutMany("t", {&put, 1})[0].code(), StatusCode::kUnavailable);
   auto direct = Node("direct");
   ASSERT_NE(direct, nullptr);
   EXPECT_EQ(CountKeys(direct.get(), std::string(g4::kPrefix) + "/objects/t/"), 0u);
