@@ -1,17 +1,75 @@
 #include "src/common/arena.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace kvtier {
+
+namespace {
+
+// The bracketed choice of a /sys setting such as "always [advise] never"; "" when unreadable.
+std::string Chosen(const char* setting) {
+  std::ifstream in(setting);
+  std::string line;
+  std::getline(in, line);
+  const size_t open = line.find('['), close = line.find(']');
+  return open != std::string::npos && close > open ? line.substr(open + 1, close - open - 1) : "";
+}
+
+// The huge= option of the tmpfs mount holding `dir` ("never" when absent, tmpfs's default);
+// "" when `dir` is not on tmpfs.
+std::string TmpfsHuge(const std::string& dir) {
+  std::ifstream in("/proc/self/mounts");
+  std::string device, point, type, options, best_point, best;
+  while (in >> device >> point >> type >> options) {
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    const bool inside = dir == point || point == "/" ||
+                        (dir.starts_with(point) && dir[point.size()] == '/');
+    if (!inside || point.size() < best_point.size()) continue;
+    best_point = point;
+    best.clear();
+    if (type != "tmpfs") continue;
+    best = "never";
+    if (const size_t at = options.find("huge="); at != std::string::npos) {
+      const size_t end = options.find(',', at);
+      best = options.substr(at + 5, end == std::string::npos ? std::string::npos : end - at - 5);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string SmallPagesReason(const std::string& file) {
+  const std::string dir = std::filesystem::path(file).parent_path().string();
+  struct statfs fs {};
+  if (!file.empty() && statfs(dir.c_str(), &fs) == 0 &&
+      fs.f_type == static_cast<decltype(fs.f_type)>(HUGETLBFS_MAGIC)) {
+    return "";
+  }
+  const char* knob = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+  const std::string shmem = Chosen(knob);
+  if (shmem.empty() || shmem == "force") return "";  // No transparent huge pages, or forced.
+  if (shmem == "deny") return std::string(knob) + " is deny";
+  if (file.empty()) {
+    return shmem == "never" ? std::string(knob) + " is never; set it to advise" : "";
+  }
+  const std::string huge = TmpfsHuge(dir);
+  return huge == "never" ? "the tmpfs holding " + file + " is mounted without huge pages " +
+                               "(huge=never); remount it with huge=advise"
+                         : "";
+}
 
 uint64_t UsableMemoryBytes(std::string* source) {
   uint64_t bytes = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
@@ -146,15 +204,19 @@ uint64_t Arena::BackedBytes(size_t region) const {
 }
 
 Status Arena::Back(size_t region, uint64_t offset, uint64_t length) const {
+  // Through the mapping (Linux 5.14+), so that the pages come as its advice asks: huge pages
+  // where the kernel allows them for shared memory on MADV_HUGEPAGE (posix_fallocate alone
+  // would take 4 KiB pages there), one call rather than a fault per page at the first write.
+  // It fails cleanly (no SIGBUS) where memory is short; posix_fallocate then says why, and
+  // backs the pages on older kernels.
+  constexpr int kMadvPopulateWrite = 23;  // MADV_POPULATE_WRITE, unnamed in older headers.
+  if (madvise(base(region) + offset, length, kMadvPopulateWrite) == 0) return Status::OK();
   if (int err = posix_fallocate(regions_[region].fd, static_cast<off_t>(offset),
                                 static_cast<off_t>(length));
       err != 0) {
     return Status::ResourceExhausted("taking " + std::to_string(length) +
                                      " bytes of memory for G2: " + std::strerror(err));
   }
-  // And map them here in one call rather than a fault per page at the first write (Linux
-  // 5.14+; a hint).
-  constexpr int kMadvPopulateWrite = 23;  // MADV_POPULATE_WRITE, unnamed in older headers.
   madvise(base(region) + offset, length, kMadvPopulateWrite);
   return Status::OK();
 }

@@ -26,6 +26,12 @@ namespace kvtier {
 // (v2 memory.max, of its own cgroup or an ancestor) limits it. *source says which, for errors.
 uint64_t UsableMemoryBytes(std::string* source);
 
+// Why an arena at `file` ("" = a memfd) will sit on 4 KiB pages, and what would change that,
+// for the start-up log; "" when it can have huge pages: a file on hugetlbfs, or transparent
+// huge pages for shared memory (/sys/kernel/mm/transparent_hugepage/shmem_enabled for a
+// memfd, the tmpfs mount's huge= option for a file there).
+std::string SmallPagesReason(const std::string& file);
+
 // Thread-safe: immutable after Create; the bytes themselves are the caller's to coordinate.
 class Arena {
  public:
