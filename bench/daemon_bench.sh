@@ -39,23 +39,27 @@ IPERF_GBPS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["en
 echo "iperf3 single stream -l 1M: $(printf %.2f "$IPERF_GBPS") GiB/s"
 
 # redis-benchmark SET, then GET, against the server PID on PORT; prints "op rps p50_ms p99_ms
-# server_cpu_seconds" lines (CPU time from /proc). RESP_OPS requests per client and test.
+# server_cpu_seconds client_busy" lines (server CPU time from /proc; client_busy: the share of
+# the run redis-benchmark, one thread, spent on a core). RESP_OPS requests per client and test.
 RESP_OPS=${RESP_OPS:-1000}
 N=$((CLIENTS * RESP_OPS))
 ROUNDS=${ROUNDS:-5}
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 redis_bench() {
-  local pid=$1 port=$2 t before after
+  local pid=$1 port=$2 t before after TIMEFORMAT="%U %S %R"
   for t in set get; do
     before=$(cpu_ticks "$pid")
-    redis-benchmark -p "$port" -t "$t" -d "$VALUE" -n "$N" -c "$CLIENTS" --csv 2>/dev/null >"$DIR/rb.csv"
+    { time redis-benchmark -p "$port" -t "$t" -d "$VALUE" -n "$N" -c "$CLIENTS" --csv \
+        2>/dev/null >"$DIR/rb.csv"; } 2>"$DIR/rb.time"
     after=$(cpu_ticks "$pid")
     python3 -c '
 import csv, sys
+user, system, real = map(float, open(sys.argv[4]).read().split())
 for row in csv.reader(open(sys.argv[1])):
     if row and row[0] in ("SET", "GET"):
-        print(row[0], row[1], row[4], row[6], (int(sys.argv[3]) - int(sys.argv[2])) / 100)' \
-      "$DIR/rb.csv" "$before" "$after"
+        print(row[0], row[1], row[4], row[6], (int(sys.argv[3]) - int(sys.argv[2])) / 100,
+              (user + system) / real)' \
+      "$DIR/rb.csv" "$before" "$after" "$DIR/rb.time"
   done
 }
 
@@ -133,23 +137,24 @@ if command -v openssl >/dev/null; then
 fi
 
 python3 - "$IPERF_GBPS" "$VALUE" "$CLIENTS" "$N" "$ROUNDS" "$(dirname "$0")" <<EOF
-import statistics, sys
+import os, statistics, sys
 iperf = float(sys.argv[1]); value = int(sys.argv[2]); clients = sys.argv[3]
 n = int(sys.argv[4]); rounds = int(sys.argv[5])
 sys.path.insert(0, sys.argv[6])
 from targets import not_measured, target
 def parse_redis(text):
-    """Per op, per round: (GiB/s, p50 ms, p99 ms, server CPU seconds per GiB)."""
+    """Per op, per round: (GiB/s, p50 ms, p99 ms, server CPU seconds per GiB, client busy)."""
     out = {}
     for line in text.strip().splitlines():
-        op, rps, p50, p99, cpu = line.split()
+        op, rps, p50, p99, cpu, busy = line.split()
         out.setdefault(op, []).append(
-            (float(rps) * value / 2**30, float(p50), float(p99), float(cpu) / (n * value / 2**30)))
+            (float(rps) * value / 2**30, float(p50), float(p99), float(cpu) / (n * value / 2**30),
+             float(busy)))
     return out
 redis_rounds = parse_redis("""$REDIS""")
 resp_rounds = parse_redis("""$KV_RESP""")
 def median(rows):
-    return tuple(statistics.median(r[i] for r in rows) for i in range(4))
+    return tuple(statistics.median(r[i] for r in rows) for i in range(5))
 redis = {op: median(r) for op, r in redis_rounds.items()}
 resp = {op: median(r) for op, r in resp_rounds.items()}
 native = {}
@@ -188,11 +193,25 @@ for op in ("PUT", "GET"):
     target(f"native {op} / iperf3", native[op][0] / iperf, ">=", 0.85)
 for op in ("SET", "GET"):
     target(f"RESP {op} / redis-server", resp_ratios[op][0], ">=", 1.0)
-    target(f"RESP {op} / iperf3", resp[op][0] / iperf, ">=", 0.8)
+    # redis-benchmark reads and writes from one thread; when it is busy all the time, it sets
+    # the rate of both servers, and iperf3's -l 1M stream is beyond any RESP server here.
+    busy = resp[op][4]
+    target(f"RESP {op} / iperf3", resp[op][0] / iperf, ">=", 0.8,
+           why_not=f"the RESP client (redis-benchmark, one thread) was on a core {busy:.0%} of "
+                   "the run, so the client set this rate; the line above compares kvtierd with "
+                   "redis-server under the same client"
+                   if busy >= 0.9 else "")
     target(f"RESP {op} p99 / redis-server's", resp_ratios[op][1], "<=", 1.0)
+# Without kernel TLS each byte is sealed and opened in user space, on the cores the benchmark
+# client shares with kvtierd (issue 17's note: out of reach on a 2-core VM without it).
+cores = os.cpu_count() or 1
+no_ktls = "" if os.path.exists("/proc/net/tls_stat") else (
+    f"no kernel TLS here (no /proc/net/tls_stat) and client and server share {cores} cores, "
+    "each end sealing or opening every byte in user space")
 for op in ("PUT", "GET"):
     if tls:
-        target(f"native TLS {op} / plaintext", tls[op][0] / native[op][0], ">=", 0.7)
+        target(f"native TLS {op} / plaintext", tls[op][0] / native[op][0], ">=", 0.7,
+               why_not=no_ktls)
     else:
         not_measured(f"native TLS {op} / plaintext", "no openssl to make a certificate")
 EOF
