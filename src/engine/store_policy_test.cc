@@ -213,6 +213,23 @@ TEST_F(SessionHintTest, ALowPrioritySessionGoesFirstAndSoDoesWhatItPutsLater) {
   for (uint64_t k : low) EXPECT_FALSE(Has(k)) << k;
 }
 
+// A block that comes back into the queues another way than a put or a read (an unpin here)
+// takes a low-priority session's place too, not the back of the queue.
+TEST_F(SessionHintTest, ALowPrioritySessionsBlockUnpinnedGoesFirstToo) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> older = Prompt(1, 5);  // G2 full with the next block.
+  Advance(5);
+  const std::vector<uint64_t> low = Prompt(2, 1);
+  ASSERT_TRUE(store_->Pin(tenant_, Key(low[0])).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Priority(Store::SessionPriority::kLow)).ok());
+  Advance(5);
+  ASSERT_TRUE(store_->Unpin(tenant_, Key(low[0])).ok());  // The newest to enter a queue.
+  ASSERT_TRUE(Put(9000).ok());
+  EXPECT_FALSE(Has(low[0]));
+  for (uint64_t k : older) EXPECT_TRUE(Has(k)) << k;
+}
+
 TEST_F(SessionHintTest, AHighPrioritySessionIsKeptOverOthersAndGivesWayBeforeARetainedOne) {
   Open(16);
   PinFiller(10);

@@ -199,6 +199,15 @@ void MemoryTier::Enqueue(uint32_t index, QueueId queue) {
   e.queue = queue;
   e.stamp = next_stamp_ += kStampStep;
   table_.PushBack(QueueOf(e), index, PagesFor(e.size));
+  QueueFirstIfLow(index);
+}
+
+void MemoryTier::QueueFirstIfLow(uint32_t index) {
+  // A low-priority session's blocks enter every queue at its cold end, whichever way they come
+  // (put, read, unpin, end of demotion, rebalance): ChooseVictim takes them first.
+  if (session_slots_[table_.at(index).session].priority == Store::SessionPriority::kLow) {
+    QueueFirst(index);
+  }
 }
 
 void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
@@ -214,6 +223,7 @@ void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
     e.stamp = next_stamp_ += kStampStep;
     table_.PushBack(lane, index, PagesFor(e.size));
   }
+  QueueFirstIfLow(index);
 }
 
 bool MemoryTier::Expired(const Entry& e, uint32_t now) const {
@@ -274,7 +284,6 @@ void MemoryTier::Touch(uint32_t index, uint32_t now) {
   Dequeue(index);
   e.flags |= kEntryWasReused;
   Enqueue(index, QueueId::kReused);
-  if (session_slots_[e.session].priority == Store::SessionPriority::kLow) QueueFirst(index);
   RebalanceQueues(e.tenant, now);
 }
 
@@ -387,7 +396,6 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   SetTurn(idx, remembered_turn);
   NoteAccess(e, now);
   EnqueueNew(idx, queue);
-  if (session_slots_[e.session].priority == Store::SessionPriority::kLow) QueueFirst(idx);
   RebalanceQueues(tenant, now);
   if (sketch_) {
     if (const size_t items = SketchItems(); items > sketch_->expected_items()) {

@@ -268,10 +268,13 @@ class MemoryTier final : public BlockHandle::Releaser {
   }
   EntryList* QueueOf(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dequeue(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Appends to the back of `queue`.
+  // Appends to the back of `queue` (a low-priority session's block: QueueFirstIfLow).
   void Enqueue(uint32_t index, QueueId queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues a newly put block: just ahead of its parent when they share the queue.
+  // Queues a newly put block: just ahead of its parent when they share the queue (a
+  // low-priority session's block: QueueFirstIfLow).
   void EnqueueNew(uint32_t index, QueueId queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves a block of a low-priority session to the cold end of probation (QueueFirst).
+  void QueueFirstIfLow(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Expired(const Entry& e, uint32_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An access: recency, TTL, the admission sketch; promotes a block on probation.
   void Touch(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

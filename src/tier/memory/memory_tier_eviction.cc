@@ -56,7 +56,7 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
         // A leased block is being read; a parent of resident blocks goes after its children.
         if (e.readers > 0 || e.children > 0) continue;
         if (e.policy & kPolicyFinished) return idx;
-        // A low-priority session's blocks are queued first (Publish, Touch): the lane's first
+        // A low-priority session's blocks are queued first (QueueFirstIfLow): the lane's first
         // evictable one goes, after any finished session's.
         if (session_slots_[e.session].priority == Store::SessionPriority::kLow) {
           if (low == kNil) low = idx;
