@@ -9,7 +9,7 @@ set -euo pipefail
 BUILD=${1:?usage: shm_bench.sh BUILD_DIR [ops] [rounds]}
 OPS=${2:-200}
 ROUNDS=${3:-3}
-VALUE=2097152
+VALUE=${VALUE:-2097152}
 KVTIERD=$BUILD/src/server/kvtierd
 BENCH=$BUILD/src/server/kvtier_shm_bench
 
@@ -42,5 +42,5 @@ PID=$!
 for _ in $(seq 1 500); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
 [ -f "$DIR/ports" ] || { cat "$DIR/kvtierd.log"; echo "kvtierd did not start"; exit 1; }
 SOCKET=$(sed -n 's/^unix_socket=//p' "$DIR/ports")
-echo "kvtierd $(nproc) cores, $(uname -r); 2 MiB values, $OPS blocks, $ROUNDS GET passes, 1 client thread"
-"$BENCH" --socket "$SOCKET" --ops "$OPS" --rounds "$ROUNDS" --value-bytes "$VALUE"
+echo "kvtierd $(nproc) cores, $(uname -r); $((VALUE >> 10)) KiB values, $OPS blocks, $ROUNDS GET passes, 1 client thread"
+${PERF:-} "$BENCH" --socket "$SOCKET" --ops "$OPS" --rounds "$ROUNDS" --value-bytes "$VALUE"

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "src/client/client_connection.h"
+#include "src/common/copy.h"
 #include "src/common/mutex.h"
 #include "src/protocol/messages.h"
 #include "src/protocol/shm_messages.h"
@@ -445,7 +446,7 @@ Result<size_t> ShmBlocks::CopyTo(size_t i, std::span<std::byte> out) const {
   }
   size_t offset = 0;
   for (std::span<const std::byte> piece : b.pieces) {
-    std::memcpy(out.data() + offset, piece.data(), piece.size());
+    CopyBytes(out.data() + offset, piece.data(), piece.size());
     offset += piece.size();
   }
   // kvtierd closes the connection before a successor can reuse the lease's memory: a
