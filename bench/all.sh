@@ -6,7 +6,7 @@
 #
 # Usage: bench/all.sh BUILD_DIR [NAME...]
 #   BUILD_DIR  a release build with the benchmark programs (build/release; scripts/test makes it)
-#   NAME       only these benchmarks (shm python daemon lmcache disk g4 restart ttft soak)
+#   NAME       only these benchmarks (shm python peer daemon lmcache disk g4 restart ttft soak)
 # environment: KVTIER_BENCH_OUT (where each benchmark's output is kept; default a new
 #   directory under /tmp, printed at the end); each benchmark's own variables pass through.
 # Exits 1 when a target is not met or could not be measured, else 0. Every benchmark script
@@ -25,6 +25,7 @@ source "$ROOT/bench/target.sh"
 BENCHES=(
   "shm|bench/shm_bench.sh $BUILD"
   "python|$PY bench/python_bench.py $BUILD"
+  "peer|$PY bench/peer_bench.py $BUILD"
   "daemon|bench/daemon_bench.sh $BUILD"
   "lmcache|bench/lmcache_bench.sh $BUILD"
   "disk|bench/disk_bench.sh $BUILD"

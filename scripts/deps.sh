@@ -1,4 +1,7 @@
+#!/usr/bin/env bash
 # Sourced by scripts/run and scripts/test: installs the Debian packages kvtier needs, once.
+# Run by itself, `scripts/deps.sh --peers` installs the peers' environment (build/venv-peers,
+# kvtier_install_peer_deps below) and nothing else; neither script ever does.
 # The C++ core builds from Debian's archive only; nothing is downloaded at build time. The
 # Python package's tests and the engine packages they run against come from PyPI, pinned, into
 # a virtual environment (kvtier_install_python_deps).
@@ -6,6 +9,17 @@
 # Downloads and one-time builds (pip's cache, the virtual environment, MinIO, s3rver, ccache's
 # objects) live in $KVTIER_CACHE, outside the clone, so that a new checkout on the same machine
 # reuses them; build/venv, build/go and build/npm are links into it. A fresh machine fills it.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  KVTIER_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+  case "${1:-}" in
+  --peers) ;;
+  *)
+    echo "usage: scripts/deps.sh --peers   (scripts/run and scripts/test source it)" >&2
+    exit 2
+    ;;
+  esac
+fi
 if [ -z "${KVTIER_CACHE:-}" ]; then
   if [ -n "${XDG_CACHE_HOME:-}" ]; then
     KVTIER_CACHE=$XDG_CACHE_HOME/kvtier
@@ -141,10 +155,36 @@ kvtier_install_python_deps() {
     "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$engines"
     echo "$want" >"$stamp"
   fi
-  find "$KVTIER_CACHE" -maxdepth 1 -name 'venv-*' ! -name "venv-$want" -exec rm -rf {} +
+  find "$KVTIER_CACHE" -maxdepth 1 -name 'venv-*' ! -name "venv-$want" ! -name 'venv-peers-*' \
+    -exec rm -rf {} +
   # An environment is not relocatable: one left in build/ by an older checkout goes.
   [ -L "$KVTIER_VENV" ] || rm -rf "$KVTIER_VENV"
   ln -sfn "$venv" "$KVTIER_VENV"
+}
+
+# The peers' environment, for bench/peer_bench.py only: build/venv-peers, a link to
+# $KVTIER_CACHE/venv-peers-<hash> of python/requirements-peers.txt (Mooncake Store, every
+# package pinned), made and kept as build/venv is, pip's downloads in the same cache. It is
+# apart from build/venv so that no test imports a peer, and only `scripts/deps.sh --peers`
+# installs it: CI never does.
+KVTIER_PEERS_VENV="$KVTIER_ROOT/build/venv-peers"
+kvtier_install_peer_deps() {
+  local req="$KVTIER_ROOT/python/requirements-peers.txt"
+  local want
+  want=$( (python3 --version; cat "$req") | sha256sum | cut -c1-16)
+  local venv="$KVTIER_CACHE/venv-peers-$want"
+  local stamp="$KVTIER_CACHE/venv-peers-$want/.kvtier-requirements"
+  if [ ! -f "$stamp" ]; then
+    echo "kvtier: installing the peers' environment into $venv (python/requirements-peers.txt)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    export PIP_CACHE_DIR="$KVTIER_CACHE/pip"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    echo "$want" >"$stamp"
+  fi
+  find "$KVTIER_CACHE" -maxdepth 1 -name 'venv-peers-*' ! -name "venv-peers-$want" -exec rm -rf {} +
+  [ -L "$KVTIER_PEERS_VENV" ] || rm -rf "$KVTIER_PEERS_VENV"
+  ln -sfn "$venv" "$KVTIER_PEERS_VENV"
 }
 
 # kvtier_build DIR [cmake args...]: configures (once) and builds DIR with Ninja; every target,
@@ -157,3 +197,8 @@ kvtier_build() {
   # shellcheck disable=SC2086  # the list is split on purpose
   cmake --build "$dir" ${KVTIER_BUILD_TARGETS:+--target $KVTIER_BUILD_TARGETS}
 }
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  kvtier_install_peer_deps
+  echo "kvtier: build/venv-peers is ready (bench/peer_bench.py)"
+fi
