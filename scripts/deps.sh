@@ -134,57 +134,49 @@ kvtier_install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# The Python test environment: build/venv, a link to $KVTIER_CACHE/venv-<hash> of
-# python/requirements-*.txt (every package pinned, torch and lmcache included), reused while
-# those files are unchanged; environments of other requirements are removed. pip keeps its
-# downloads in $KVTIER_CACHE/pip, so a rebuilt environment does not fetch them again.
-KVTIER_VENV="$KVTIER_ROOT/build/venv"
-kvtier_install_python_deps() {
-  local req="$KVTIER_ROOT/python/requirements-test.txt"
-  local engines="$KVTIER_ROOT/python/requirements-engines.txt"
+# kvtier_venv PREFIX LINK REQUIREMENTS [NO_DEPS_REQUIREMENTS]: a virtual environment at
+# $KVTIER_CACHE/PREFIX-<hash of python's version and the requirement files>, made once and
+# reused while those are unchanged (environments of other hashes are removed), linked as LINK.
+# NO_DEPS_REQUIREMENTS, if given, are installed after REQUIREMENTS with --no-deps. pip keeps
+# its downloads in $KVTIER_CACHE/pip, so a rebuilt environment does not fetch them again.
+kvtier_venv() {
+  local prefix=$1 link=$2 req=$3 nodeps=${4:-}
   local want
-  want=$( (python3 --version; cat "$req" "$engines") | sha256sum | cut -c1-16)
-  local venv="$KVTIER_CACHE/venv-$want" stamp="$KVTIER_CACHE/venv-$want/.kvtier-requirements"
+  want=$( (python3 --version; cat "$req" ${nodeps:+"$nodeps"}) | sha256sum | cut -c1-16)
+  local venv="$KVTIER_CACHE/$prefix-$want" stamp="$KVTIER_CACHE/$prefix-$want/.kvtier-requirements"
   if [ ! -f "$stamp" ]; then
-    echo "kvtier: installing the Python test environment into $venv (python/requirements-*.txt)"
+    echo "kvtier: installing $venv (${req#"$KVTIER_ROOT"/}${nodeps:+, ${nodeps#"$KVTIER_ROOT"/}})"
     rm -rf "$venv"
     python3 -m venv "$venv"
     export PIP_CACHE_DIR="$KVTIER_CACHE/pip"
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
-    # Engines without their GPU dependency sets (see the file).
-    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$engines"
+    if [ -n "$nodeps" ]; then
+      "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$nodeps"
+    fi
     echo "$want" >"$stamp"
   fi
-  find "$KVTIER_CACHE" -maxdepth 1 -name 'venv-*' ! -name "venv-$want" ! -name 'venv-peers-*' \
-    -exec rm -rf {} +
+  find "$KVTIER_CACHE" -maxdepth 1 -name "$prefix-*" ! -name "$prefix-$want" -exec rm -rf {} +
   # An environment is not relocatable: one left in build/ by an older checkout goes.
-  [ -L "$KVTIER_VENV" ] || rm -rf "$KVTIER_VENV"
-  ln -sfn "$venv" "$KVTIER_VENV"
+  [ -L "$link" ] || rm -rf "$link"
+  ln -sfn "$venv" "$link"
 }
 
-# The peers' environment, for bench/peer_bench.py only: build/venv-peers, a link to
-# $KVTIER_CACHE/venv-peers-<hash> of python/requirements-peers.txt (Mooncake Store, every
-# package pinned), made and kept as build/venv is, pip's downloads in the same cache. It is
-# apart from build/venv so that no test imports a peer, and only `scripts/deps.sh --peers`
-# installs it: CI never does.
+# The Python test environment: build/venv, from python/requirements-test.txt and the engines
+# of python/requirements-engines.txt without their GPU dependency sets (see that file); every
+# package pinned, torch and lmcache included.
+KVTIER_VENV="$KVTIER_ROOT/build/venv"
+kvtier_install_python_deps() {
+  kvtier_venv venv "$KVTIER_VENV" "$KVTIER_ROOT/python/requirements-test.txt" \
+    "$KVTIER_ROOT/python/requirements-engines.txt"
+}
+
+# The peers' environment, for bench/peer_bench.py only: build/venv-peers, from
+# python/requirements-peers.txt (Mooncake Store, every package pinned). It is apart from
+# build/venv so that no test imports a peer, and only `scripts/deps.sh --peers` installs it:
+# CI never does.
 KVTIER_PEERS_VENV="$KVTIER_ROOT/build/venv-peers"
 kvtier_install_peer_deps() {
-  local req="$KVTIER_ROOT/python/requirements-peers.txt"
-  local want
-  want=$( (python3 --version; cat "$req") | sha256sum | cut -c1-16)
-  local venv="$KVTIER_CACHE/venv-peers-$want"
-  local stamp="$KVTIER_CACHE/venv-peers-$want/.kvtier-requirements"
-  if [ ! -f "$stamp" ]; then
-    echo "kvtier: installing the peers' environment into $venv (python/requirements-peers.txt)"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    export PIP_CACHE_DIR="$KVTIER_CACHE/pip"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
-    echo "$want" >"$stamp"
-  fi
-  find "$KVTIER_CACHE" -maxdepth 1 -name 'venv-peers-*' ! -name "venv-peers-$want" -exec rm -rf {} +
-  [ -L "$KVTIER_PEERS_VENV" ] || rm -rf "$KVTIER_PEERS_VENV"
-  ln -sfn "$venv" "$KVTIER_PEERS_VENV"
+  kvtier_venv peers-venv "$KVTIER_PEERS_VENV" "$KVTIER_ROOT/python/requirements-peers.txt"
 }
 
 # kvtier_build DIR [cmake args...]: configures (once) and builds DIR with Ninja; every target,
