@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from peer_mooncake import check_samples, clear_samples, fill_blocks, timed_threads
+from peer_mooncake import clear_samples, fill_blocks, timed_round
 from targets import not_measured, target
 
 import kvtier
@@ -157,15 +157,15 @@ class Kvtier:
                 if any(n != size for n in got):
                     raise RuntimeError(f"get_into: {got}")
 
-        put_s = timed_threads(self.threads, put)
-        get_s = timed_threads(self.threads, get)
-        for t in range(self.threads):
-            check_samples(self.src[t].data, self.dst[t].data, size, blocks)
-        deleted = self.admin.delete_all().memory_blocks
-        if deleted != self.threads * blocks:
-            raise RuntimeError(f"delete_all deleted {deleted} of {self.threads * blocks}")
-        moved = self.threads * blocks * size / 2**30
-        return {"put": moved / put_s, "get": moved / get_s}
+        return timed_round(
+            self.threads,
+            size,
+            blocks,
+            put,
+            get,
+            [(src.data, dst.data) for src, dst in zip(self.src, self.dst, strict=True)],
+            lambda: int(self.admin.delete_all().memory_blocks),
+        )
 
     def close(self) -> None:
         for client in self.clients:

@@ -16,8 +16,8 @@ thread puts its blocks, then every thread reads them back; a sample of the block
 byte for byte, and every key is removed. It answers with one JSON line {"put": GiB/s, "get":
 GiB/s}. "quit" or the end of stdin ends it.
 
-It also holds what both sides of the comparison share (timed_threads, fill_blocks,
-clear_samples, check_samples): peer_bench.py imports them, so that kvtier and Mooncake are
+It also holds what both sides of the comparison share (timed_round, fill_blocks,
+clear_samples): peer_bench.py imports them, so that kvtier and Mooncake are
 timed and checked by the same code.
 
 Usage: peer_mooncake.py CLIENT_ADDR THREADS SIZE BLOCKS BATCH
@@ -92,6 +92,30 @@ def check_samples(src: memoryview, dst: memoryview, size: int, blocks: int) -> N
             raise AssertionError(f"block {i} read back differs from the value put")
 
 
+def timed_round(
+    threads: int,
+    size: int,
+    blocks: int,
+    put: Callable[[int], None],
+    get: Callable[[int], None],
+    buffers: list[tuple[memoryview, memoryview]],
+    remove_all: Callable[[], int],
+) -> dict[str, float]:
+    """One round of a store: every thread's ``put``, then every thread's ``get``, each timed
+    with all threads together; then the sampled blocks of each thread's (source, destination)
+    ``buffers`` checked, and every key removed (``remove_all`` returns how many it removed).
+    Returns GiB/s per operation."""
+    put_s = timed_threads(threads, put)
+    get_s = timed_threads(threads, get)
+    for src, dst in buffers:
+        check_samples(src, dst, size, blocks)
+    removed = remove_all()
+    if removed != threads * blocks:
+        raise RuntimeError(f"removing the round's keys removed {removed} of {threads * blocks}")
+    moved = threads * blocks * size / 2**30
+    return {"put": moved / put_s, "get": moved / get_s}
+
+
 class Worker:
     """THREADS dummy clients of one real client, each with its shared buffer."""
 
@@ -147,15 +171,15 @@ class Worker:
                 if any(n != size for n in got):
                     raise RuntimeError(f"batch_get_into: {got}")
 
-        put_s = timed_threads(self.threads, put)
-        get_s = timed_threads(self.threads, get)
-        for t in range(self.threads):
-            check_samples(self.src[t], self.dst[t], size, blocks)
-        removed = self.stores[0].remove_all(True)  # force: the reads' leases still hold.
-        if removed != self.threads * blocks:
-            raise RuntimeError(f"remove_all removed {removed} of {self.threads * blocks}")
-        moved = self.threads * blocks * size / 2**30
-        return {"put": moved / put_s, "get": moved / get_s}
+        return timed_round(
+            self.threads,
+            size,
+            blocks,
+            put,
+            get,
+            list(zip(self.src, self.dst, strict=True)),
+            lambda: int(self.stores[0].remove_all(True)),  # force: the reads' leases still hold.
+        )
 
     def close(self) -> None:
         for store in self.stores:
