@@ -24,10 +24,12 @@
 #include <CLI/CLI.hpp>
 
 #include "kvtier/shm_client.h"
+#include "src/common/median.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using kvtier::Median;
 
 kvtier::BlockKey KeyOf(uint32_t i) {
   std::array<uint8_t, kvtier::kBlockKeySize> b{};
@@ -59,11 +61,6 @@ Phase Run(const char* name, uint32_t ops, size_t value_bytes, Op op) {
   p.gib_per_s =
       static_cast<double>(ops) * static_cast<double>(value_bytes) / (1u << 30) / p.seconds;
   return p;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 void Print(const Phase& p, size_t value_bytes) {

@@ -18,6 +18,7 @@
 
 #include "kvtier/block_key.h"
 #include "kvtier/store.h"
+#include "src/common/median.h"
 #include "tools/kvtier/commands.h"
 
 namespace kvtier::cli {
@@ -34,11 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // An anonymous mapping filled with non-zero bytes so every page is really backed.
