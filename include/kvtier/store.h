@@ -251,6 +251,9 @@ struct TenantStats {
   uint64_t deletes = 0;
   uint64_t rejected_puts = 0;        // Puts that failed for lack of evictable space.
   uint64_t session_hints = 0;        // Session hints taken (Store::HintSession).
+  // Times G2 eviction found plain LRU serving more of this tenant's prefix lookups than its
+  // policy, and followed LRU for a trial (docs/store.md, "The LRU check").
+  uint64_t lru_trials = 0;
 
   // Every counter above with its name on the wire, in JSON and in Python, in wire order.
   struct Counter {
@@ -275,6 +278,7 @@ inline constexpr TenantStats::Counter TenantStats::kCounters[] = {
     {"deletes", &TenantStats::deletes},
     {"rejected_puts", &TenantStats::rejected_puts},
     {"session_hints", &TenantStats::session_hints},
+    {"lru_trials", &TenantStats::lru_trials},
 };
 
 struct StoreStats {

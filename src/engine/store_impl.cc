@@ -363,7 +363,7 @@ Result<PrefixMatch> StoreImpl::LookupPrefix(TenantId tenant, std::span<const Blo
   PrefixMatch match;
   size_t done = 0;
   while (done < keys.size()) {
-    size_t in_memory = memory_->LookupPrefix(tenant.value, keys.subspan(done));
+    size_t in_memory = memory_->LookupPrefix(tenant.value, keys.subspan(done), done == 0);
     match.tiers.insert(match.tiers.end(), in_memory, TierLevel::kG2);
     done += in_memory;
     if (done == keys.size() || !disk_) break;

@@ -223,6 +223,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
   p.PerTenant(s, "kvtier_tenant_session_hints_total", "counter",
               "Session hints taken (retention, priority, finished).",
               &TenantStats::session_hints);
+  p.PerTenant(s, "kvtier_tenant_lru_trials_total", "counter",
+              "Times G2 eviction followed plain LRU for a trial, LRU serving more lookups.",
+              &TenantStats::lru_trials);
   p.PerTenant(s, "kvtier_tenant_put_bytes_total", "counter", "Bytes stored by puts.",
               &TenantStats::put_bytes);
   p.PerTenant(s, "kvtier_tenant_get_bytes_total", "counter", "Bytes handed to readers.",

@@ -169,9 +169,10 @@ std::string ReplayText(const Trace& trace, const ReplayReport& r, const PrefillM
                   FormatBytes(static_cast<double>(r.snapshots_written * r.state_bytes)).c_str(),
                   static_cast<unsigned long long>(r.unresumable_kv_blocks));
   }
-  out += Format("evictions: %llu, expirations: %llu, failed puts: %llu\n",
+  out += Format("evictions: %llu, expirations: %llu, failed puts: %llu; LRU trials: %llu\n",
                 static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.expirations),
-                static_cast<unsigned long long>(r.puts_failed));
+                static_cast<unsigned long long>(r.puts_failed),
+                static_cast<unsigned long long>(r.lru_trials));
   if (!r.first_put_error.empty()) out += "first failed put: " + r.first_put_error + "\n";
   if (r.hints_sent + r.hints_refused > 0) {
     out += Format("session hints: %llu taken, %llu refused (no block of the session left in G2)\n",
@@ -349,6 +350,7 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
                          {"declined", report->evictions_declined},
                          {"bytes_not_written", report->admission_saved_bytes()}};
     j["evictions"] = report->evictions;
+    j["lru_trials"] = report->lru_trials;
     j["hints_sent"] = report->hints_sent;
     j["hints_refused"] = report->hints_refused;
     if (report->state_bytes > 0) {

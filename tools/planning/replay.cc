@@ -455,6 +455,7 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
     report.puts_stored += t.puts;
     report.evictions += t.evictions;
     report.expirations += t.expirations;
+    report.lru_trials += t.lru_trials;
   }
   return run;
 }

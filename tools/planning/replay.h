@@ -114,6 +114,7 @@ struct ReplayReport {
   uint64_t hints_refused = 0;      // ...and refused (the session had no block left in G2).
   uint64_t evictions = 0;
   uint64_t expirations = 0;
+  uint64_t lru_trials = 0;         // Times G2 eviction followed LRU for a trial (TenantStats).
   // G2 evictions G3 admission took, and those it declined (bytes that were not written to
   // G3: what admission saved the SSD), counted whether or not G3 is simulated.
   uint64_t evictions_admitted = 0;

@@ -89,53 +89,6 @@ void EntryTable::Grow() {
   }
 }
 
-void EntryTable::PushBack(EntryList* list, uint32_t index, uint32_t pages) {
-  Entry& e = at(index);
-  e.prev = list->tail;
-  e.next = kNil;
-  if (list->tail != kNil) {
-    at(list->tail).next = index;
-  } else {
-    list->head = index;
-  }
-  list->tail = index;
-  ++list->count;
-  list->pages += pages;
-}
-
-void EntryTable::InsertBefore(EntryList* list, uint32_t before, uint32_t index,
-                              uint32_t pages) {
-  Entry& e = at(index);
-  Entry& b = at(before);
-  e.prev = b.prev;
-  e.next = before;
-  if (b.prev != kNil) {
-    at(b.prev).next = index;
-  } else {
-    list->head = index;
-  }
-  b.prev = index;
-  ++list->count;
-  list->pages += pages;
-}
-
-void EntryTable::Remove(EntryList* list, uint32_t index, uint32_t pages) {
-  Entry& e = at(index);
-  if (e.prev != kNil) {
-    at(e.prev).next = e.next;
-  } else {
-    list->head = e.next;
-  }
-  if (e.next != kNil) {
-    at(e.next).prev = e.prev;
-  } else {
-    list->tail = e.prev;
-  }
-  e.prev = e.next = kNil;
-  --list->count;
-  list->pages -= pages;
-}
-
 size_t EntryTable::MemoryUsage() const {
   return chunks_.size() * kChunkSize * sizeof(Entry) + slots_.capacity() * sizeof(uint32_t);
 }

@@ -40,6 +40,10 @@ struct Entry {
   uint32_t last_access_s = 0;  // Wall-clock seconds; TTLs are whole seconds.
   uint32_t created_s = 0;      // When the block was first stored (any tier); for max age.
   uint32_t session = 0;        // Slot in MemoryTier's session table; 0 = no session.
+  // The tenant's recency list (MemoryTier::TenantState::recency): every resident block, least
+  // recently used first, whatever its queue.
+  uint32_t recency_prev = kNil;
+  uint32_t recency_next = kNil;
 
   uint16_t depth = 0;          // Position in its chain (0 = head), saturating.
   uint16_t readers = 0;        // Outstanding read leases, the demotion's included.
@@ -102,9 +106,13 @@ class EntryTable {
   void Unindex(uint32_t index);
   size_t indexed() const { return indexed_; }
 
+  // A list threads entries through one pair of links: the queue's (prev, next) by default.
+  template <uint32_t Entry::*kPrev = &Entry::prev, uint32_t Entry::*kNext = &Entry::next>
   void PushBack(EntryList* list, uint32_t index, uint32_t pages);
   // Links `index` just ahead of `before`, which must be in `list`.
+  template <uint32_t Entry::*kPrev = &Entry::prev, uint32_t Entry::*kNext = &Entry::next>
   void InsertBefore(EntryList* list, uint32_t before, uint32_t index, uint32_t pages);
+  template <uint32_t Entry::*kPrev = &Entry::prev, uint32_t Entry::*kNext = &Entry::next>
   void Remove(EntryList* list, uint32_t index, uint32_t pages);
 
   // Entries ever handed out: indices [0, high_water()) may be passed to at() (check state).
@@ -127,6 +135,56 @@ class EntryTable {
   std::vector<uint32_t> slots_;  // Entry indices; kNil = empty. Size is a power of two.
   size_t indexed_ = 0;
 };
+
+template <uint32_t Entry::*kPrev, uint32_t Entry::*kNext>
+void EntryTable::PushBack(EntryList* list, uint32_t index, uint32_t pages) {
+  Entry& e = at(index);
+  e.*kPrev = list->tail;
+  e.*kNext = kNil;
+  if (list->tail != kNil) {
+    at(list->tail).*kNext = index;
+  } else {
+    list->head = index;
+  }
+  list->tail = index;
+  ++list->count;
+  list->pages += pages;
+}
+
+template <uint32_t Entry::*kPrev, uint32_t Entry::*kNext>
+void EntryTable::InsertBefore(EntryList* list, uint32_t before, uint32_t index,
+                              uint32_t pages) {
+  Entry& e = at(index);
+  Entry& b = at(before);
+  e.*kPrev = b.*kPrev;
+  e.*kNext = before;
+  if (b.*kPrev != kNil) {
+    at(b.*kPrev).*kNext = index;
+  } else {
+    list->head = index;
+  }
+  b.*kPrev = index;
+  ++list->count;
+  list->pages += pages;
+}
+
+template <uint32_t Entry::*kPrev, uint32_t Entry::*kNext>
+void EntryTable::Remove(EntryList* list, uint32_t index, uint32_t pages) {
+  Entry& e = at(index);
+  if (e.*kPrev != kNil) {
+    at(e.*kPrev).*kNext = e.*kNext;
+  } else {
+    list->head = e.*kNext;
+  }
+  if (e.*kNext != kNil) {
+    at(e.*kNext).*kPrev = e.*kPrev;
+  } else {
+    list->tail = e.*kPrev;
+  }
+  e.*kPrev = e.*kNext = kNil;
+  --list->count;
+  list->pages -= pages;
+}
 
 }  // namespace kvtier
 

@@ -428,6 +428,8 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     }
     table_.Index(idx);
     TenantState& t = tenants_[tenant];
+    // Recency in snapshot order; the duel starts afresh.
+    RecencyLink(t, idx, kNil);
     t.used_pages += PagesFor(b.size);
     ++t.stats.blocks;
     e.pins = b.pins;

@@ -276,7 +276,10 @@ BlockMeta MemoryTier::MetaOf(const Entry& e) const {
 
 void MemoryTier::Touch(uint32_t index, uint32_t now) {
   Entry& e = table_.at(index);
+  TenantState& t = tenants_[e.tenant];
   e.last_access_s = std::max(e.last_access_s, now);
+  RecencyUnlink(t, index);
+  RecencyLink(t, index, kNil);
   e.policy = static_cast<uint8_t>((e.policy | kPolicyRevisited) & ~kPolicyFinished);
   NoteAccess(e, now);
   if (sketch_) sketch_->Increment(SketchHash(e.tenant, e.key));
@@ -285,6 +288,19 @@ void MemoryTier::Touch(uint32_t index, uint32_t now) {
   e.flags |= kEntryWasReused;
   Enqueue(index, QueueId::kReused);
   RebalanceQueues(e.tenant, now);
+}
+
+void MemoryTier::RecencyLink(TenantState& t, uint32_t index, uint32_t parent) {
+  // Just ahead of a resident parent, as in the queues: LRU takes a chain's tail first too.
+  if (parent != kNil) {
+    table_.InsertBefore<&Entry::recency_prev, &Entry::recency_next>(&t.recency, parent, index, 0);
+  } else {
+    table_.PushBack<&Entry::recency_prev, &Entry::recency_next>(&t.recency, index, 0);
+  }
+}
+
+void MemoryTier::RecencyUnlink(TenantState& t, uint32_t index) {
+  table_.Remove<&Entry::recency_prev, &Entry::recency_next>(&t.recency, index, 0);
 }
 
 QueueId MemoryTier::QueueForNewBlock(uint32_t tenant, const BlockKey& key,
@@ -388,6 +404,7 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
     more_extents_.emplace(idx, std::vector<Extent>(extents.begin() + 1, extents.end()));
   }
   LinkIntoChain(idx, parent, now);
+  RecencyLink(t, idx, e.parent);
   table_.Index(idx);
   ++t.stats.blocks;
   std::optional<uint8_t> remembered_turn;
@@ -582,7 +599,7 @@ void MemoryTier::ReleaseLease(uint32_t entry) {
   Reclaim(entry);
 }
 
-size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) {
+size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys, bool whole) {
   MutexLock l(&mu_);
   const uint32_t now = NowSeconds();
   TenantState& t = tenants_[tenant];
@@ -592,9 +609,10 @@ size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys)
     if (idx == kNil) break;
     found_entries.push_back(idx);
   }
+  const size_t found = found_entries.size();
+  if (whole) CheckAgainstLru(t, keys, found);
   // Deepest first, so that the head of the prefix is the most recent and tails go first.
   for (auto it = found_entries.rbegin(); it != found_entries.rend(); ++it) Touch(*it, now);
-  const size_t found = found_entries.size();
   t.stats.hits += found;
   if (found < keys.size()) ++t.stats.misses;
   return found;
@@ -759,7 +777,8 @@ void MemoryTier::FillStats(StoreStats* stats) const {
   stats->blocks = table_.indexed();
   stats->multi_extent_blocks = more_extents_.size();
   for (const TenantState& t : tenants_) {
-    bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage() + t.returns.MemoryUsage();
+    bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage() + t.returns.MemoryUsage() +
+             t.duel.shadow.MemoryUsage();
   }
   stats->index_bytes = bytes;
   stats->memory_restored_blocks = restored_blocks_;

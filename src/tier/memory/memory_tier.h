@@ -77,6 +77,7 @@
 #include "src/policy/frequency_sketch.h"
 #include "src/policy/ghost_filter.h"
 #include "src/policy/return_model.h"
+#include "src/policy/shadow_lru.h"
 #include "src/tier/memory/entry_table.h"
 
 namespace kvtier {
@@ -156,8 +157,11 @@ class MemoryTier final : public BlockHandle::Releaser {
   // unlike Acquire it is not an access (no hit, no recency).
   Result<BlockHandle> LeaseForCopy(uint32_t tenant, const BlockKey& key, BlockMeta* meta)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Number of leading keys resident; each found block counts as accessed.
-  size_t LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys) ABSL_LOCKS_EXCLUDED(mu_);
+  // Number of leading keys resident; each found block counts as accessed. `whole`: the keys
+  // are a whole prompt, not its rest after blocks found in G3 (only whole prompts are
+  // compared with LRU: CheckAgainstLru).
+  size_t LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys, bool whole = true)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for a demotion of the same block in flight to finish first.
   Status Erase(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Removes every block of the tenant put with `session` (REQUIRES: session != 0), pinned ones
@@ -221,6 +225,34 @@ class MemoryTier final : public BlockHandle::Releaser {
   static constexpr double kSignificance = 3;
   // One LRU list per depth class (Entry::turn, clamped).
   using Lanes = std::array<EntryList, ReturnModel::kClasses>;
+  // Whether eviction follows the policy (queues, lanes, the ReturnModel) or plain LRU (the
+  // least recently used evictable block, tail first). A ShadowLru measures, on the tenant's
+  // prefix lookups, what LRU would have served against what G2 served. Eviction follows LRU
+  // once LRU is ahead by kLruCheckSignificance standard errors of the per-lookup differences,
+  // for a trial of kLruTrialFills sampled cache-fulls, then the policy again. A trial is twice
+  // the last one (up to kMaxLruTrials times the first) unless the policy was clearly ahead of
+  // LRU for a window since. So the policy cannot lose to LRU for long on traffic where its
+  // signals mislead (docs/store.md, "The LRU check").
+  struct Duel {
+    ShadowLru shadow;
+    bool follows_lru = false;
+    double ahead = 0;     // Sum over lookups of LRU's served minus G2's, decayed.
+    double squares = 0;   // Sum of the squares of the same differences, decayed.
+    double sampled = 0;   // Sampled references since the current mode began.
+    double trial = 0;     // The current or next LRU trial's length, in cache-fulls.
+  };
+  // Lookups differ by whole chains, so the differences are heavy-tailed and a test at 2
+  // standard errors is what catches a policy that loses within a few cache-fulls; one that
+  // does not lose never switches on the Mooncake traces (docs/store.md).
+  static constexpr double kLruCheckSignificance = 2;
+  static constexpr double kLruTrialFills = 8;
+  static constexpr double kMaxLruTrials = 64;
+  // The evidence halves every this many sampled cache-fulls, so the check follows traffic
+  // that changes.
+  static constexpr double kDuelWindowFills = 16;
+  // How far down the recency list LRU's victim is looked for (past pinned, leased and parent
+  // blocks); none within it: the policy's victim.
+  static constexpr int kMaxRecencySkips = 64;
   struct TenantState {
     TenantConfig config;
     uint64_t budget_pages = 0;    // 0 = unlimited.
@@ -232,6 +264,8 @@ class MemoryTier final : public BlockHandle::Releaser {
     GhostFilter ghost_once;    // Evicted without having been reused.
     GhostFilter ghost_reused;  // Evicted after having been in the reused queue.
     double reused_share = 0;   // Target share of the queued pages held by `reused`.
+    EntryList recency;         // Every resident block, least recently used first.
+    Duel duel;                 // Whose victim eviction takes: the policy's or LRU's.
     TenantStats stats;
   };
   enum class DetachReason { kEvicted, kExpired, kDeleted };
@@ -301,8 +335,23 @@ class MemoryTier final : public BlockHandle::Releaser {
   // The victim among the lanes' first blocks (with `evictable`, each lane's first evictable
   // block, or an expired block at once): the least recently used, unless another is less likely
   // to return by kSignificance standard errors. kNil when the lanes hold none.
-  uint32_t ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable)
+  // *decided (may be null) tells a victim taken on a hint, its expiry or its uselessness, not
+  // by the policy's order: LRU takes it too.
+  uint32_t ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
+                        bool* decided = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // LRU's candidate: the least recently used queued block with no reader and no child; kNil
+  // when none is within kMaxRecencySkips.
+  uint32_t LruCandidate(const TenantState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The LRU check on a prefix lookup of `keys` of which G2 served `found`.
+  void CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys, size_t found)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts following LRU (`lru`) or the policy, with fresh evidence.
+  static void FollowLru(Duel& duel, bool lru, double trial);
+  // Links a block into the tenant's recency list: at the recent end, or just ahead of
+  // `parent` (kNil: none); and out of it.
+  void RecencyLink(TenantState& t, uint32_t index, uint32_t parent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecencyUnlink(TenantState& t, uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static uint32_t CountOf(const Lanes& lanes);
   static uint64_t PagesOf(const Lanes& lanes);
   static int LaneOf(const Entry& e) { return ReturnModel::ClampClass(e.turn); }
@@ -342,8 +391,8 @@ class MemoryTier final : public BlockHandle::Releaser {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictAcrossTenants(uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictOne(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Evicts the queue's victim (ChooseVictim); false when it has no evictable block.
-  bool EvictFrom(const Lanes& queue, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers the victim in its ghost, then Evict.
+  void EvictVictim(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a chosen victim: expired, demoted to G3 if admitted, or dropped.
   void Evict(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Admit(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -425,6 +474,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   // block queued before it (chains are shorter than the step: depth is 16 bits).
   static constexpr uint64_t kStampStep = uint64_t{1} << 20;
   uint64_t next_stamp_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> lookup_hashes_ ABSL_GUARDED_BY(mu_);  // CheckAgainstLru's scratch.
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);

@@ -38,7 +38,8 @@ void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
   tenants_[e.tenant].returns.OnAccess(e.key.Hash64(), LaneOf(e), now, e.children == 0);
 }
 
-uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable) {
+uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
+                                  bool* decided) {
   // LRU's choice, and the candidate least likely to return, with the model's estimates.
   struct Candidate {
     uint32_t index = kNil;
@@ -47,6 +48,9 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
   };
   Candidate oldest, least;
   uint32_t retained = kNil, retained_until = 0, low = kNil;
+  bool unused;
+  if (decided == nullptr) decided = &unused;
+  *decided = true;
   for (const EntryList& lane : lanes) {
     int skipped = 0;
     for (uint32_t idx = lane.head; idx != kNil; idx = table_.at(idx).next) {
@@ -86,6 +90,7 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
   }
   if (low != kNil) return low;
   if (oldest.index == kNil) return retained;
+  *decided = false;
   // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
   // errors.
   return oldest.chance - least.chance > kSignificance * std::hypot(oldest.error, least.error)
@@ -268,12 +273,68 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
 
 bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
   TenantState& t = tenants_[tenant];
-  return EvictFrom(t.probation, now) || EvictFrom(t.reused, now);
+  bool decided = false;
+  uint32_t victim = ChooseVictim(t.probation, now, /*evictable=*/true, &decided);
+  if (victim == kNil) victim = ChooseVictim(t.reused, now, /*evictable=*/true, &decided);
+  if (victim == kNil) return false;
+  if (t.duel.follows_lru && !decided) {
+    if (const uint32_t lru = LruCandidate(t); lru != kNil) victim = lru;
+  }
+  EvictVictim(victim, now);
+  return true;
 }
 
-bool MemoryTier::EvictFrom(const Lanes& queue, uint32_t now) {
-  const uint32_t idx = ChooseVictim(queue, now, /*evictable=*/true);
-  if (idx == kNil) return false;
+uint32_t MemoryTier::LruCandidate(const TenantState& t) const {
+  int skipped = 0;
+  for (uint32_t idx = t.recency.head; idx != kNil && skipped < kMaxRecencySkips;
+       idx = table_.at(idx).recency_next, ++skipped) {
+    const Entry& e = table_.at(idx);
+    if (e.queue != QueueId::kNone && e.readers == 0 && e.children == 0) return idx;
+  }
+  return kNil;
+}
+
+void MemoryTier::FollowLru(Duel& duel, bool lru, double trial) {
+  duel.follows_lru = lru;
+  duel.ahead = duel.squares = duel.sampled = 0;
+  duel.trial = trial;
+}
+
+void MemoryTier::CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys, size_t found) {
+  Duel& duel = t.duel;
+  lookup_hashes_.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) lookup_hashes_[i] = keys[i].Hash64();
+  const ShadowLru::Served served = duel.shadow.Lookup(lookup_hashes_, found, t.stats.blocks);
+  if (served.sampled == 0) return;
+  const double fill = static_cast<double>(duel.shadow.capacity());
+  duel.sampled += served.sampled;
+  if (duel.follows_lru) {
+    // The trial runs its course; then the policy is measured afresh.
+    if (duel.sampled >= duel.trial * fill) FollowLru(duel, false, duel.trial);
+    return;
+  }
+  const double d = static_cast<double>(served.lru) - static_cast<double>(served.cache);
+  duel.ahead += d;
+  duel.squares += d * d;
+  if (duel.squares > 0 && duel.ahead > kLruCheckSignificance * std::sqrt(duel.squares)) {
+    // A policy that loses again soon after a trial earns a longer one.
+    const double trial = duel.trial > 0
+                             ? std::min(2 * duel.trial, kMaxLruTrials * kLruTrialFills)
+                             : kLruTrialFills;
+    FollowLru(duel, true, trial);
+    ++t.stats.lru_trials;
+    return;
+  }
+  if (duel.sampled >= kDuelWindowFills * fill) {
+    // The policy clearly ahead of LRU over the window: the next trial starts short again.
+    if (-duel.ahead > kLruCheckSignificance * std::sqrt(duel.squares)) duel.trial = 0;
+    duel.ahead /= 2;
+    duel.squares /= 2;
+    duel.sampled /= 2;
+  }
+}
+
+void MemoryTier::EvictVictim(uint32_t idx, uint32_t now) {
   const Entry& e = table_.at(idx);
   if (!Expired(e, now)) {
     TenantState& t = tenants_[e.tenant];
@@ -282,7 +343,6 @@ bool MemoryTier::EvictFrom(const Lanes& queue, uint32_t now) {
     ghost.Insert(e.key.Hash64(), remember, e.turn);
   }
   Evict(idx, now);
-  return true;
 }
 
 void MemoryTier::Evict(uint32_t index, uint32_t now) {
@@ -392,6 +452,7 @@ void MemoryTier::Detach(uint32_t index, DetachReason reason) {
   Entry& e = table_.at(index);
   TenantState& t = tenants_[e.tenant];
   Dequeue(index);
+  RecencyUnlink(t, index);
   table_.Unindex(index);
   e.state = EntryState::kDetached;
   ReleaseSessionSlot(e.session);
