@@ -308,45 +308,47 @@ TEST(ReplayTest, SessionHintsReachTheStoreAndShowInTheComparison) {
   EXPECT_EQ(hits["kvtier+hints"], 1u);
 }
 
+// A generated trace replayed at `blocks` blocks of G2: kvtier's and LRU's hits, and the LRU
+// check's trials.
+struct GeneratedRun {
+  uint64_t kvtier = 0;
+  uint64_t lru = 0;
+  uint64_t lru_trials = 0;
+};
+GeneratedRun ReplayGenerated(Workload workload, uint64_t seed, uint64_t max_requests,
+                             uint64_t blocks) {
+  TraceGenOptions g = DefaultsFor(workload);
+  g.seed = seed;
+  g.max_requests = max_requests;
+  Result<Trace> trace = GenerateTrace(g);
+  EXPECT_TRUE(trace.ok()) << trace.status().ToString();
+  if (!trace.ok()) return {};
+  const uint64_t capacity = blocks * 512 * 131'072;  // Llama 3.1 8B, BF16, 512-token blocks.
+  Result<ReplayReport> r = Replay(*trace, Options(capacity));
+  Result<std::vector<ComparePoint>> points = ComparePolicies(*trace, Options(capacity), {capacity});
+  EXPECT_TRUE(r.ok() && points.ok());
+  if (!r.ok() || !points.ok()) return {};
+  std::map<std::string, uint64_t> hits;
+  for (const PolicyResult& p : (*points)[0].policies) hits[p.policy] = p.hit_blocks;
+  EXPECT_EQ(hits["kvtier"], r->hit_blocks());
+  return {hits["kvtier"], hits["LRU"], r->lru_trials};
+}
+
 // Where the policy's signals mislead, G2 follows LRU: on the first 6,000 requests of a generated
 // coding-agent trace at 640 blocks the policy alone serves 180,438 blocks against LRU's 182,445
 // (measured with the check switched off by hand); the check finds LRU ahead and follows it.
 TEST(ReplayTest, WhereLruServesMoreTheStoreFollowsIt) {
-  TraceGenOptions g = DefaultsFor(Workload::kCodingAgent);
-  g.seed = 1;
-  g.max_requests = 6000;
-  Result<Trace> trace = GenerateTrace(g);
-  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-  const uint64_t block_bytes = 512 * 131'072;  // Llama 3.1 8B, BF16.
-  ReplayOptions o = Options(640 * block_bytes);
-  Result<ReplayReport> r = Replay(*trace, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_GE(r->lru_trials, 1u);
-  Result<std::vector<ComparePoint>> points = ComparePolicies(*trace, o, {640 * block_bytes});
-  ASSERT_TRUE(points.ok()) << points.status().ToString();
-  std::map<std::string, uint64_t> hits;
-  for (const PolicyResult& p : (*points)[0].policies) hits[p.policy] = p.hit_blocks;
-  EXPECT_EQ(hits["kvtier"], r->hit_blocks());
-  EXPECT_GE(hits["kvtier"], hits["LRU"]);
+  const GeneratedRun run = ReplayGenerated(Workload::kCodingAgent, 1, 6000, 640);
+  EXPECT_GE(run.lru_trials, 1u);
+  EXPECT_GE(run.kvtier, run.lru);
 }
 
 // Where the policy beats LRU it never leaves it: a generated chat trace at its smallest
-// capacities, where the policy is 5 points above LRU.
+// capacity, where the policy is 5 points above LRU.
 TEST(ReplayTest, WhereThePolicyServesMoreItKeepsIt) {
-  TraceGenOptions g = DefaultsFor(Workload::kChat);
-  g.seed = 7;
-  Result<Trace> trace = GenerateTrace(g);
-  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-  const uint64_t block_bytes = 512 * 131'072;
-  ReplayOptions o = Options(38 * block_bytes);
-  Result<ReplayReport> r = Replay(*trace, o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->lru_trials, 0u);
-  Result<std::vector<ComparePoint>> points = ComparePolicies(*trace, o, {38 * block_bytes});
-  ASSERT_TRUE(points.ok()) << points.status().ToString();
-  std::map<std::string, uint64_t> hits;
-  for (const PolicyResult& p : (*points)[0].policies) hits[p.policy] = p.hit_blocks;
-  EXPECT_GT(hits["kvtier"], hits["LRU"] + hits["LRU"] / 10);
+  const GeneratedRun run = ReplayGenerated(Workload::kChat, 7, 0, 38);
+  EXPECT_EQ(run.lru_trials, 0u);
+  EXPECT_GT(run.kvtier, run.lru + run.lru / 10);
 }
 
 }  // namespace
