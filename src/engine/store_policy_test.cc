@@ -158,6 +158,30 @@ TEST_F(SessionHintTest, ARetainedSessionIsEvictedAfterEveryOtherBlock) {
   EXPECT_FALSE(Has(other.back()));
 }
 
+TEST_F(SessionHintTest, WhileEvictionFollowsLruARetainedSessionStillGoesLast) {
+  Open(40);
+  // A session hinted to come back within the hour, which never does: it holds a quarter of G2.
+  const std::vector<uint64_t> waiting = Prompt(1, 10);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(3600)).ok());
+  // A loop over 35 one-block prompts: it fits in an LRU of G2's size, not in the 30 blocks the
+  // retention leaves, so LRU serves more and eviction follows it for a trial.
+  for (int round = 0; round < 20; ++round) {
+    for (uint64_t k = 5000; k < 5035; ++k) {
+      const BlockKey key = Key(k);
+      Result<PrefixMatch> m = store_->LookupPrefix(tenant_, std::span(&key, 1));
+      ASSERT_TRUE(m.ok());
+      if (m->num_blocks == 0) {
+        ASSERT_TRUE(Put(k).ok());
+      }
+      Advance(1);
+    }
+  }
+  uint64_t trials = 0;
+  for (const TenantStats& t : store_->Stats().tenants) trials += t.lru_trials;
+  EXPECT_GE(trials, 1u);
+  for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
+}
+
 TEST_F(SessionHintTest, RetentionEndsWhenItsTimeIsUp) {
   Open(16);
   PinFiller(10);

@@ -61,6 +61,11 @@ ShadowLru::Served ShadowLru::Lookup(std::span<const uint64_t> hashes, size_t fou
   return served;
 }
 
+void ShadowLru::Erase(uint64_t hash) {
+  if (!Followed(hash)) return;
+  if (const uint32_t n = index_[SlotOf(hash)]; n != kNone) Remove(n);
+}
+
 size_t ShadowLru::SlotOf(uint64_t hash) const {
   const size_t mask = index_.size() - 1;
   for (size_t i = Home(hash); ; i = (i + 1) & mask) {

@@ -38,6 +38,9 @@ class ShadowLru {
   // what it did not find).
   Served Lookup(std::span<const uint64_t> hashes, size_t found, uint64_t cache_blocks);
 
+  // The key is gone for any cache (expired, deleted): the LRU forgets it too.
+  void Erase(uint64_t hash);
+
   // The LRU's capacity in followed keys, at the last lookup.
   size_t capacity() const { return capacity_; }
   size_t size() const { return size_; }

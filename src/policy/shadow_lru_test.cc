@@ -53,6 +53,15 @@ TEST(ShadowLruTest, DropsTheLeastRecentlyUsedKeyAtTheCachesSize) {
   EXPECT_EQ(lru.Lookup(Chain({2}), 0, 2).lru, 0u);
 }
 
+TEST(ShadowLruTest, AnErasedKeyIsNoLongerServed) {
+  ShadowLru lru;
+  lru.Lookup(Chain({1, 2, 3}), 0, 100);
+  lru.Erase(H(2));
+  lru.Erase(H(9));  // Never held: nothing happens.
+  EXPECT_EQ(lru.size(), 2u);
+  EXPECT_EQ(lru.Lookup(Chain({1, 2, 3}), 0, 100).lru, 1u);
+}
+
 // An exact LRU of `capacity` blocks: the blocks of a stream of lookups it serves as prefixes.
 uint64_t ExactLruServed(const std::vector<std::vector<uint64_t>>& lookups, size_t capacity) {
   std::list<uint64_t> order;

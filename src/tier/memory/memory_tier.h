@@ -339,9 +339,11 @@ class MemoryTier final : public BlockHandle::Releaser {
   // by the policy's order: LRU takes it too.
   uint32_t ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
                         bool* decided = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // LRU's candidate: the least recently used queued block with no reader and no child; kNil
-  // when none is within kMaxRecencySkips.
-  uint32_t LruCandidate(const TenantState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // LRU's candidate: the least recently used queued block with no reader, no child and no
+  // retention (a hint that its session comes back soon); kNil when none is within
+  // kMaxRecencySkips.
+  uint32_t LruCandidate(const TenantState& t, uint32_t now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The LRU check on a prefix lookup of `keys` of which G2 served `found`.
   void CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys, size_t found)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -278,18 +278,21 @@ bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
   if (victim == kNil) victim = ChooseVictim(t.reused, now, /*evictable=*/true, &decided);
   if (victim == kNil) return false;
   if (t.duel.follows_lru && !decided) {
-    if (const uint32_t lru = LruCandidate(t); lru != kNil) victim = lru;
+    if (const uint32_t lru = LruCandidate(t, now); lru != kNil) victim = lru;
   }
   EvictVictim(victim, now);
   return true;
 }
 
-uint32_t MemoryTier::LruCandidate(const TenantState& t) const {
+uint32_t MemoryTier::LruCandidate(const TenantState& t, uint32_t now) const {
   int skipped = 0;
   for (uint32_t idx = t.recency.head; idx != kNil && skipped < kMaxRecencySkips;
        idx = table_.at(idx).recency_next, ++skipped) {
     const Entry& e = table_.at(idx);
-    if (e.queue != QueueId::kNone && e.readers == 0 && e.children == 0) return idx;
+    if (e.queue != QueueId::kNone && e.readers == 0 && e.children == 0 &&
+        ProtectedUntil(e, now) == 0) {
+      return idx;
+    }
   }
   return kNil;
 }
@@ -453,6 +456,8 @@ void MemoryTier::Detach(uint32_t index, DetachReason reason) {
   TenantState& t = tenants_[e.tenant];
   Dequeue(index);
   RecencyUnlink(t, index);
+  // LRU would not serve an expired or deleted block either.
+  if (reason != DetachReason::kEvicted) t.duel.shadow.Erase(e.key.Hash64());
   table_.Unindex(index);
   e.state = EntryState::kDetached;
   ReleaseSessionSlot(e.session);
