@@ -428,7 +428,7 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     }
     table_.Index(idx);
     TenantState& t = tenants_[tenant];
-    // Recency in snapshot order; the duel starts afresh.
+    // Recency in snapshot order; the LRU check starts afresh.
     RecencyLink(t, idx, kNil);
     t.used_pages += PagesFor(b.size);
     ++t.stats.blocks;

@@ -778,7 +778,7 @@ void MemoryTier::FillStats(StoreStats* stats) const {
   stats->multi_extent_blocks = more_extents_.size();
   for (const TenantState& t : tenants_) {
     bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage() + t.returns.MemoryUsage() +
-             t.duel.shadow.MemoryUsage();
+             t.lru_check.shadow.MemoryUsage();
   }
   stats->index_bytes = bytes;
   stats->memory_restored_blocks = restored_blocks_;

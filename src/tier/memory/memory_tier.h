@@ -233,7 +233,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   // the last one (up to kMaxLruTrials times the first) unless the policy was clearly ahead of
   // LRU for a window since. So the policy cannot lose to LRU for long on traffic where its
   // signals mislead (docs/store.md, "The LRU check").
-  struct Duel {
+  struct LruCheck {
     ShadowLru shadow;
     bool follows_lru = false;
     double ahead = 0;     // Sum over lookups of LRU's served minus G2's, decayed.
@@ -249,7 +249,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   static constexpr double kMaxLruTrials = 64;
   // The evidence halves every this many sampled cache-fulls, so the check follows traffic
   // that changes.
-  static constexpr double kDuelWindowFills = 16;
+  static constexpr double kLruCheckWindowFills = 16;
   // How far down the recency list LRU's victim is looked for (past pinned, leased and parent
   // blocks); none within it: the policy's victim.
   static constexpr int kMaxRecencySkips = 64;
@@ -265,7 +265,7 @@ class MemoryTier final : public BlockHandle::Releaser {
     GhostFilter ghost_reused;  // Evicted after having been in the reused queue.
     double reused_share = 0;   // Target share of the queued pages held by `reused`.
     EntryList recency;         // Every resident block, least recently used first.
-    Duel duel;                 // Whose victim eviction takes: the policy's or LRU's.
+    LruCheck lru_check;        // Whose victim eviction takes: the policy's or LRU's.
     TenantStats stats;
   };
   enum class DetachReason { kEvicted, kExpired, kDeleted };
@@ -348,7 +348,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   void CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys, size_t found)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts following LRU (`lru`) or the policy, with fresh evidence.
-  static void FollowLru(Duel& duel, bool lru, double trial);
+  static void FollowLru(LruCheck& check, bool lru, double trial);
   // Links a block into the tenant's recency list: at the recent end, or just ahead of
   // `parent` (kNil: none); and out of it.
   void RecencyLink(TenantState& t, uint32_t index, uint32_t parent)

@@ -277,7 +277,7 @@ bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
   uint32_t victim = ChooseVictim(t.probation, now, /*evictable=*/true, &decided);
   if (victim == kNil) victim = ChooseVictim(t.reused, now, /*evictable=*/true, &decided);
   if (victim == kNil) return false;
-  if (t.duel.follows_lru && !decided) {
+  if (t.lru_check.follows_lru && !decided) {
     if (const uint32_t lru = LruCandidate(t, now); lru != kNil) victim = lru;
   }
   EvictVictim(victim, now);
@@ -297,43 +297,43 @@ uint32_t MemoryTier::LruCandidate(const TenantState& t, uint32_t now) const {
   return kNil;
 }
 
-void MemoryTier::FollowLru(Duel& duel, bool lru, double trial) {
-  duel.follows_lru = lru;
-  duel.ahead = duel.squares = duel.sampled = 0;
-  duel.trial = trial;
+void MemoryTier::FollowLru(LruCheck& check, bool lru, double trial) {
+  check.follows_lru = lru;
+  check.ahead = check.squares = check.sampled = 0;
+  check.trial = trial;
 }
 
 void MemoryTier::CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys, size_t found) {
-  Duel& duel = t.duel;
+  LruCheck& check = t.lru_check;
   lookup_hashes_.resize(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) lookup_hashes_[i] = keys[i].Hash64();
-  const ShadowLru::Served served = duel.shadow.Lookup(lookup_hashes_, found, t.stats.blocks);
+  const ShadowLru::Served served = check.shadow.Lookup(lookup_hashes_, found, t.stats.blocks);
   if (served.sampled == 0) return;
-  const double fill = static_cast<double>(duel.shadow.capacity());
-  duel.sampled += served.sampled;
-  if (duel.follows_lru) {
+  const double fill = static_cast<double>(check.shadow.capacity());
+  check.sampled += served.sampled;
+  if (check.follows_lru) {
     // The trial runs its course; then the policy is measured afresh.
-    if (duel.sampled >= duel.trial * fill) FollowLru(duel, false, duel.trial);
+    if (check.sampled >= check.trial * fill) FollowLru(check, false, check.trial);
     return;
   }
   const double d = static_cast<double>(served.lru) - static_cast<double>(served.cache);
-  duel.ahead += d;
-  duel.squares += d * d;
-  if (duel.squares > 0 && duel.ahead > kLruCheckSignificance * std::sqrt(duel.squares)) {
+  check.ahead += d;
+  check.squares += d * d;
+  if (check.squares > 0 && check.ahead > kLruCheckSignificance * std::sqrt(check.squares)) {
     // A policy that loses again soon after a trial earns a longer one.
-    const double trial = duel.trial > 0
-                             ? std::min(2 * duel.trial, kMaxLruTrials * kLruTrialFills)
+    const double trial = check.trial > 0
+                             ? std::min(2 * check.trial, kMaxLruTrials * kLruTrialFills)
                              : kLruTrialFills;
-    FollowLru(duel, true, trial);
+    FollowLru(check, true, trial);
     ++t.stats.lru_trials;
     return;
   }
-  if (duel.sampled >= kDuelWindowFills * fill) {
+  if (check.sampled >= kLruCheckWindowFills * fill) {
     // The policy clearly ahead of LRU over the window: the next trial starts short again.
-    if (-duel.ahead > kLruCheckSignificance * std::sqrt(duel.squares)) duel.trial = 0;
-    duel.ahead /= 2;
-    duel.squares /= 2;
-    duel.sampled /= 2;
+    if (-check.ahead > kLruCheckSignificance * std::sqrt(check.squares)) check.trial = 0;
+    check.ahead /= 2;
+    check.squares /= 2;
+    check.sampled /= 2;
   }
 }
 
@@ -457,7 +457,7 @@ void MemoryTier::Detach(uint32_t index, DetachReason reason) {
   Dequeue(index);
   RecencyUnlink(t, index);
   // LRU would not serve an expired or deleted block either.
-  if (reason != DetachReason::kEvicted) t.duel.shadow.Erase(e.key.Hash64());
+  if (reason != DetachReason::kEvicted) t.lru_check.shadow.Erase(e.key.Hash64());
   table_.Unindex(index);
   e.state = EntryState::kDetached;
   ReleaseSessionSlot(e.session);
