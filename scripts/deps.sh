@@ -62,6 +62,8 @@ KVTIER_PACKAGES=(
   libzstd-dev liburing-dev libxxhash-dev libgtest-dev libgmock-dev pybind11-dev
   # KV events (src/server/kv_events.h): ZMQ and msgpack
   libzmq3-dev libmsgpack-cxx-dev
+  # HTTP/1.1 request framing of the S3 endpoint (src/server/http_request.h)
+  libhttp-parser-dev
   # peers and checkers that tests and benchmarks start themselves
   redis-server redis-tools python3-redis prometheus fio iperf3 curl chromium
   # network faults between namespaces (python/tests/test_network_faults.py)

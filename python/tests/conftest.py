@@ -47,7 +47,9 @@ def free_port() -> int:
 
 class Daemon:
     """A kvtierd of its own. Tenants: ``default`` (anonymous local clients), ``acme`` (token
-    ``acme-token``) and ``other`` (token ``other-token``)."""
+    ``acme-token``; S3 key pair ``AKIDACME`` / ``acme-s3-secret``) and ``other`` (token
+    ``other-token``; ``AKIDOTHER`` / ``other-s3-secret``). The S3 endpoint is off unless
+    ``extra`` has an [s3] table."""
 
     def __init__(self, directory: Path, extra: str = "", memory: str = "256MiB") -> None:
         self.dir = directory
@@ -69,9 +71,13 @@ class Daemon:
             "[[tenants]]\n"
             'name = "acme"\n'
             'token = "acme-token"\n'
+            's3_access_key = "AKIDACME"\n'
+            's3_secret_key = "acme-s3-secret"\n'
             "[[tenants]]\n"
             'name = "other"\n'
             'token = "other-token"\n'
+            's3_access_key = "AKIDOTHER"\n'
+            's3_secret_key = "other-s3-secret"\n'
         )
         self.proc: subprocess.Popen[bytes] | None = None
         self.ports: dict[str, str] = {}
@@ -163,6 +169,10 @@ class Daemon:
     @property
     def resp_port(self) -> int:
         return int(self.ports["resp_port"])
+
+    @property
+    def s3_port(self) -> int:
+        return int(self.ports["s3_port"])
 
     @property
     def http_port(self) -> int:

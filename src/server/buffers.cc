@@ -51,10 +51,16 @@ void OutputQueue::Append(std::string_view bytes) {
 }
 
 void OutputQueue::AppendLease(BlockHandle handle) {
-  if (handle.size() == 0) return;
+  const size_t size = handle.size();
+  AppendLease(std::move(handle), 0, size);
+}
+
+void OutputQueue::AppendLease(BlockHandle handle, size_t offset, size_t length) {
+  if (length == 0) return;
   Piece& p = pieces_.emplace_back();
   p.is_lease = true;
-  p.size = handle.size();
+  p.start = offset;
+  p.size = length;
   p.lease = std::move(handle);
   pending_ += p.size;
 }
@@ -76,18 +82,21 @@ size_t OutputQueue::Gather(iovec* iov, size_t max_iov) const {
     if (n_iov == max_iov) break;
     // A descriptor goes with its piece's first byte: that byte starts a sendmsg of its own.
     if (p.pass_count > 0 && p.sent == 0 && n_iov > 0) break;
-    size_t skip = p.sent;
     if (!p.is_lease) {
-      iov[n_iov++] = {const_cast<char*>(p.bytes.data()) + skip, p.size - skip};
+      iov[n_iov++] = {const_cast<char*>(p.bytes.data()) + p.sent, p.size - p.sent};
       continue;
     }
+    size_t skip = p.start + p.sent;
+    size_t left = p.size - p.sent;
     for (std::span<const std::byte> extent : p.lease.extents()) {
       if (skip >= extent.size()) {
         skip -= extent.size();
         continue;
       }
-      if (n_iov == max_iov) break;
-      iov[n_iov++] = {const_cast<std::byte*>(extent.data()) + skip, extent.size() - skip};
+      if (n_iov == max_iov || left == 0) break;
+      const size_t take = std::min(extent.size() - skip, left);
+      iov[n_iov++] = {const_cast<std::byte*>(extent.data()) + skip, take};
+      left -= take;
       skip = 0;
     }
   }

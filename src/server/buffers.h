@@ -57,6 +57,8 @@ class OutputQueue {
   void Append(std::string_view bytes);
   // Queues the bytes of `handle` (which stays leased until they are written).
   void AppendLease(BlockHandle handle);
+  // Queues `length` bytes of `handle` from `offset` on. REQUIRES: within the handle's bytes.
+  void AppendLease(BlockHandle handle, size_t offset, size_t length);
   // Queues `bytes` with descriptors `fds` (at most kMaxPassedFds) attached to their first byte
   // (SCM_RIGHTS): the peer receives its own descriptors for the same files with them. Unix
   // sockets only (WriteTo(int)); the fds stay owned by the caller and must stay open until the
@@ -84,6 +86,7 @@ class OutputQueue {
     std::string bytes;
     BlockHandle lease;
     bool is_lease = false;
+    size_t start = 0;  // A lease's bytes start this far into its block.
     // Sent as SCM_RIGHTS with the piece's first byte.
     std::array<int, kMaxPassedFds> pass_fds{};
     size_t pass_count = 0;

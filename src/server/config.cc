@@ -1,5 +1,6 @@
 #include "src/server/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -57,6 +58,14 @@ require_client_cert = false        # refuse clients without a valid certificate 
 native = true                      # which TCP listeners speak TLS when it is on
 resp = false
 http = false
+s3 = false
+
+[s3]                               # S3-compatible endpoint (Dynamo KVBM G4, NIXL OBJ, boto3)
+listen = ""                        # "host:port" ("" = off); port 0 = any
+region = "us-east-1"               # the region clients sign for (SigV4 credential scope)
+max_object_bytes = 0               # largest object; 0 = [store] max_block_bytes less a small header
+allow_anonymous = false            # unsigned requests from local peers act as [auth] anonymous_tenant
+max_list_keys = 1000               # most keys in one ListObjectsV2 page
 
 [events]                           # KV events (vLLM's wire format) for KV-aware routers
 enabled = false
@@ -134,6 +143,8 @@ token = ""                         # secret clients present for this tenant ("" 
 admin_token = ""                   # admin API token for this tenant only ("" = none)
 unix_uids = []                     # Unix-socket peers with these uids (or names) are this
 unix_gids = []                     #   tenant without a token; likewise these gids
+s3_access_key = ""                 # S3 endpoint: requests signed (SigV4) with this key pair
+s3_secret_key = ""                 #   act as this tenant ("" = none)
 memory_budget = 0                  # bytes of G2; 0 = no limit
 disk_budget = 0                    # bytes of G3; 0 = no limit
 ttl_seconds = 0                    # expire blocks idle this long; 0 = never
@@ -310,7 +321,7 @@ class TableReader {
 void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   TableReader top(&root, "", error);
   top.String("data_dir", &c->data_dir);
-  for (const char* section : {"server", "auth", "tls", "events", "memory", "disk", "shared",
+  for (const char* section : {"server", "auth", "tls", "s3", "events", "memory", "disk", "shared",
                               "security", "admission", "store", "tenants"}) {
     top.Expect(section);
   }
@@ -348,7 +359,16 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   tls.Bool("native", &c->tls.native);
   tls.Bool("resp", &c->tls.resp);
   tls.Bool("http", &c->tls.http);
+  tls.Bool("s3", &c->tls.s3);
   tls.RejectUnknown();
+
+  TableReader s3(root["s3"].as_table(), "s3", error);
+  s3.String("listen", &c->s3.listen);
+  s3.String("region", &c->s3.region);
+  s3.Size("max_object_bytes", &c->s3.max_object_bytes);
+  s3.Bool("allow_anonymous", &c->s3.allow_anonymous);
+  s3.Uint("max_list_keys", &c->s3.max_list_keys);
+  s3.RejectUnknown();
 
   TableReader events(root["events"].as_table(), "events", error);
   events.Bool("enabled", &c->events.enabled);
@@ -454,6 +474,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
       r.String("admin_token", &tc.admin_token);
       r.IdList("unix_uids", &tc.unix_uids, UserIdOf);
       r.IdList("unix_gids", &tc.unix_gids, GroupIdOf);
+      r.String("s3_access_key", &tc.s3_access_key);
+      r.String("s3_secret_key", &tc.s3_secret_key);
       r.Size("memory_budget", &tc.options.memory_budget_bytes);
       r.Size("disk_budget", &tc.options.disk_budget_bytes);
       r.Uint("ttl_seconds", &tc.options.ttl_seconds);
@@ -521,12 +543,18 @@ uint64_t ServerConfig::EffectiveMaxFrameBytes() const {
   return max_frame_bytes != 0 ? max_frame_bytes : store.max_block_bytes + 64 * kKiB;
 }
 
+uint64_t ServerConfig::EffectiveMaxObjectBytes() const {
+  const uint64_t largest = store.max_block_bytes - std::min(store.max_block_bytes, kS3ObjectHeaderReserve);
+  return s3.max_object_bytes != 0 ? std::min(s3.max_object_bytes, largest) : largest;
+}
+
 Status ServerConfig::Validate() const {
   if (tenants.empty()) return Status::InvalidArgument("at least one [[tenants]] entry is required");
   std::set<std::string> names;
   std::set<std::string> tokens;
   std::set<uint32_t> uids;
   std::set<uint32_t> gids;
+  std::set<std::string> access_keys;
   if (!admin_token.empty()) tokens.insert(admin_token);
   for (const TenantConfig& t : tenants) {
     if (t.options.name.empty()) return Status::InvalidArgument("a tenant has an empty name");
@@ -539,6 +567,13 @@ Status ServerConfig::Validate() const {
     if (!t.admin_token.empty() && !tokens.insert(t.admin_token).second) {
       return Status::InvalidArgument("tenant '" + t.options.name + "': its admin_token is "
                                      "another token too; every token must be unique");
+    }
+    if (t.s3_access_key.empty() != t.s3_secret_key.empty()) {
+      return Status::InvalidArgument("tenant '" + t.options.name + "': s3_access_key and "
+                                     "s3_secret_key go together: set both or neither");
+    }
+    if (!t.s3_access_key.empty() && !access_keys.insert(t.s3_access_key).second) {
+      return Status::InvalidArgument("two tenants share an s3_access_key; each must be unique");
     }
     for (uint32_t uid : t.unix_uids) {
       if (!uids.insert(uid).second) {
@@ -559,7 +594,8 @@ Status ServerConfig::Validate() const {
     return Status::InvalidArgument("server.unix_socket_mode must be octal like \"0660\", got '" +
                                    unix_socket_mode + "'");
   }
-  if (native_listen.empty() && unix_socket.empty() && resp_listen.empty() && http_listen.empty()) {
+  if (native_listen.empty() && unix_socket.empty() && resp_listen.empty() && http_listen.empty() &&
+      s3.listen.empty()) {
     return Status::InvalidArgument("every listener is disabled; nothing to serve");
   }
   if (EffectiveMaxFrameBytes() > UINT32_MAX) {
@@ -580,6 +616,13 @@ Status ServerConfig::Validate() const {
     if (events.max_queue == 0) return Status::InvalidArgument("events.max_queue must be at least 1");
   }
   if (max_output_bytes == 0) return Status::InvalidArgument("server.max_output_bytes must be positive");
+  if (!s3.listen.empty()) {
+    if (s3.region.empty()) return Status::InvalidArgument("s3.region must not be empty");
+    if (s3.max_list_keys == 0) return Status::InvalidArgument("s3.max_list_keys must be at least 1");
+    if (EffectiveMaxObjectBytes() == 0) {
+      return Status::InvalidArgument("store.max_block_bytes leaves no room for an S3 object");
+    }
+  }
   return Status::OK();
 }
 

@@ -32,6 +32,31 @@ struct TenantConfig {
   // (SO_PEERCRED: the kernel says who they are). A uid or gid belongs to one tenant at most.
   std::vector<uint32_t> unix_uids;
   std::vector<uint32_t> unix_gids;
+  // The S3 endpoint's credentials of this tenant (AWS Signature V4): a request signed with this
+  // access key id and secret acts as this tenant. Both or neither; an access key id belongs to
+  // one tenant.
+  std::string s3_access_key;
+  std::string s3_secret_key;
+};
+
+// Bytes of a Store value that an S3 object's header may take (s3_service.h): the largest
+// object is max_block_bytes less this.
+inline constexpr uint64_t kS3ObjectHeaderReserve = 4 * kKiB;
+
+// The S3 endpoint ([s3]; docs/protocol.md, "S3"): buckets and objects as kvtier values.
+struct S3Config {
+  // "host:port"; "" = off (the default).
+  std::string listen;
+  // The region clients sign for (the credential scope of Signature V4).
+  std::string region = "us-east-1";
+  // Largest object a PUT may store; 0 = the largest block (store.max_block_bytes) less the
+  // object's header. Larger ones are refused (EntityTooLarge) before their body is read.
+  uint64_t max_object_bytes = 0;
+  // Requests without a signature act as the anonymous tenant ([auth] anonymous_tenant), from
+  // local peers only. Off: every request must be signed.
+  bool allow_anonymous = false;
+  // Most keys one ListObjectsV2 page returns (a client may ask for fewer).
+  uint32_t max_list_keys = 1000;
 };
 
 // TLS 1.3 on the TCP listeners ([tls]). Off while cert_file is empty. The Unix socket is never
@@ -69,6 +94,7 @@ struct TlsConfig {
   bool native = true;
   bool resp = false;
   bool http = false;
+  bool s3 = false;
 
   bool enabled() const { return !cert_file.empty(); }
 };
@@ -127,6 +153,8 @@ struct ServerConfig {
 
   EventsConfig events;
 
+  S3Config s3;
+
   // Store options from [memory], [disk], [admission] and [store]; tenants are filled in
   // from `tenants` by StoreOptions().
   Options store;
@@ -144,6 +172,8 @@ struct ServerConfig {
   std::string AbsoluteDataDir() const;
   // max_frame_bytes with its default applied.
   uint64_t EffectiveMaxFrameBytes() const;
+  // s3.max_object_bytes with its default applied.
+  uint64_t EffectiveMaxObjectBytes() const;
   // Checks cross-field rules (tenant names unique, tokens unique, anonymous tenant exists,
   // at least one listener). InvalidArgument naming the offending key.
   Status Validate() const;

@@ -369,6 +369,8 @@ std::string RefusalMessage(Proto proto) {
     case Proto::kHttp:
       return "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 27\r\nConnection: close\r\n\r\n"
              "max number of clients open\n";
+    case Proto::kS3:
+      return S3RefusalMessage();
     case Proto::kNative:
     case Proto::kCount:
       break;
@@ -479,6 +481,7 @@ void EventLoop::TakeAdopted() {
     switch (p.proto) {
       case Proto::kNative: handler = NewNativeHandler(ctx_, p.peer); break;
       case Proto::kResp: handler = NewRespHandler(ctx_, p.peer); break;
+      case Proto::kS3: handler = NewS3Handler(ctx_, p.peer); break;
       case Proto::kHttp:
       case Proto::kCount: handler = NewHttpHandler(ctx_, p.peer); break;
     }

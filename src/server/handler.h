@@ -31,6 +31,7 @@ namespace kvtier::server {
 
 class TlsContext;
 class KvEventPublisher;
+class S3Service;
 
 // Tenant authentication: tenant tokens from the config, tenants of Unix-socket peers by their
 // uid or gid (SO_PEERCRED), the anonymous tenant for local clients, and admin tokens (global or
@@ -123,6 +124,7 @@ struct ServerContext {
   const Authenticator* auth = nullptr;
   AuthGuard* auth_guard = nullptr;
   const TlsContext* tls = nullptr;  // Null when TLS is off.
+  S3Service* s3 = nullptr;  // Null when the S3 endpoint is off.
   uint32_t max_frame_bytes = 0;  // ServerConfig::EffectiveMaxFrameBytes().
   std::chrono::steady_clock::time_point started;  // When the server started (for uptime).
 };
@@ -161,9 +163,12 @@ class ProtocolHandler {
 std::unique_ptr<ProtocolHandler> NewNativeHandler(const ServerContext* ctx, const PeerInfo& peer);
 std::unique_ptr<ProtocolHandler> NewRespHandler(const ServerContext* ctx, const PeerInfo& peer);
 std::unique_ptr<ProtocolHandler> NewHttpHandler(const ServerContext* ctx, const PeerInfo& peer);
+std::unique_ptr<ProtocolHandler> NewS3Handler(const ServerContext* ctx, const PeerInfo& peer);
 
 // The bytes a client refused at max_connections is sent before its socket is closed.
 std::string RefusalMessage(Proto proto);
+// The S3 endpoint's (an S3 SlowDown error).
+std::string S3RefusalMessage();
 
 // Measures one request for the latency histogram.
 class RequestTimer {

@@ -20,10 +20,13 @@ namespace {
 
 constexpr std::string_view kRequest = "kvtier-takeover 1\n";
 constexpr std::string_view kReplyPrefix = "kvtier-handover 1";
-constexpr int kRoles = 4;
+// The reply's flags are in this order; a kvtierd from before the S3 listener sends the first
+// four only, which a newer one accepts (kMinRoles).
+constexpr int kRoles = 5;
+constexpr int kMinRoles = 4;
 
 int* Role(ListenerFds* fds, int i) {
-  int* roles[kRoles] = {&fds->native, &fds->resp, &fds->http, &fds->unix_socket};
+  int* roles[kRoles] = {&fds->native, &fds->resp, &fds->http, &fds->unix_socket, &fds->s3};
   return roles[i];
 }
 
@@ -195,8 +198,8 @@ Result<ListenerFds> TakeOver(const std::string& path, std::chrono::seconds timeo
     std::memcpy(fds.data(), CMSG_DATA(c), sizeof(int) * count);
   }
   int flags[kRoles] = {};
-  if (n <= 0 || std::sscanf(text, "kvtier-handover 1 %d %d %d %d", &flags[0], &flags[1],
-                            &flags[2], &flags[3]) != kRoles) {
+  if (n <= 0 || std::sscanf(text, "kvtier-handover 1 %d %d %d %d %d", &flags[0], &flags[1],
+                            &flags[2], &flags[3], &flags[4]) < kMinRoles) {
     for (int f : fds) close(f);
     return fail(Status::Unavailable("the running kvtierd answered the handover with '" +
                                     std::string(text) + "'"));

@@ -29,6 +29,7 @@ struct ListenerFds {
   int resp = -1;
   int http = -1;
   int unix_socket = -1;  // Native protocol over the Unix socket.
+  int s3 = -1;
 };
 
 std::string HandoverPath(const std::string& data_dir);

@@ -67,6 +67,7 @@ Status WritePortFile(const std::string& path, const kvtier::server::Server& serv
     out << "native_port=" << server.native_port() << "\n"
         << "resp_port=" << server.resp_port() << "\n"
         << "http_port=" << server.http_port() << "\n"
+        << "s3_port=" << server.s3_port() << "\n"
         << "unix_socket=" << server.unix_socket_path() << "\n"
         << "g2_arena_file=" << server.g2_arena_file() << "\n";
     if (!server.events_endpoint().empty()) {
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   kvtier::KeepLargeBuffersInHeap();
   CLI::App app(kDescription, "kvtierd");
   std::string config_file, port_file;
-  std::string data_dir, native_listen, unix_socket, resp_listen, http_listen;
+  std::string data_dir, native_listen, unix_socket, resp_listen, http_listen, s3_listen;
   std::string memory, disk_dir, disk_capacity, max_block;
   std::string tls_cert, tls_key, tls_ca;
   uint32_t threads = 0, idle_timeout = 0;
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
   app.add_option("--unix-socket", unix_socket, "Native protocol Unix socket path (\"\" = off)");
   app.add_option("--resp-listen", resp_listen, "Redis protocol address host:port (\"\" = off)");
   app.add_option("--http-listen", http_listen, "HTTP address host:port (\"\" = off)");
+  app.add_option("--s3-listen", s3_listen, "S3 endpoint address host:port (\"\" = off)");
   app.add_option("--memory", memory, "DRAM tier (G2) size, e.g. 8GiB");
   app.add_option("--disk-dir", disk_dir, "Directory of the SSD tier (G3); enables it");
   app.add_option("--disk-capacity", disk_capacity, "SSD tier size, e.g. 500GiB");
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
   if (app.count("--unix-socket")) config.unix_socket = unix_socket;
   if (app.count("--resp-listen")) config.resp_listen = resp_listen;
   if (app.count("--http-listen")) config.http_listen = http_listen;
+  if (app.count("--s3-listen")) config.s3.listen = s3_listen;
   if (app.count("--disk-dir")) config.store.disk.dir = disk_dir;
   if (app.count("--threads")) config.threads = threads;
   if (app.count("--idle-timeout")) config.idle_timeout_seconds = idle_timeout;
@@ -196,11 +199,12 @@ int main(int argc, char** argv) {
       config, inherited ? &*inherited : nullptr, handed_over);
   if (!server.ok()) return Fail(server.status());
   std::fprintf(stderr,
-               "kvtierd: serving native tcp port %u, unix %s, resp port %u, http port %u; "
+               "kvtierd: serving native tcp port %u, unix %s, resp port %u, http port %u, s3 port %s; "
                "G2 %llu MiB, G3 %s; %zu event loops; anonymous local tenant: %s; TLS %s\n",
                (*server)->native_port(),
                (*server)->unix_socket_path().empty() ? "off" : (*server)->unix_socket_path().c_str(),
                (*server)->resp_port(), (*server)->http_port(),
+               (*server)->s3_port() == 0 ? "off" : std::to_string((*server)->s3_port()).c_str(),
                static_cast<unsigned long long>(config.store.memory.capacity_bytes >> 20),
                config.store.disk.dir.empty() ? "off" : config.StoreOptions().disk.dir.c_str(),
                (*server)->num_loops(),

@@ -11,6 +11,7 @@ std::string_view ProtoName(Proto p) {
     case Proto::kNative: return "native";
     case Proto::kResp: return "resp";
     case Proto::kHttp: return "http";
+    case Proto::kS3: return "s3";
     case Proto::kCount: break;
   }
   return "unknown";

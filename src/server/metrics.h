@@ -17,7 +17,7 @@
 
 namespace kvtier::server {
 
-enum class Proto : uint8_t { kNative, kResp, kHttp, kCount };
+enum class Proto : uint8_t { kNative, kResp, kHttp, kS3, kCount };
 std::string_view ProtoName(Proto p);
 
 // Operations whose latency is measured (labels of kvtier_request_duration_seconds).

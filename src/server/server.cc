@@ -49,7 +49,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
   struct CloseUnused {
     ListenerFds* fds;
     ~CloseUnused() {
-      for (int fd : {fds->native, fds->resp, fds->http, fds->unix_socket}) {
+      for (int fd : {fds->native, fds->resp, fds->http, fds->unix_socket, fds->s3}) {
         if (fd >= 0) close(fd);
       }
     }
@@ -87,7 +87,14 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
     s->tls_ = std::move(tls).value();
   }
 
+  if (!s->config_.s3.listen.empty()) {
+    Result<std::unique_ptr<S3Service>> s3 = S3Service::Open(s->config_, *s->store_);
+    if (!s3.ok()) return s3.status();
+    s->s3_ = std::move(s3).value();
+  }
+
   s->ctx_.config = &s->config_;
+  s->ctx_.s3 = s->s3_.get();
   s->ctx_.tls = s->tls_.get();
   s->ctx_.store = s->store_.get();
   s->ctx_.metrics = &s->metrics_;
@@ -124,7 +131,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerConfig& config,
         Tcp{config.resp_listen, Proto::kResp, &s->resp_port_, tls.enabled() && tls.resp,
             &ListenerFds::resp},
         Tcp{config.http_listen, Proto::kHttp, &s->http_port_, tls.enabled() && tls.http,
-            &ListenerFds::http}}) {
+            &ListenerFds::http},
+        Tcp{config.s3.listen, Proto::kS3, &s->s3_port_, tls.enabled() && tls.s3,
+            &ListenerFds::s3}}) {
     if (t.address.empty()) continue;
     Result<int> fd = std::exchange(unused.*t.role, -1);
     if (*fd >= 0 && !BoundTo(*fd, t.address)) {
@@ -185,6 +194,7 @@ void Server::Shutdown() {
   loops_.clear();
   loop_ptrs_.clear();
   tls_.reset();
+  s3_.reset();
   if (!unix_path_.empty()) {
     if (!handed_over()) unlink(unix_path_.c_str());
     unix_path_.clear();

@@ -20,6 +20,7 @@
 #include "src/server/handover.h"
 #include "src/server/kv_events.h"
 #include "src/server/metrics.h"
+#include "src/server/s3_service.h"
 #include "src/server/tls.h"
 
 namespace kvtier::server {
@@ -51,6 +52,7 @@ class Server {
   uint16_t native_port() const { return native_port_; }
   uint16_t resp_port() const { return resp_port_; }
   uint16_t http_port() const { return http_port_; }
+  uint16_t s3_port() const { return s3_port_; }
   // Path of the Unix socket, or "" when off.
   const std::string& unix_socket_path() const { return unix_path_; }
   // The file G2 lives in for warm restarts ("" = off).
@@ -72,12 +74,14 @@ class Server {
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<AuthGuard> auth_guard_;
   std::unique_ptr<TlsContext> tls_;  // Null when TLS is off. Outlives the loops.
+  std::unique_ptr<S3Service> s3_;    // Null when the S3 endpoint is off. Outlives the loops.
   ServerContext ctx_;
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::vector<EventLoop*> loop_ptrs_;
   uint16_t native_port_ = 0;
   uint16_t resp_port_ = 0;
   uint16_t http_port_ = 0;
+  uint16_t s3_port_ = 0;
   std::string unix_path_;
   bool running_ = false;
   std::unique_ptr<HandoverListener> handover_;  // Destroyed after the store.

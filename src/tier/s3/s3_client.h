@@ -29,7 +29,7 @@
 #include "kvtier/env.h"
 #include "kvtier/status.h"
 #include "src/common/mutex.h"
-#include "src/tier/s3/sigv4.h"
+#include "src/common/sigv4.h"
 
 namespace kvtier::s3 {
 

@@ -2,7 +2,7 @@
 // AKIDEXAMPLE, 2015-08-30T12:36:00Z, us-east-1, service "service") and the S3 API reference's
 // "GET Object" example (examplebucket, 2013-05-24).
 
-#include "src/tier/s3/sigv4.h"
+#include "src/common/sigv4.h"
 
 #include <gtest/gtest.h>
 

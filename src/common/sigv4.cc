@@ -1,4 +1,4 @@
-#include "src/tier/s3/sigv4.h"
+#include "src/common/sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -13,14 +13,6 @@ namespace {
 
 constexpr char kHexUpper[] = "0123456789ABCDEF";
 constexpr char kHexLower[] = "0123456789abcdef";
-
-std::array<uint8_t, 32> Hmac(std::span<const uint8_t> key, std::string_view data) {
-  std::array<uint8_t, 32> out{};
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &len);
-  return out;
-}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -47,6 +39,14 @@ std::string CanonicalValue(std::string_view v) {
 }
 
 }  // namespace
+
+std::array<uint8_t, 32> HmacSha256(std::span<const uint8_t> key, std::string_view data) {
+  std::array<uint8_t, 32> out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &len);
+  return out;
+}
 
 std::string UriEncode(std::string_view s, bool encode_slash) {
   std::string out;
@@ -112,10 +112,10 @@ std::array<uint8_t, 32> SigningKey(std::string_view secret, std::string_view dat
                                    std::string_view region, std::string_view service) {
   const std::string k = "AWS4" + std::string(secret);
   const auto k_date =
-      Hmac(std::span(reinterpret_cast<const uint8_t*>(k.data()), k.size()), date);
-  const auto k_region = Hmac(k_date, region);
-  const auto k_service = Hmac(k_region, service);
-  return Hmac(k_service, "aws4_request");
+      HmacSha256(std::span(reinterpret_cast<const uint8_t*>(k.data()), k.size()), date);
+  const auto k_region = HmacSha256(k_date, region);
+  const auto k_service = HmacSha256(k_region, service);
+  return HmacSha256(k_service, "aws4_request");
 }
 
 SigV4Signature SignV4(const SigV4Request& request, const Credentials& credentials,
@@ -150,7 +150,7 @@ SigV4Signature SignV4(const SigV4Request& request, const Credentials& credential
       Sha256Hex(std::as_bytes(std::span(sig.canonical_request.data(),
                                         sig.canonical_request.size())));
   const auto key = SigningKey(credentials.secret_access_key, date, region, service);
-  sig.signature = HexEncode(Hmac(key, sig.string_to_sign));
+  sig.signature = HexEncode(HmacSha256(key, sig.string_to_sign));
   sig.authorization = "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + scope +
                       ", SignedHeaders=" + sig.signed_headers + ", Signature=" + sig.signature;
   return sig;

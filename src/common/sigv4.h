@@ -3,8 +3,8 @@
 //
 // Thread safety: pure functions.
 
-#ifndef KVTIER_SRC_TIER_S3_SIGV4_H_
-#define KVTIER_SRC_TIER_S3_SIGV4_H_
+#ifndef KVTIER_COMMON_SIGV4_H_
+#define KVTIER_COMMON_SIGV4_H_
 
 #include <array>
 #include <cstddef>
@@ -60,6 +60,9 @@ std::string AmzDate(uint64_t unix_us);
 std::array<uint8_t, 32> SigningKey(std::string_view secret, std::string_view date,
                                    std::string_view region, std::string_view service);
 
+// HMAC-SHA256 of `data` under `key`.
+std::array<uint8_t, 32> HmacSha256(std::span<const uint8_t> key, std::string_view data);
+
 // Signs `request` at `amz_date` (which must also be the x-amz-date header's value).
 SigV4Signature SignV4(const SigV4Request& request, const Credentials& credentials,
                       std::string_view region, std::string_view service,
@@ -67,4 +70,4 @@ SigV4Signature SignV4(const SigV4Request& request, const Credentials& credential
 
 }  // namespace kvtier::s3
 
-#endif  // KVTIER_SRC_TIER_S3_SIGV4_H_
+#endif  // KVTIER_COMMON_SIGV4_H_

@@ -1,0 +1,281 @@
+"""kvtierd's S3 endpoint with real S3 clients: boto3 (botocore's SigV4, flexible checksums,
+aws-chunked uploads) and raw HTTP for what a well-behaved client never sends."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import http.client
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import botocore
+import botocore.auth
+import pytest
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.config import Config
+from botocore.credentials import Credentials
+from conftest import Daemon
+
+S3 = '[s3]\nlisten = "127.0.0.1:0"\nmax_object_bytes = "4MiB"\n'
+ACME = ("AKIDACME", "acme-s3-secret")
+OTHER = ("AKIDOTHER", "other-s3-secret")
+
+
+def client(d: Daemon, keys: tuple[str, str] = ACME, **config: Any) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{d.s3_port}",
+        aws_access_key_id=keys[0],
+        aws_secret_access_key=keys[1],
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 0}, **config),
+    )
+
+
+def error_code(call: Any) -> str:
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        call()
+    return str(e.value.response["Error"]["Code"])
+
+
+@pytest.fixture
+def s3d(make_daemon: Any) -> Iterator[Daemon]:
+    yield make_daemon(extra=S3)
+
+
+def signed(d: Daemon, method: str, path: str, body: bytes = b"",
+           headers: dict[str, str] | None = None, keys: tuple[str, str] = ACME) -> tuple[int, bytes]:
+    """Sends one request signed by botocore (payload unsigned) and returns (status, body)."""
+    url = f"http://127.0.0.1:{d.s3_port}{path}"
+    request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
+    request.headers["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD"
+    S3SigV4Auth(Credentials(*keys), "s3", "us-east-1").add_auth(request)
+    prepared = request.prepare()
+    conn = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=30)
+    conn.request(method, path, body=body, headers=dict(prepared.headers))
+    response = conn.getresponse()
+    out = (response.status, response.read())
+    conn.close()
+    return out
+
+
+def raw(d: Daemon, data: bytes) -> bytes:
+    """Sends raw bytes and returns everything the daemon answers before it closes."""
+    with socket.create_connection(("127.0.0.1", d.s3_port), timeout=30) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_objects_round_trip_through_boto3(s3d: Daemon) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="kv-blocks")
+    s3.create_bucket(Bucket="kv-blocks")  # Idempotent for its owner.
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["kv-blocks"]
+    s3.head_bucket(Bucket="kv-blocks")
+    data = os.urandom(2 << 20)
+    etag = s3.put_object(Bucket="kv-blocks", Key="layer/0/block 1", Body=data)["ETag"]
+    assert etag == '"' + hashlib.md5(data).hexdigest() + '"'
+    got = s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1")
+    assert got["Body"].read() == data
+    assert got["ETag"] == etag and got["ContentLength"] == len(data)
+    head = s3.head_object(Bucket="kv-blocks", Key="layer/0/block 1")
+    assert head["ContentLength"] == len(data) and head["ETag"] == etag
+    part = s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1", Range="bytes=4096-8191")
+    assert part["Body"].read() == data[4096:8192]
+    assert part["ContentRange"] == f"bytes 4096-8191/{len(data)}"
+    tail = s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1", Range="bytes=-100")
+    assert tail["Body"].read() == data[-100:]
+    # The same bytes again change nothing; other bytes replace them.
+    assert s3.put_object(Bucket="kv-blocks", Key="layer/0/block 1", Body=data)["ETag"] == etag
+    assert (
+        s3.head_object(Bucket="kv-blocks", Key="layer/0/block 1")["LastModified"]
+        == head["LastModified"]
+    )
+    s3.put_object(Bucket="kv-blocks", Key="layer/0/block 1", Body=b"new bytes")
+    assert s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1")["Body"].read() == b"new bytes"
+    s3.delete_object(Bucket="kv-blocks", Key="layer/0/block 1")
+    assert error_code(lambda: s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1")) == "NoSuchKey"
+    assert error_code(lambda: s3.head_object(Bucket="kv-blocks", Key="layer/0/block 1")) == "404"
+
+
+@pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"])
+def test_every_flexible_checksum_is_verified_and_accepted(s3d: Daemon, algorithm: str) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="sums")
+    data = os.urandom(300_001)
+    s3.put_object(Bucket="sums", Key=algorithm, Body=data, ChecksumAlgorithm=algorithm)
+    assert s3.get_object(Bucket="sums", Key=algorithm)["Body"].read() == data
+
+
+def test_streaming_signed_upload_is_verified(s3d: Daemon) -> None:
+    """Chunk signatures (STREAMING-AWS4-HMAC-SHA256-PAYLOAD), as botocore sends them when the
+    payload is signed over plain HTTP with a trailer checksum turned off."""
+    s3 = client(s3d, request_checksum_calculation="when_required")
+    s3.create_bucket(Bucket="streams")
+    data = os.urandom(1 << 20)
+    s3.put_object(Bucket="streams", Key="k", Body=data)
+    assert s3.get_object(Bucket="streams", Key="k")["Body"].read() == data
+
+
+def test_a_wrong_checksum_stores_nothing(s3d: Daemon) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="bad-sums")
+    body = b"the body that was sent"
+    wrong_md5 = base64.b64encode(hashlib.md5(b"another body").digest()).decode()
+    status, text = signed(s3d, "PUT", "/bad-sums/k", body, {"Content-MD5": wrong_md5})
+    assert status == 400 and b"<Code>BadDigest</Code>" in text
+    status, text = signed(s3d, "PUT", "/bad-sums/k", body,
+                          {"x-amz-checksum-crc32": base64.b64encode(b"\0\0\0\0").decode()})
+    assert status == 400 and b"<Code>BadDigest</Code>" in text
+    assert error_code(lambda: s3.get_object(Bucket="bad-sums", Key="k")) == "NoSuchKey"
+    right_md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+    assert signed(s3d, "PUT", "/bad-sums/k", body, {"Content-MD5": right_md5})[0] == 200
+    assert s3.get_object(Bucket="bad-sums", Key="k")["Body"].read() == body
+
+
+def test_conditional_create_has_one_winner(s3d: Daemon) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="locks")
+    s3.put_object(Bucket="locks", Key="held", Body=b"first", IfNoneMatch="*")
+    assert error_code(lambda: s3.put_object(Bucket="locks", Key="held", Body=b"second",
+                                            IfNoneMatch="*")) == "PreconditionFailed"
+    assert s3.get_object(Bucket="locks", Key="held")["Body"].read() == b"first"
+    winners: list[int] = []
+    errors: list[str] = []
+
+    def race(i: int) -> None:
+        c = client(s3d)
+        try:
+            c.put_object(Bucket="locks", Key="race", Body=str(i).encode(), IfNoneMatch="*")
+            winners.append(i)
+        except botocore.exceptions.ClientError as e:
+            errors.append(str(e.response["Error"]["Code"]))
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1 and errors == ["PreconditionFailed"] * 7
+    assert s3.get_object(Bucket="locks", Key="race")["Body"].read() == str(winners[0]).encode()
+    etag = s3.head_object(Bucket="locks", Key="held")["ETag"]
+    assert error_code(lambda: s3.get_object(Bucket="locks", Key="held", IfMatch='"0"')) == "PreconditionFailed"
+    assert error_code(lambda: s3.get_object(Bucket="locks", Key="held", IfNoneMatch=etag)) == "304"
+
+
+def test_lists_and_deletes(s3d: Daemon) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="listing")
+    names = [f"a/{i:03d}" for i in range(25)] + ["b/x", "b/y", "top"]
+    for n in names:
+        s3.put_object(Bucket="listing", Key=n, Body=n.encode())
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="listing", PaginationConfig={"PageSize": 10})
+    assert [o["Key"] for p in pages for o in p.get("Contents", [])] == sorted(names)
+    top = s3.list_objects_v2(Bucket="listing", Delimiter="/")
+    assert [p["Prefix"] for p in top["CommonPrefixes"]] == ["a/", "b/"]
+    assert [o["Key"] for o in top["Contents"]] == ["top"]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="listing", Prefix="b/")["Contents"]] == ["b/x", "b/y"]
+    assert error_code(lambda: s3.delete_bucket(Bucket="listing")) == "BucketNotEmpty"
+    deleted = s3.delete_objects(Bucket="listing", Delete={"Objects": [{"Key": n} for n in names]})
+    assert sorted(d["Key"] for d in deleted["Deleted"]) == sorted(names)
+    assert s3.list_objects_v2(Bucket="listing")["KeyCount"] == 0
+    s3.delete_bucket(Bucket="listing")
+    assert error_code(lambda: s3.head_bucket(Bucket="listing")) == "404"
+
+
+def test_tenants_see_nothing_of_each_other(s3d: Daemon) -> None:
+    acme, other = client(s3d, ACME), client(s3d, OTHER)
+    acme.create_bucket(Bucket="private")
+    acme.put_object(Bucket="private", Key="secret", Body=b"acme's")
+    assert other.list_buckets()["Buckets"] == []
+    assert error_code(lambda: other.get_object(Bucket="private", Key="secret")) == "NoSuchBucket"
+    assert error_code(lambda: other.list_objects_v2(Bucket="private")) == "NoSuchBucket"
+    assert error_code(lambda: other.delete_bucket(Bucket="private")) == "NoSuchBucket"
+    # A bucket of the same name is the other tenant's own, and empty.
+    other.create_bucket(Bucket="private")
+    assert other.list_objects_v2(Bucket="private")["KeyCount"] == 0
+    assert error_code(lambda: other.get_object(Bucket="private", Key="secret")) == "NoSuchKey"
+    assert acme.get_object(Bucket="private", Key="secret")["Body"].read() == b"acme's"
+
+
+def test_bad_signatures_are_refused(s3d: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert error_code(lambda: client(s3d, ("AKIDACME", "wrong")).list_buckets()) == "SignatureDoesNotMatch"
+    assert error_code(lambda: client(s3d, ("AKIDNOBODY", "x")).list_buckets()) == "InvalidAccessKeyId"
+    # A signature made 16 minutes ago (a clock that far off) is refused.
+    skewed = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(minutes=16)
+    with monkeypatch.context() as m:
+        m.setattr(botocore.auth, "get_current_datetime", lambda: skewed)
+        status, text = signed(s3d, "GET", "/")
+    assert status == 403 and b"<Code>RequestTimeTooSkewed</Code>" in text
+    # Unsigned requests are refused unless [s3] allow_anonymous.
+    reply = raw(s3d, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 403") and b"AccessDenied" in reply
+
+
+def test_presigned_urls(s3d: Daemon) -> None:
+    s3 = client(s3d, signature_version="s3v4")
+    s3.create_bucket(Bucket="shared")
+    s3.put_object(Bucket="shared", Key="k", Body=b"presigned bytes")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "shared", "Key": "k"}, ExpiresIn=60)
+    path = url.split(f":{s3d.s3_port}", 1)[1]
+    reply = raw(s3d, b"GET " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:" +
+                str(s3d.s3_port).encode() + b"\r\nConnection: close\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"presigned bytes")
+    tampered = path.replace("/shared/k", "/shared/j")
+    reply = raw(s3d, b"GET " + tampered.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:" +
+                str(s3d.s3_port).encode() + b"\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 403")
+
+
+def test_bad_input_gets_s3_errors_and_the_daemon_serves_on(s3d: Daemon) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="robust")
+    # An object over max_object_bytes is refused before its body is read.
+    assert error_code(lambda: s3.put_object(Bucket="robust", Key="big", Body=b"x" * (5 << 20))) == (
+        "EntityTooLarge")
+    # Malformed HTTP, a head over the limit, a malformed aws-chunked body, an unknown operation.
+    assert raw(s3d, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 ")
+    assert raw(s3d, b"GET / HTTP/1.1\r\nX: " + b"a" * (64 << 10) + b"\r\n\r\n").startswith(b"HTTP/1.1 431")
+    status, text = signed(s3d, "PUT", "/robust/chunked", b"zz;chunk-signature=\r\nabc\r\n",
+                          {"Content-Encoding": "aws-chunked", "x-amz-decoded-content-length": "3"})
+    assert status == 400 and b"IncompleteBody" in text
+    status, text = signed(s3d, "POST", "/robust/k?uploads")
+    assert status == 501 and b"<Code>NotImplemented</Code>" in text
+    status, text = signed(s3d, "GET", "/robust/k", headers={"Range": "bytes=0-1"})
+    assert status == 404
+    s3.put_object(Bucket="robust", Key="small", Body=b"0123456789")
+    status, text = signed(s3d, "GET", "/robust/small", headers={"Range": "bytes=10-20"})
+    assert status == 416 and b"InvalidRange" in text
+    assert error_code(lambda: s3.get_object(Bucket="robust", Key="big")) == "NoSuchKey"
+    assert s3.get_object(Bucket="robust", Key="small")["Body"].read() == b"0123456789"
+
+
+def test_keep_alive_and_pipelining(s3d: Daemon) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="pipes")
+    s3.put_object(Bucket="pipes", Key="a", Body=b"AAA")
+    url = client(s3d, signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": "pipes", "Key": "a"})
+    path = url.split(f":{s3d.s3_port}", 1)[1].encode()
+    one = b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1:" + str(s3d.s3_port).encode() + b"\r\n\r\n"
+    reply = raw(s3d, one * 3)
+    assert reply.count(b"HTTP/1.1 200 OK") == 3 and reply.count(b"AAA") == 3
+
+
+def test_buckets_outlive_a_restart(s3d: Daemon) -> None:
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="durable")
+    s3d.stop()
+    s3d.start()
+    assert [b["Name"] for b in client(s3d).list_buckets()["Buckets"]] == ["durable"]

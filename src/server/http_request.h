@@ -1,0 +1,103 @@
+// HTTP/1.1 request framing for kvtierd's HTTP listeners, by Node's http_parser (Debian:
+// libhttp-parser-dev): request line, headers, Content-Length and chunked bodies, keep-alive.
+//
+// Made for the event loop's contract (handler.h): a handler sees the buffered bytes of the
+// request at the front of the input, again and longer each time more arrive, until it says it
+// consumed them. The parser remembers how far it got and reads only what is new; the body is
+// not copied but located, as ranges of that input, and a chunked body is joined in place
+// (Body) so that a handler can store it straight from the input buffer.
+//
+// Thread safety: one parser per connection, used by its event-loop thread only.
+
+#ifndef KVTIER_SERVER_HTTP_REQUEST_H_
+#define KVTIER_SERVER_HTTP_REQUEST_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+struct http_parser;
+
+namespace kvtier::server {
+
+struct HttpRequest {
+  std::string method;  // "GET", "PUT", ...
+  std::string target;  // The request target as sent ("/bucket/key?uploads").
+  std::string path;    // Its part before '?', still percent-encoded.
+  std::string query;   // Its part after '?' ("" when none).
+  // Header names in lower case, in the order sent; values with surrounding blanks removed.
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool keep_alive = true;
+  bool chunked = false;  // Transfer-Encoding: chunked.
+  std::optional<uint64_t> content_length;
+  uint64_t body_bytes = 0;  // Body bytes so far (chunk framing excluded).
+
+  // The first header of that name (lower case), or nullptr.
+  const std::string* Header(std::string_view lower_name) const;
+};
+
+class HttpRequestParser {
+ public:
+  struct Limits {
+    size_t max_head_bytes = 16 << 10;  // Request line and headers.
+    size_t max_headers = 100;
+    uint64_t max_body_bytes = 1 << 20;  // Content-Length, or the chunks' sum.
+  };
+  enum class State {
+    kHead,      // The head is incomplete: more bytes are needed.
+    kBody,      // The head is complete (request() has it), the body not yet.
+    kComplete,  // The whole request is here: request(), Body(), consumed().
+    kError,     // Malformed or over a limit: error_status(), error(). Close the connection.
+  };
+
+  explicit HttpRequestParser(Limits limits);
+  ~HttpRequestParser();
+  HttpRequestParser(const HttpRequestParser&) = delete;
+  HttpRequestParser& operator=(const HttpRequestParser&) = delete;
+
+  // Reads what of `input` it has not read yet. `input` is the buffered bytes from the first
+  // byte of the request on; each call must pass at least as many as the one before. Bytes
+  // after the request are left unread (the next request, pipelined).
+  State Parse(std::span<const std::byte> input);
+
+  // REQUIRES: Parse returned kBody or kComplete.
+  const HttpRequest& request() const { return request_; }
+  // REQUIRES: kComplete. The body, made contiguous in `input` (the same bytes Parse saw):
+  // the pieces of a chunked body are moved together in place. Valid until `input` changes.
+  std::span<std::byte> Body(std::span<std::byte> input);
+  // REQUIRES: kComplete. Bytes of the input that the request took.
+  size_t consumed() const { return fed_; }
+  // REQUIRES: kError. The HTTP status to answer with (400, 413, 431, 501 or 505) and why.
+  int error_status() const { return error_status_; }
+  const std::string& error() const { return error_; }
+
+  // Forgets the request, to parse the next one from the first byte after it.
+  void Reset();
+
+ private:
+  struct Callbacks;
+  void AddBodyRange(size_t offset, size_t length);
+  void SetError(int status, std::string message);
+
+  Limits limits_;
+  std::unique_ptr<http_parser> parser_;
+  State state_ = State::kHead;
+  HttpRequest request_;
+  size_t fed_ = 0;            // Bytes of the input the parser has read.
+  const std::byte* base_ = nullptr;  // The input of the Parse call under way.
+  bool in_value_ = false;     // The last header piece was a value (a new field starts a header).
+  size_t head_bytes_ = 0;
+  std::vector<std::pair<size_t, size_t>> body_;  // (offset, length) in the input.
+  int error_status_ = 0;
+  std::string error_;
+};
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_HTTP_REQUEST_H_

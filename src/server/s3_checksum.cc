@@ -1,0 +1,170 @@
+#include "src/server/s3_checksum.h"
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <cctype>
+#include <cstring>
+
+namespace kvtier::server {
+namespace {
+
+// Tables for a reflected CRC of width T read eight bytes at a time ("slicing by 8").
+template <typename T, T kPolynomial>
+struct CrcTables {
+  std::array<std::array<T, 256>, 8> t{};
+  CrcTables() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      T c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kPolynomial : c >> 1;
+      t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i) {
+      for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
+    }
+  }
+};
+
+template <typename T, T kPolynomial>
+T ReflectedCrc(T crc, std::span<const std::byte> data) {
+  static const CrcTables<T, kPolynomial> kTables;
+  const auto& t = kTables.t;
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  size_t n = data.size();
+  crc = ~crc;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);  // Little-endian: the first byte is the lowest.
+    const uint64_t v = word ^ crc;
+    crc = static_cast<T>(t[7][v & 0xff] ^ t[6][(v >> 8) & 0xff] ^ t[5][(v >> 16) & 0xff] ^
+                         t[4][(v >> 24) & 0xff] ^ t[3][(v >> 32) & 0xff] ^ t[2][(v >> 40) & 0xff] ^
+                         t[1][(v >> 48) & 0xff] ^ t[0][v >> 56]);
+  }
+  for (; n > 0; ++p, --n) crc = static_cast<T>((crc >> 8) ^ t[0][(crc ^ *p) & 0xff]);
+  return ~crc;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+constexpr std::array<std::pair<std::string_view, S3ChecksumAlgorithm>, 5> kFlexible = {{
+    {"crc32", S3ChecksumAlgorithm::kCrc32},
+    {"crc32c", S3ChecksumAlgorithm::kCrc32c},
+    {"crc64nvme", S3ChecksumAlgorithm::kCrc64Nvme},
+    {"sha1", S3ChecksumAlgorithm::kSha1},
+    {"sha256", S3ChecksumAlgorithm::kSha256},
+}};
+
+}  // namespace
+
+uint32_t Crc32(uint32_t crc, std::span<const std::byte> data) {
+  return ReflectedCrc<uint32_t, 0xEDB88320u>(crc, data);
+}
+uint32_t Crc32c(uint32_t crc, std::span<const std::byte> data) {
+  return ReflectedCrc<uint32_t, 0x82F63B78u>(crc, data);
+}
+uint64_t Crc64Nvme(uint64_t crc, std::span<const std::byte> data) {
+  return ReflectedCrc<uint64_t, 0x9A6C9329AC4BC9B5ull>(crc, data);
+}
+
+std::optional<S3ChecksumAlgorithm> ChecksumOfHeader(std::string_view name) {
+  constexpr std::string_view kPrefix = "x-amz-checksum-";
+  const std::string lower = Lower(name);
+  if (lower.size() <= kPrefix.size() || lower.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return std::nullopt;
+  }
+  return ChecksumOfName(std::string_view(lower).substr(kPrefix.size()));
+}
+
+std::optional<S3ChecksumAlgorithm> ChecksumOfName(std::string_view name) {
+  const std::string lower = Lower(name);
+  for (const auto& [n, algorithm] : kFlexible) {
+    if (lower == n) return algorithm;
+  }
+  return std::nullopt;
+}
+
+std::string_view ChecksumHeader(S3ChecksumAlgorithm algorithm) {
+  switch (algorithm) {
+    case S3ChecksumAlgorithm::kCrc32: return "x-amz-checksum-crc32";
+    case S3ChecksumAlgorithm::kCrc32c: return "x-amz-checksum-crc32c";
+    case S3ChecksumAlgorithm::kCrc64Nvme: return "x-amz-checksum-crc64nvme";
+    case S3ChecksumAlgorithm::kSha1: return "x-amz-checksum-sha1";
+    case S3ChecksumAlgorithm::kSha256: return "x-amz-checksum-sha256";
+    case S3ChecksumAlgorithm::kMd5: break;
+  }
+  return "content-md5";
+}
+
+struct S3Checksum::Digest {
+  struct Free {
+    void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+  };
+  std::unique_ptr<EVP_MD_CTX, Free> ctx{EVP_MD_CTX_new()};
+};
+
+S3Checksum::S3Checksum(S3ChecksumAlgorithm algorithm) : algorithm_(algorithm) {
+  const EVP_MD* md = algorithm == S3ChecksumAlgorithm::kSha1     ? EVP_sha1()
+                     : algorithm == S3ChecksumAlgorithm::kSha256 ? EVP_sha256()
+                     : algorithm == S3ChecksumAlgorithm::kMd5    ? EVP_md5()
+                                                                 : nullptr;
+  if (md != nullptr) {
+    digest_ = std::make_unique<Digest>();
+    EVP_DigestInit_ex(digest_->ctx.get(), md, nullptr);
+  }
+}
+
+S3Checksum::~S3Checksum() = default;
+S3Checksum::S3Checksum(S3Checksum&&) noexcept = default;
+S3Checksum& S3Checksum::operator=(S3Checksum&&) noexcept = default;
+
+void S3Checksum::Update(std::span<const std::byte> data) {
+  switch (algorithm_) {
+    case S3ChecksumAlgorithm::kCrc32: crc_ = Crc32(static_cast<uint32_t>(crc_), data); return;
+    case S3ChecksumAlgorithm::kCrc32c: crc_ = Crc32c(static_cast<uint32_t>(crc_), data); return;
+    case S3ChecksumAlgorithm::kCrc64Nvme: crc_ = Crc64Nvme(crc_, data); return;
+    case S3ChecksumAlgorithm::kSha1:
+    case S3ChecksumAlgorithm::kSha256:
+    case S3ChecksumAlgorithm::kMd5: EVP_DigestUpdate(digest_->ctx.get(), data.data(), data.size());
+  }
+}
+
+std::string S3Checksum::FinishBase64() {
+  std::array<uint8_t, EVP_MAX_MD_SIZE> out{};
+  size_t n = 0;
+  if (digest_ != nullptr) {
+    unsigned len = 0;
+    EVP_DigestFinal_ex(digest_->ctx.get(), out.data(), &len);
+    n = len;
+  } else {
+    n = algorithm_ == S3ChecksumAlgorithm::kCrc64Nvme ? 8 : 4;
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(crc_ >> (8 * (n - 1 - i)));
+  }
+  return Base64Encode(std::span(out.data(), n));
+}
+
+std::string Base64Encode(std::span<const uint8_t> data) {
+  std::string out(4 * ((data.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(),
+                                static_cast<int>(data.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::string Md5Hex(std::span<const std::byte> data) {
+  std::array<uint8_t, EVP_MAX_MD_SIZE> md{};
+  unsigned len = 0;
+  EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_md5(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(kHex[md[i] >> 4]);
+    out.push_back(kHex[md[i] & 15]);
+  }
+  return out;
+}
+
+}  // namespace kvtier::server

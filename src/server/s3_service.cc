@@ -1,0 +1,258 @@
+#include "src/server/s3_service.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/byte_codec.h"
+
+namespace kvtier::server {
+namespace {
+
+constexpr char kMagic[4] = {'K', 'V', 'S', '3'};
+constexpr uint8_t kVersion = 1;
+constexpr std::string_view kBucketsFile = "s3_buckets.json";
+
+using json = nlohmann::json;
+
+// Writes `text` to `path` so that a crash leaves the old file or the new one, whole.
+Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return Status::Unavailable("cannot write " + tmp + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::Unavailable("cannot replace " + path + ": " + std::strerror(errno));
+  }
+  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void S3ObjectHeader::EncodeTo(std::span<std::byte> out) const {
+  ByteWriter w(out);
+  w.Raw(kMagic, sizeof(kMagic));
+  w.U8(kVersion);
+  w.U8(static_cast<uint8_t>(content_type.size()));
+  w.U16(static_cast<uint16_t>(encoded_size()));
+  w.U64(size);
+  w.U64(modified_us);
+  w.Raw(md5.data(), md5.size());
+  w.Raw(content_type.data(), content_type.size());
+}
+
+std::optional<S3ObjectHeader> S3ObjectHeader::Decode(std::span<const std::byte> prefix,
+                                                     size_t value_size, size_t* header_bytes) {
+  ByteReader r(prefix);
+  char magic[sizeof(kMagic)];
+  r.Raw(magic, sizeof(magic));
+  const uint8_t version = r.U8();
+  const uint8_t type_bytes = r.U8();
+  const size_t length = r.U16();
+  S3ObjectHeader h;
+  h.size = r.U64();
+  h.modified_us = r.U64();
+  r.Raw(h.md5.data(), h.md5.size());
+  h.content_type.resize(type_bytes);
+  r.Raw(h.content_type.data(), type_bytes);
+  if (!r.ok() || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0 || version != kVersion ||
+      length != kFixedBytes + type_bytes || length > value_size || h.size != value_size - length) {
+    return std::nullopt;
+  }
+  *header_bytes = length;
+  return h;
+}
+
+std::string S3ObjectHeader::ETag() const {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (uint8_t b : md5) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out + "\"";
+}
+
+BlockKey S3ObjectKey(std::string_view bucket, std::string_view key) {
+  // A bucket name has no '/', so "s3:" + bucket + "/" + key names one object only.
+  std::string name = "s3:";
+  name.append(bucket).append("/").append(key);
+  return NamedBlockKey(name);
+}
+
+bool ValidBucketName(std::string_view name) {
+  if (name.size() < 3 || name.size() > 63) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(name.front()) || !alnum(name.back())) return false;
+  for (char c : name) {
+    if (!alnum(c) && c != '.' && c != '-') return false;
+  }
+  return name.find("..") == std::string_view::npos;
+}
+
+Result<std::unique_ptr<S3Service>> S3Service::Open(const ServerConfig& config, const Store& store) {
+  std::unique_ptr<S3Service> s(new S3Service());
+  s->path_ = config.data_dir + "/" + std::string(kBucketsFile);
+  for (const TenantConfig& t : config.tenants) {
+    Result<TenantId> id = store.FindTenant(t.options.name);
+    if (!id.ok()) return id.status();
+    if (s->tenant_names_.size() <= id->value) s->tenant_names_.resize(id->value + 1);
+    s->tenant_names_[id->value] = t.options.name;
+    if (!t.s3_access_key.empty()) {
+      s->keys_.Add(S3Principal{*id, t.options.name, t.s3_access_key, t.s3_secret_key});
+    }
+    if (config.s3.allow_anonymous && t.options.name == config.anonymous_tenant) {
+      s->anonymous_ = S3Principal{*id, t.options.name, "", ""};
+    }
+  }
+  std::ifstream in(s->path_);
+  if (!in) return s;  // No bucket yet.
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc["buckets"].is_array()) {
+    return Status::InvalidArgument(s->path_ + " is corrupt (not the bucket list kvtierd writes)");
+  }
+  MutexLock lock(&s->mu_);
+  for (const json& b : doc["buckets"]) {
+    if (!b.is_object() || !b["tenant"].is_string() || !b["name"].is_string() ||
+        !b["created_us"].is_number_unsigned()) {
+      return Status::InvalidArgument(s->path_ + " has a malformed bucket entry");
+    }
+    Result<TenantId> id = store.FindTenant(b["tenant"].get<std::string>());
+    if (!id.ok()) {
+      // A tenant no longer configured: its buckets stay in the file for when it returns.
+      s->orphans_.push_back(b);
+      continue;
+    }
+    s->buckets_[id->value][b["name"].get<std::string>()].created_us = b["created_us"].get<uint64_t>();
+  }
+  return s;
+}
+
+Status S3Service::SaveLocked() {
+  json list = json::array();
+  for (const auto& [tenant, buckets] : buckets_) {
+    for (const auto& [name, state] : buckets) {
+      list.push_back({{"tenant", tenant_names_[tenant]}, {"name", name}, {"created_us", state.created_us}});
+    }
+  }
+  for (const json& orphan : orphans_) list.push_back(orphan);
+  return WriteFileAtomically(path_, json{{"buckets", list}}.dump(1) + "\n");
+}
+
+Status S3Service::CreateBucket(TenantId tenant, std::string_view name, uint64_t now_us) {
+  MutexLock lock(&mu_);
+  TenantBuckets& buckets = buckets_[tenant.value];
+  if (buckets.find(name) != buckets.end()) return Status::OK();
+  buckets[std::string(name)].created_us = now_us;
+  Status saved = SaveLocked();
+  if (!saved.ok()) buckets.erase(buckets.find(name));
+  return saved;
+}
+
+bool S3Service::HasBucket(TenantId tenant, std::string_view name) const {
+  MutexLock lock(&mu_);
+  auto t = buckets_.find(tenant.value);
+  return t != buckets_.end() && t->second.find(name) != t->second.end();
+}
+
+std::vector<S3Service::Bucket> S3Service::ListBuckets(TenantId tenant) const {
+  MutexLock lock(&mu_);
+  std::vector<Bucket> out;
+  auto t = buckets_.find(tenant.value);
+  if (t == buckets_.end()) return out;
+  for (const auto& [name, state] : t->second) out.push_back({name, state.created_us});
+  return out;
+}
+
+Status S3Service::DeleteBucket(TenantId tenant, std::string_view name) {
+  MutexLock lock(&mu_);
+  auto t = buckets_.find(tenant.value);
+  if (t == buckets_.end()) return Status::NotFound("no such bucket");
+  auto b = t->second.find(name);
+  if (b == t->second.end()) return Status::NotFound("no such bucket");
+  if (!b->second.objects.empty()) return Status::FailedPrecondition("the bucket is not empty");
+  BucketState removed = std::move(b->second);
+  t->second.erase(b);
+  Status saved = SaveLocked();
+  if (!saved.ok()) t->second[std::string(name)] = std::move(removed);
+  return saved;
+}
+
+void S3Service::NameStored(TenantId tenant, std::string_view bucket, std::string_view key,
+                           const S3ObjectHeader& header) {
+  MutexLock lock(&mu_);
+  auto t = buckets_.find(tenant.value);
+  if (t == buckets_.end()) return;
+  auto b = t->second.find(bucket);
+  if (b == t->second.end()) return;
+  b->second.objects.insert_or_assign(std::string(key), header);
+}
+
+void S3Service::NameRemoved(TenantId tenant, std::string_view bucket, std::string_view key) {
+  MutexLock lock(&mu_);
+  auto t = buckets_.find(tenant.value);
+  if (t == buckets_.end()) return;
+  auto b = t->second.find(bucket);
+  if (b == t->second.end()) return;
+  if (auto o = b->second.objects.find(key); o != b->second.objects.end()) b->second.objects.erase(o);
+}
+
+std::optional<S3ObjectHeader> S3Service::Named(TenantId tenant, std::string_view bucket,
+                                               std::string_view key) const {
+  MutexLock lock(&mu_);
+  auto t = buckets_.find(tenant.value);
+  if (t == buckets_.end()) return std::nullopt;
+  auto b = t->second.find(bucket);
+  if (b == t->second.end()) return std::nullopt;
+  auto o = b->second.objects.find(key);
+  if (o == b->second.objects.end()) return std::nullopt;
+  return o->second;
+}
+
+std::vector<std::pair<std::string, S3ObjectHeader>> S3Service::ListNames(
+    TenantId tenant, std::string_view bucket, std::string_view prefix,
+    std::string_view start_after, size_t max) const {
+  MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, S3ObjectHeader>> out;
+  auto t = buckets_.find(tenant.value);
+  if (t == buckets_.end()) return out;
+  auto b = t->second.find(bucket);
+  if (b == t->second.end()) return out;
+  const auto& objects = b->second.objects;
+  const std::string_view from = start_after > prefix ? start_after : prefix;
+  for (auto it = objects.lower_bound(from); it != objects.end() && out.size() < max; ++it) {
+    if (it->first == start_after) continue;
+    if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+    out.emplace_back(it->first, it->second);
+  }
+  return out;
+}
+
+}  // namespace kvtier::server

@@ -1,0 +1,120 @@
+// The state behind kvtierd's S3 endpoint that the Store does not hold: which buckets each
+// tenant has (kept in <data_dir>/s3_buckets.json, so they outlive restarts) and the names of
+// the objects put through this daemon (for ListObjectsV2). Objects themselves are Store values
+// (S3ObjectHeader + bytes) under a key derived from tenant, bucket and object name, so they
+// share G2/G3/G4, eviction, retention and deletion with every other block.
+//
+// Thread safety: every method may be called from any event loop.
+
+#ifndef KVTIER_SERVER_S3_SERVICE_H_
+#define KVTIER_SERVER_S3_SERVICE_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "kvtier/block_key.h"
+#include "kvtier/status.h"
+#include "kvtier/store.h"
+#include "src/common/mutex.h"
+#include "src/server/config.h"
+#include "src/server/s3_auth.h"
+
+namespace kvtier::server {
+
+// What an object's value starts with:
+//   "KVS3" | u8 version (1) | u8 content-type length | u16 header length | u64 body length
+//   | u64 last-modified (µs since the epoch) | 16-byte MD5 of the body | content type
+// all little-endian, then the body.
+struct S3ObjectHeader {
+  static constexpr size_t kFixedBytes = 40;
+  uint64_t size = 0;
+  uint64_t modified_us = 0;
+  std::array<uint8_t, 16> md5{};
+  std::string content_type;
+
+  size_t encoded_size() const { return kFixedBytes + content_type.size(); }
+  // REQUIRES: out.size() >= encoded_size(), content_type.size() <= 255.
+  void EncodeTo(std::span<std::byte> out) const;
+  // The header of a value of `value_size` bytes that starts with `prefix` (at least its
+  // header's bytes); nullopt when it is no valid header (a value that is no S3 object).
+  static std::optional<S3ObjectHeader> Decode(std::span<const std::byte> prefix, size_t value_size,
+                                              size_t* header_bytes);
+  std::string ETag() const;  // "\"<32 hex digits>\"".
+};
+
+// The Store key of object `key` in `bucket`.
+BlockKey S3ObjectKey(std::string_view bucket, std::string_view key);
+// S3's bucket naming rules: 3 to 63 of a-z 0-9 . -, starting and ending with a letter or digit.
+bool ValidBucketName(std::string_view name);
+
+class S3Service {
+ public:
+  // Loads the bucket list from `config`'s data directory. InvalidArgument when it is corrupt.
+  static Result<std::unique_ptr<S3Service>> Open(const ServerConfig& config, const Store& store);
+
+  const S3Keys& keys() const { return keys_; }
+  // The tenant unsigned requests act as; nullptr unless [s3] allow_anonymous.
+  const S3Principal* anonymous() const { return anonymous_ ? &*anonymous_ : nullptr; }
+
+  struct Bucket {
+    std::string name;
+    uint64_t created_us = 0;
+  };
+  // OK when created or already this tenant's. Unavailable when the list cannot be saved.
+  Status CreateBucket(TenantId tenant, std::string_view name, uint64_t now_us);
+  bool HasBucket(TenantId tenant, std::string_view name) const;
+  std::vector<Bucket> ListBuckets(TenantId tenant) const;
+  // NotFound when it does not exist; FailedPrecondition while it lists objects.
+  Status DeleteBucket(TenantId tenant, std::string_view name);
+
+  // Object names put here, with their headers.
+  void NameStored(TenantId tenant, std::string_view bucket, std::string_view key,
+                  const S3ObjectHeader& header);
+  void NameRemoved(TenantId tenant, std::string_view bucket, std::string_view key);
+  // The header last stored under that name here, for a PUT of the same bytes to keep it.
+  std::optional<S3ObjectHeader> Named(TenantId tenant, std::string_view bucket,
+                                      std::string_view key) const;
+  // Held while a conditional create checks that its key is absent and stores it.
+  Mutex* conditional_mutex() const ABSL_LOCK_RETURNED(conditional_mu_) { return &conditional_mu_; }
+
+  // Up to `max` names after `start_after` that start with `prefix`, in order.
+  std::vector<std::pair<std::string, S3ObjectHeader>> ListNames(TenantId tenant,
+                                                               std::string_view bucket,
+                                                               std::string_view prefix,
+                                                               std::string_view start_after,
+                                                               size_t max) const;
+
+ private:
+  S3Service() = default;
+  Status SaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct BucketState {
+    uint64_t created_us = 0;
+    std::map<std::string, S3ObjectHeader, std::less<>> objects;
+  };
+  using TenantBuckets = std::map<std::string, BucketState, std::less<>>;
+
+  std::string path_;
+  std::vector<std::string> tenant_names_;  // By TenantId value.
+  S3Keys keys_;
+  std::optional<S3Principal> anonymous_;
+  mutable Mutex mu_;
+  mutable Mutex conditional_mu_;
+  std::map<uint32_t, TenantBuckets> buckets_ ABSL_GUARDED_BY(mu_);
+  // Buckets of tenants no longer configured: kept in the file for when they come back.
+  std::vector<nlohmann::json> orphans_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_S3_SERVICE_H_
