@@ -6,7 +6,7 @@
 #
 # Usage: bench/all.sh BUILD_DIR [NAME...]
 #   BUILD_DIR  a release build with the benchmark programs (build/release; scripts/test makes it)
-#   NAME       only these benchmarks (shm python peer daemon lmcache disk g4 restart ttft soak)
+#   NAME       only these benchmarks (shm python peer daemon lmcache disk g4 restart ttft s3 soak)
 # environment: KVTIER_BENCH_OUT (where each benchmark's output is kept; default a new
 #   directory under /tmp, printed at the end); each benchmark's own variables pass through.
 # Exits 1 when a target is not met or could not be measured, else 0. Every benchmark script
@@ -32,6 +32,7 @@ BENCHES=(
   "g4|bench/g4_bench.sh $BUILD"
   "restart|$PY bench/restart_bench.py $BUILD"
   "ttft|$PY bench/ttft_bench.py $BUILD"
+  "s3|$PY bench/s3_bench.py $BUILD"
   "soak|$PY bench/soak.py $BUILD --seconds 60"
 )
 

@@ -7,6 +7,7 @@ import base64
 import datetime
 import hashlib
 import http.client
+import io
 import os
 import socket
 import threading
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import boto3.s3.transfer
 import botocore
 import botocore.auth
 import pytest
@@ -50,8 +52,14 @@ def s3d(make_daemon: Any) -> Iterator[Daemon]:
     yield make_daemon(extra=S3)
 
 
-def signed(d: Daemon, method: str, path: str, body: bytes = b"",
-           headers: dict[str, str] | None = None, keys: tuple[str, str] = ACME) -> tuple[int, bytes]:
+def signed(
+    d: Daemon,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    keys: tuple[str, str] = ACME,
+) -> tuple[int, bytes]:
     """Sends one request signed by botocore (payload unsigned) and returns (status, body)."""
     url = f"http://127.0.0.1:{d.s3_port}{path}"
     request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
@@ -105,7 +113,9 @@ def test_objects_round_trip_through_boto3(s3d: Daemon) -> None:
     s3.put_object(Bucket="kv-blocks", Key="layer/0/block 1", Body=b"new bytes")
     assert s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1")["Body"].read() == b"new bytes"
     s3.delete_object(Bucket="kv-blocks", Key="layer/0/block 1")
-    assert error_code(lambda: s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1")) == "NoSuchKey"
+    assert (
+        error_code(lambda: s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1")) == "NoSuchKey"
+    )
     assert error_code(lambda: s3.head_object(Bucket="kv-blocks", Key="layer/0/block 1")) == "404"
 
 
@@ -135,8 +145,13 @@ def test_a_wrong_checksum_stores_nothing(s3d: Daemon) -> None:
     wrong_md5 = base64.b64encode(hashlib.md5(b"another body").digest()).decode()
     status, text = signed(s3d, "PUT", "/bad-sums/k", body, {"Content-MD5": wrong_md5})
     assert status == 400 and b"<Code>BadDigest</Code>" in text
-    status, text = signed(s3d, "PUT", "/bad-sums/k", body,
-                          {"x-amz-checksum-crc32": base64.b64encode(b"\0\0\0\0").decode()})
+    status, text = signed(
+        s3d,
+        "PUT",
+        "/bad-sums/k",
+        body,
+        {"x-amz-checksum-crc32": base64.b64encode(b"\0\0\0\0").decode()},
+    )
     assert status == 400 and b"<Code>BadDigest</Code>" in text
     assert error_code(lambda: s3.get_object(Bucket="bad-sums", Key="k")) == "NoSuchKey"
     right_md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
@@ -148,8 +163,12 @@ def test_conditional_create_has_one_winner(s3d: Daemon) -> None:
     s3 = client(s3d)
     s3.create_bucket(Bucket="locks")
     s3.put_object(Bucket="locks", Key="held", Body=b"first", IfNoneMatch="*")
-    assert error_code(lambda: s3.put_object(Bucket="locks", Key="held", Body=b"second",
-                                            IfNoneMatch="*")) == "PreconditionFailed"
+    assert (
+        error_code(
+            lambda: s3.put_object(Bucket="locks", Key="held", Body=b"second", IfNoneMatch="*")
+        )
+        == "PreconditionFailed"
+    )
     assert s3.get_object(Bucket="locks", Key="held")["Body"].read() == b"first"
     winners: list[int] = []
     errors: list[str] = []
@@ -170,7 +189,10 @@ def test_conditional_create_has_one_winner(s3d: Daemon) -> None:
     assert len(winners) == 1 and errors == ["PreconditionFailed"] * 7
     assert s3.get_object(Bucket="locks", Key="race")["Body"].read() == str(winners[0]).encode()
     etag = s3.head_object(Bucket="locks", Key="held")["ETag"]
-    assert error_code(lambda: s3.get_object(Bucket="locks", Key="held", IfMatch='"0"')) == "PreconditionFailed"
+    assert (
+        error_code(lambda: s3.get_object(Bucket="locks", Key="held", IfMatch='"0"'))
+        == "PreconditionFailed"
+    )
     assert error_code(lambda: s3.get_object(Bucket="locks", Key="held", IfNoneMatch=etag)) == "304"
 
 
@@ -180,12 +202,17 @@ def test_lists_and_deletes(s3d: Daemon) -> None:
     names = [f"a/{i:03d}" for i in range(25)] + ["b/x", "b/y", "top"]
     for n in names:
         s3.put_object(Bucket="listing", Key=n, Body=n.encode())
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="listing", PaginationConfig={"PageSize": 10})
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket="listing", PaginationConfig={"PageSize": 10}
+    )
     assert [o["Key"] for p in pages for o in p.get("Contents", [])] == sorted(names)
     top = s3.list_objects_v2(Bucket="listing", Delimiter="/")
     assert [p["Prefix"] for p in top["CommonPrefixes"]] == ["a/", "b/"]
     assert [o["Key"] for o in top["Contents"]] == ["top"]
-    assert [o["Key"] for o in s3.list_objects_v2(Bucket="listing", Prefix="b/")["Contents"]] == ["b/x", "b/y"]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="listing", Prefix="b/")["Contents"]] == [
+        "b/x",
+        "b/y",
+    ]
     assert error_code(lambda: s3.delete_bucket(Bucket="listing")) == "BucketNotEmpty"
     deleted = s3.delete_objects(Bucket="listing", Delete={"Objects": [{"Key": n} for n in names]})
     assert sorted(d["Key"] for d in deleted["Deleted"]) == sorted(names)
@@ -210,10 +237,17 @@ def test_tenants_see_nothing_of_each_other(s3d: Daemon) -> None:
 
 
 def test_bad_signatures_are_refused(s3d: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert error_code(lambda: client(s3d, ("AKIDACME", "wrong")).list_buckets()) == "SignatureDoesNotMatch"
-    assert error_code(lambda: client(s3d, ("AKIDNOBODY", "x")).list_buckets()) == "InvalidAccessKeyId"
+    assert (
+        error_code(lambda: client(s3d, ("AKIDACME", "wrong")).list_buckets())
+        == "SignatureDoesNotMatch"
+    )
+    assert (
+        error_code(lambda: client(s3d, ("AKIDNOBODY", "x")).list_buckets()) == "InvalidAccessKeyId"
+    )
     # A signature made 16 minutes ago (a clock that far off) is refused.
-    skewed = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(minutes=16)
+    skewed = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(
+        minutes=16
+    )
     with monkeypatch.context() as m:
         m.setattr(botocore.auth, "get_current_datetime", lambda: skewed)
         status, text = signed(s3d, "GET", "/")
@@ -227,14 +261,28 @@ def test_presigned_urls(s3d: Daemon) -> None:
     s3 = client(s3d, signature_version="s3v4")
     s3.create_bucket(Bucket="shared")
     s3.put_object(Bucket="shared", Key="k", Body=b"presigned bytes")
-    url = s3.generate_presigned_url("get_object", Params={"Bucket": "shared", "Key": "k"}, ExpiresIn=60)
+    url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": "shared", "Key": "k"}, ExpiresIn=60
+    )
     path = url.split(f":{s3d.s3_port}", 1)[1]
-    reply = raw(s3d, b"GET " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:" +
-                str(s3d.s3_port).encode() + b"\r\nConnection: close\r\n\r\n")
+    reply = raw(
+        s3d,
+        b"GET "
+        + path.encode()
+        + b" HTTP/1.1\r\nHost: 127.0.0.1:"
+        + str(s3d.s3_port).encode()
+        + b"\r\nConnection: close\r\n\r\n",
+    )
     assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"presigned bytes")
     tampered = path.replace("/shared/k", "/shared/j")
-    reply = raw(s3d, b"GET " + tampered.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:" +
-                str(s3d.s3_port).encode() + b"\r\n\r\n")
+    reply = raw(
+        s3d,
+        b"GET "
+        + tampered.encode()
+        + b" HTTP/1.1\r\nHost: 127.0.0.1:"
+        + str(s3d.s3_port).encode()
+        + b"\r\n\r\n",
+    )
     assert reply.startswith(b"HTTP/1.1 403")
 
 
@@ -243,14 +291,22 @@ def test_bad_input_gets_s3_errors_and_the_daemon_serves_on(s3d: Daemon) -> None:
     s3.create_bucket(Bucket="robust")
     # An object over max_object_bytes is refused before its body is read.
     assert error_code(lambda: s3.put_object(Bucket="robust", Key="big", Body=b"x" * (5 << 20))) == (
-        "EntityTooLarge")
+        "EntityTooLarge"
+    )
     # Malformed HTTP, a head over the limit, a malformed aws-chunked body, an unknown operation.
     assert raw(s3d, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 ")
-    assert raw(s3d, b"GET / HTTP/1.1\r\nX: " + b"a" * (64 << 10) + b"\r\n\r\n").startswith(b"HTTP/1.1 431")
-    status, text = signed(s3d, "PUT", "/robust/chunked", b"zz;chunk-signature=\r\nabc\r\n",
-                          {"Content-Encoding": "aws-chunked", "x-amz-decoded-content-length": "3"})
+    assert raw(s3d, b"GET / HTTP/1.1\r\nX: " + b"a" * (64 << 10) + b"\r\n\r\n").startswith(
+        b"HTTP/1.1 431"
+    )
+    status, text = signed(
+        s3d,
+        "PUT",
+        "/robust/chunked",
+        b"zz;chunk-signature=\r\nabc\r\n",
+        {"Content-Encoding": "aws-chunked", "x-amz-decoded-content-length": "3"},
+    )
     assert status == 400 and b"IncompleteBody" in text
-    status, text = signed(s3d, "POST", "/robust/k?uploads")
+    status, text = signed(s3d, "GET", "/robust/k?tagging")
     assert status == 501 and b"<Code>NotImplemented</Code>" in text
     status, text = signed(s3d, "GET", "/robust/k", headers={"Range": "bytes=0-1"})
     assert status == 404
@@ -266,9 +322,12 @@ def test_keep_alive_and_pipelining(s3d: Daemon) -> None:
     s3.create_bucket(Bucket="pipes")
     s3.put_object(Bucket="pipes", Key="a", Body=b"AAA")
     url = client(s3d, signature_version="s3v4").generate_presigned_url(
-        "get_object", Params={"Bucket": "pipes", "Key": "a"})
+        "get_object", Params={"Bucket": "pipes", "Key": "a"}
+    )
     path = url.split(f":{s3d.s3_port}", 1)[1].encode()
-    one = b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1:" + str(s3d.s3_port).encode() + b"\r\n\r\n"
+    one = (
+        b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1:" + str(s3d.s3_port).encode() + b"\r\n\r\n"
+    )
     reply = raw(s3d, one * 3)
     assert reply.count(b"HTTP/1.1 200 OK") == 3 and reply.count(b"AAA") == 3
 
@@ -279,3 +338,66 @@ def test_buckets_outlive_a_restart(s3d: Daemon) -> None:
     s3d.stop()
     s3d.start()
     assert [b["Name"] for b in client(s3d).list_buckets()["Buckets"]] == ["durable"]
+
+
+def test_multipart_uploads(make_daemon: Any) -> None:
+    d = make_daemon(extra='[s3]\nlisten = "127.0.0.1:0"\nmax_object_bytes = "24MiB"\n')
+    s3 = client(d)
+    s3.create_bucket(Bucket="big")
+    data = os.urandom(12 << 20)
+    config = boto3.s3.transfer.TransferConfig(
+        multipart_threshold=5 << 20, multipart_chunksize=5 << 20
+    )
+    s3.upload_fileobj(io.BytesIO(data), "big", "model-state", Config=config)
+    head = s3.head_object(Bucket="big", Key="model-state")
+    assert head["ContentLength"] == len(data) and head["ETag"].endswith('-3"')
+    assert s3.get_object(Bucket="big", Key="model-state")["Body"].read() == data
+    # An upload is invisible until it completes, and gone once aborted.
+    upload = s3.create_multipart_upload(Bucket="big", Key="pending")["UploadId"]
+    part = s3.upload_part(
+        Bucket="big", Key="pending", UploadId=upload, PartNumber=1, Body=b"x" * 100
+    )
+    assert [
+        p["PartNumber"]
+        for p in s3.list_parts(Bucket="big", Key="pending", UploadId=upload)["Parts"]
+    ] == [1]
+    assert error_code(lambda: s3.head_object(Bucket="big", Key="pending")) == "404"
+    # A part that is not the upload's, and parts out of order, leave the upload as it was.
+    assert (
+        error_code(
+            lambda: s3.complete_multipart_upload(
+                Bucket="big",
+                Key="pending",
+                UploadId=upload,
+                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": '"0123"'}]},
+            )
+        )
+        == "InvalidPart"
+    )
+    s3.complete_multipart_upload(
+        Bucket="big",
+        Key="pending",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+    )
+    assert s3.get_object(Bucket="big", Key="pending")["Body"].read() == b"x" * 100
+    aborted = s3.create_multipart_upload(Bucket="big", Key="aborted")["UploadId"]
+    s3.upload_part(Bucket="big", Key="aborted", UploadId=aborted, PartNumber=1, Body=b"y")
+    s3.abort_multipart_upload(Bucket="big", Key="aborted", UploadId=aborted)
+    assert (
+        error_code(lambda: s3.list_parts(Bucket="big", Key="aborted", UploadId=aborted))
+        == "NoSuchUpload"
+    )
+    assert error_code(lambda: s3.head_object(Bucket="big", Key="aborted")) == "404"
+    # Another tenant cannot touch an upload, even knowing its id.
+    other = client(d, OTHER)
+    other.create_bucket(Bucket="big")
+    theirs = s3.create_multipart_upload(Bucket="big", Key="k")["UploadId"]
+    assert (
+        error_code(
+            lambda: other.upload_part(
+                Bucket="big", Key="k", UploadId=theirs, PartNumber=1, Body=b"z"
+            )
+        )
+        == "NoSuchUpload"
+    )

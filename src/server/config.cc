@@ -66,6 +66,8 @@ region = "us-east-1"               # the region clients sign for (SigV4 credenti
 max_object_bytes = 0               # largest object; 0 = [store] max_block_bytes less a small header
 allow_anonymous = false            # unsigned requests from local peers act as [auth] anonymous_tenant
 max_list_keys = 1000               # most keys in one ListObjectsV2 page
+max_upload_bytes = "1GiB"          # parts of unfinished multipart uploads held in memory, at most
+upload_ttl_seconds = 3600          # an upload idle this long is aborted
 
 [events]                           # KV events (vLLM's wire format) for KV-aware routers
 enabled = false
@@ -368,6 +370,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   s3.Size("max_object_bytes", &c->s3.max_object_bytes);
   s3.Bool("allow_anonymous", &c->s3.allow_anonymous);
   s3.Uint("max_list_keys", &c->s3.max_list_keys);
+  s3.Size("max_upload_bytes", &c->s3.max_upload_bytes);
+  s3.Uint("upload_ttl_seconds", &c->s3.upload_ttl_seconds);
   s3.RejectUnknown();
 
   TableReader events(root["events"].as_table(), "events", error);

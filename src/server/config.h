@@ -57,6 +57,11 @@ struct S3Config {
   bool allow_anonymous = false;
   // Most keys one ListObjectsV2 page returns (a client may ask for fewer).
   uint32_t max_list_keys = 1000;
+  // Parts of multipart uploads not yet completed are held in kvtierd's memory (outside G2)
+  // up to this many bytes over all uploads; a part beyond it is refused (SlowDown).
+  uint64_t max_upload_bytes = 1 * kGiB;
+  // An upload that receives nothing for this long is aborted (its parts freed).
+  uint32_t upload_ttl_seconds = 3600;
 };
 
 // TLS 1.3 on the TCP listeners ([tls]). Off while cert_file is empty. The Unix socket is never

@@ -1,8 +1,7 @@
 // kvtierd's HTTP/1.1 endpoint: /metrics, /healthz and the admin API (docs/protocol.md, "HTTP").
 //
-// A small hand-written server rather than a library: the endpoints are few, the requests small,
-// and it runs on the same event loops with the same limits, idle timeouts and backpressure as
-// the other protocols. No chunked request bodies, no pipelining beyond keep-alive in order.
+// Framed by HttpRequestParser (http_parser), as the S3 endpoint is; it runs on the same event
+// loops with the same limits, idle timeouts and backpressure as the other protocols.
 
 #include <cctype>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/server/handler.h"
+#include "src/server/http_request.h"
 #include "src/server/kv_events.h"
 
 namespace kvtier::server {
@@ -64,18 +64,6 @@ std::string_view Reason(int status) {
   }
 }
 
-std::string Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return std::string(s);
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // The value of `name` in a query string "a=1&b=2" (no percent-decoding: values are plain names).
 std::string QueryParam(std::string_view query, std::string_view name) {
   while (!query.empty()) {
@@ -105,31 +93,44 @@ json StatsJson(const TenantStats& t) {
 
 class HttpHandler final : public ProtocolHandler {
  public:
-  HttpHandler(const ServerContext* ctx, PeerInfo peer) : ctx_(ctx), peer_(std::move(peer)) {}
+  HttpHandler(const ServerContext* ctx, PeerInfo peer)
+      : ctx_(ctx),
+        peer_(std::move(peer)),
+        parser_({.max_head_bytes = kMaxHeadBytes, .max_headers = 100, .max_body_bytes = kMaxBodyBytes}) {}
 
   Proto proto() const override { return Proto::kHttp; }
 
   Outcome HandleOne(std::span<std::byte> input, OutputQueue* out) override {
-    std::string_view data(reinterpret_cast<const char*>(input.data()), input.size());
-    size_t head_end = data.find("\r\n\r\n");
-    if (head_end == std::string_view::npos) {
-      if (data.size() > kMaxHeadBytes) return Fail(431, "request head too large", out);
-      return {Action::kNeedMore, 0, 0};
+    switch (parser_.Parse(input)) {
+      case HttpRequestParser::State::kError:
+        return Fail(parser_.error_status(), parser_.error(), out);
+      case HttpRequestParser::State::kHead:
+        return {Action::kNeedMore, 0, 0};
+      case HttpRequestParser::State::kBody: {
+        const HttpRequest& h = parser_.request();
+        const size_t needed =
+            h.content_length && !h.chunked ? parser_.consumed() + (*h.content_length - h.body_bytes) : 0;
+        return {Action::kNeedMore, 0, needed};
+      }
+      case HttpRequestParser::State::kComplete:
+        break;
     }
-    if (head_end > kMaxHeadBytes) return Fail(431, "request head too large", out);
+    const HttpRequest& h = parser_.request();
     Request req;
-    size_t content_length = 0;
-    std::string error = ParseHead(data.substr(0, head_end), &req, &content_length);
-    if (!error.empty()) return Fail(error == "chunked" ? 501 : 400, error, out);
-    if (content_length > kMaxBodyBytes) return Fail(413, "request body too large", out);
-    size_t total = head_end + 4 + content_length;
-    if (data.size() < total) return {Action::kNeedMore, 0, total};
-    req.body = std::string(data.substr(head_end + 4, content_length));
+    req.method = h.method;
+    req.path = h.path;
+    req.query = h.query;
+    req.keep_alive = h.keep_alive;
+    if (const std::string* authorization = h.Header("authorization")) req.authorization = *authorization;
+    const std::span<std::byte> body = parser_.Body(input);
+    req.body.assign(reinterpret_cast<const char*>(body.data()), body.size());
+    const size_t consumed = parser_.consumed();
+    parser_.Reset();
     RequestTimer timer(ctx_->metrics, Proto::kHttp, Op::kOther);
     if (req.path.starts_with("/admin/")) timer.set_op(Op::kAdmin);
     if (req.path == "/metrics") timer.set_op(Op::kStats);
     Send(Route(req), req.keep_alive, out);
-    return {req.keep_alive ? Action::kHandled : Action::kClose, total, 0};
+    return {req.keep_alive ? Action::kHandled : Action::kClose, consumed, 0};
   }
 
   void OnIdleTimeout(OutputQueue*) override {}
@@ -139,48 +140,6 @@ class HttpHandler final : public ProtocolHandler {
     ctx_->metrics->ProtocolError(Proto::kHttp);
     Send({status, "text/plain; charset=utf-8", std::string(message) + "\n"}, false, out);
     return {Action::kClose, 0, 0};
-  }
-
-  // Returns "" or what is wrong with the head.
-  static std::string ParseHead(std::string_view head, Request* req, size_t* content_length) {
-    size_t eol = head.find("\r\n");
-    std::string_view line = head.substr(0, eol);
-    size_t sp1 = line.find(' ');
-    size_t sp2 = line.rfind(' ');
-    if (sp1 == std::string_view::npos || sp2 == sp1) return "malformed request line";
-    req->method = std::string(line.substr(0, sp1));
-    std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    std::string_view version = line.substr(sp2 + 1);
-    if (version != "HTTP/1.1" && version != "HTTP/1.0") return "unsupported HTTP version";
-    req->keep_alive = version == "HTTP/1.1";
-    size_t q = target.find('?');
-    req->path = std::string(target.substr(0, q));
-    if (q != std::string_view::npos) req->query = std::string(target.substr(q + 1));
-    while (eol != std::string_view::npos) {
-      head.remove_prefix(eol + 2);
-      eol = head.find("\r\n");
-      std::string_view h = head.substr(0, eol);
-      size_t colon = h.find(':');
-      if (colon == std::string_view::npos) return "malformed header line";
-      std::string name = Lower(h.substr(0, colon));
-      std::string value = Trim(h.substr(colon + 1));
-      if (name == "content-length") {
-        if (value.empty() || value.size() > 12 ||
-            value.find_first_not_of("0123456789") != std::string::npos) {
-          return "bad Content-Length";
-        }
-        *content_length = std::stoull(value);
-      } else if (name == "transfer-encoding") {
-        return "chunked";
-      } else if (name == "connection") {
-        std::string v = Lower(value);
-        if (v == "close") req->keep_alive = false;
-        if (v == "keep-alive") req->keep_alive = true;
-      } else if (name == "authorization") {
-        req->authorization = value;
-      }
-    }
-    return "";
   }
 
   void Send(const Response& r, bool keep_alive, OutputQueue* out) {
@@ -450,6 +409,7 @@ class HttpHandler final : public ProtocolHandler {
 
   const ServerContext* ctx_;
   const PeerInfo peer_;
+  HttpRequestParser parser_;
   Authenticator::AdminScope scope_;  // Of the request being handled.
 };
 

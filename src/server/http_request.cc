@@ -164,10 +164,11 @@ HttpRequestParser::State HttpRequestParser::Parse(std::span<const std::byte> inp
   const http_errno err = HTTP_PARSER_ERRNO(parser_.get());
   if (err == HPE_PAUSED) return state_;
   if (err != HPE_OK) {
-    const int status = err == HPE_INVALID_METHOD     ? 501
-                       : err == HPE_INVALID_VERSION  ? 505
-                       : err == HPE_HEADER_OVERFLOW  ? 431
-                                                     : 400;
+    // An unknown method token is malformed (400): methods http_parser knows but a handler
+    // does not serve are the handler's to refuse (405, 501).
+    const int status = err == HPE_INVALID_VERSION   ? 505
+                       : err == HPE_HEADER_OVERFLOW ? 431
+                                                    : 400;
     SetError(status, std::string("malformed HTTP request: ") + http_errno_description(err));
     state_ = State::kError;
   } else if (state_ == State::kHead && fed_ > limits_.max_head_bytes) {

@@ -73,7 +73,7 @@ class HttpRequestParser {
   std::span<std::byte> Body(std::span<std::byte> input);
   // REQUIRES: kComplete. Bytes of the input that the request took.
   size_t consumed() const { return fed_; }
-  // REQUIRES: kError. The HTTP status to answer with (400, 413, 431, 501 or 505) and why.
+  // REQUIRES: kError. The HTTP status to answer with (400, 413, 431 or 505) and why.
   int error_status() const { return error_status_; }
   const std::string& error() const { return error_; }
 

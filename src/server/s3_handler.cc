@@ -25,6 +25,9 @@ using Action = ProtocolHandler::Outcome::Action;
 // Room for the aws-chunked framing of a body on top of the object's bytes.
 constexpr uint64_t kChunkFramingBytes = 1 << 20;
 constexpr size_t kMaxContentTypeBytes = 255;
+// S3's multipart rules: part numbers 1 to 10000, every part but the last at least 5 MiB.
+constexpr uint32_t kMaxParts = 10000;
+constexpr uint64_t kMinPartBytes = 5 << 20;
 
 std::string_view Reason(int status) {
   switch (status) {
@@ -344,8 +347,25 @@ class S3Handler final : public ProtocolHandler {
     if (!ctx_->s3->HasBucket(tenant, bucket)) {
       return ErrorReply({404, "NoSuchBucket", "The specified bucket does not exist"}, *path);
     }
-    if (!r.query.empty() && (QueryValue(r.query, "uploads") || QueryValue(r.query, "uploadId") ||
-                             QueryValue(r.query, "tagging") || QueryValue(r.query, "acl"))) {
+    if (!r.query.empty() && (QueryValue(r.query, "tagging") || QueryValue(r.query, "acl") ||
+                             QueryValue(r.query, "attributes") || QueryValue(r.query, "retention"))) {
+      return NotImplemented(r);
+    }
+    if (QueryValue(r.query, "uploads")) {
+      if (r.method != "POST") return NotImplemented(r);
+      timer->set_op(Op::kPut);
+      return StartUpload(tenant, bucket, key);
+    }
+    if (std::optional<std::string> upload = QueryValue(r.query, "uploadId")) {
+      timer->set_op(Op::kPut);
+      if (r.method == "PUT") return UploadPart(input, tenant, bucket, key, *upload);
+      if (r.method == "POST") return CompleteUpload(input, tenant, bucket, key, *upload);
+      if (r.method == "DELETE") {
+        Status s = ctx_->s3->EndUpload(tenant, *upload, bucket, key);
+        if (!s.ok()) return ErrorReply(UploadError(s), *path);
+        return Reply(204);
+      }
+      if (r.method == "GET") return ListParts(tenant, bucket, key, *upload);
       return NotImplemented(r);
     }
     if (r.method == "PUT") {
@@ -590,11 +610,7 @@ class S3Handler final : public ProtocolHandler {
     }
     S3ObjectHeader header;
     header.size = body->size();
-    if (const std::string* type = r.Header("content-type"); type != nullptr) {
-      header.content_type = type->substr(0, kMaxContentTypeBytes);
-    } else {
-      header.content_type = "binary/octet-stream";
-    }
+    header.content_type = ContentType();
     unsigned md5_len = 0;
     EVP_Digest(body->data(), body->size(), header.md5.data(), &md5_len, EVP_md5(), nullptr);
     header.modified_us = NowMicros();
@@ -648,6 +664,189 @@ class S3Handler final : public ProtocolHandler {
       if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value_text);
     }
     return reply;
+  }
+
+  static S3Error UploadError(const Status& s) {
+    if (s.code() == StatusCode::kNotFound) {
+      return {404, "NoSuchUpload", "The specified multipart upload does not exist. The upload ID "
+                                   "may be invalid, or the upload may have been aborted or completed."};
+    }
+    if (s.code() == StatusCode::kFailedPrecondition) return {409, "OperationAborted", std::string(s.message())};
+    return ErrorOf(s);
+  }
+
+  std::string ContentType() const {
+    const std::string* type = parser_.request().Header("content-type");
+    return type != nullptr ? type->substr(0, kMaxContentTypeBytes) : "binary/octet-stream";
+  }
+
+  Reply StartUpload(TenantId tenant, const std::string& bucket, const std::string& key) {
+    const std::string id = ctx_->s3->StartUpload(tenant, bucket, key, ContentType(), NowMicros());
+    return {200, {{"Content-Type", "application/xml"}},
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUploadResult "
+            "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>" + XmlEscape(bucket) +
+                "</Bucket><Key>" + XmlEscape(key) + "</Key><UploadId>" + id +
+                "</UploadId></InitiateMultipartUploadResult>"};
+  }
+
+  Reply UploadPart(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
+                   const std::string& key, const std::string& upload) {
+    const HttpRequest& r = parser_.request();
+    const std::string resource = "/" + bucket + "/" + key;
+    const std::string number_text = QueryValue(r.query, "partNumber").value_or("");
+    uint32_t number = 0;
+    if (number_text.empty() || number_text.size() > 5 ||
+        number_text.find_first_not_of("0123456789") != std::string::npos ||
+        (number = static_cast<uint32_t>(std::stoul(number_text))) < 1 || number > kMaxParts) {
+      return ErrorReply({400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive"}, resource);
+    }
+    S3Error error;
+    std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
+    if (!body) return ErrorReply(error, resource);
+    if (body->size() > ctx_->config->EffectiveMaxObjectBytes()) {
+      return ErrorReply({400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed "
+                                                "object size."}, resource);
+    }
+    S3Service::Part part;
+    part.bytes.assign(body->begin(), body->end());
+    unsigned md5_len = 0;
+    EVP_Digest(body->data(), body->size(), part.md5.data(), &md5_len, EVP_md5(), nullptr);
+    part.modified_us = NowMicros();
+    S3ObjectHeader etag;
+    etag.md5 = part.md5;
+    if (Status s = ctx_->s3->AddPart(tenant, upload, bucket, key, number, std::move(part)); !s.ok()) {
+      return ErrorReply(UploadError(s), resource);
+    }
+    Reply reply(200, {{"ETag", etag.ETag()}});
+    for (const auto& [name, value] : r.headers) {
+      if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value);
+    }
+    return reply;
+  }
+
+  Reply ListParts(TenantId tenant, const std::string& bucket, const std::string& key,
+                  const std::string& upload) {
+    Result<std::vector<std::pair<uint32_t, S3Service::Part>>> parts =
+        ctx_->s3->ListParts(tenant, upload, bucket, key);
+    if (!parts.ok()) return ErrorReply(UploadError(parts.status()), "/" + bucket + "/" + key);
+    std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListPartsResult "
+                      "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>" + XmlEscape(bucket) +
+                      "</Bucket><Key>" + XmlEscape(key) + "</Key><UploadId>" + XmlEscape(upload) +
+                      "</UploadId><MaxParts>10000</MaxParts><IsTruncated>false</IsTruncated>";
+    for (const auto& [number, part] : *parts) {
+      S3ObjectHeader etag;
+      etag.md5 = part.md5;
+      xml += "<Part><PartNumber>" + std::to_string(number) + "</PartNumber><LastModified>" +
+             IsoDate(part.modified_us) + "</LastModified><ETag>" + XmlEscape(etag.ETag()) +
+             "</ETag><Size>" + std::to_string(part.size) + "</Size></Part>";
+    }
+    xml += "</ListPartsResult>";
+    return {200, {{"Content-Type", "application/xml"}}, std::move(xml)};
+  }
+
+  // <CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"…"</ETag></Part>…
+  Reply CompleteUpload(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
+                       const std::string& key, const std::string& upload_id) {
+    const std::string resource = "/" + bucket + "/" + key;
+    S3Error error;
+    std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
+    if (!body) return ErrorReply(error, resource);
+    const S3Error malformed{400, "MalformedXML", "The XML you provided was not well-formed or did "
+                                                 "not validate against our published schema"};
+    const std::string_view xml(reinterpret_cast<const char*>(body->data()), body->size());
+    std::vector<std::pair<uint32_t, std::string>> wanted;
+    for (size_t pos = 0;;) {
+      const size_t open = xml.find("<Part>", pos);
+      if (open == std::string_view::npos) break;
+      const size_t close = xml.find("</Part>", open);
+      if (close == std::string_view::npos) return ErrorReply(malformed, resource);
+      const std::string_view part = xml.substr(open, close - open);
+      pos = close + 7;
+      std::optional<std::string> number = XmlElement(part, "PartNumber");
+      std::optional<std::string> etag = XmlElement(part, "ETag");
+      if (!number || !etag || number->empty() || number->size() > 5 ||
+          number->find_first_not_of("0123456789") != std::string::npos) {
+        return ErrorReply(malformed, resource);
+      }
+      wanted.emplace_back(static_cast<uint32_t>(std::stoul(*number)), *etag);
+    }
+    if (wanted.empty()) return ErrorReply(malformed, resource);
+    Result<std::shared_ptr<S3Service::Upload>> upload =
+        ctx_->s3->BeginComplete(tenant, upload_id, bucket, key);
+    if (!upload.ok()) return ErrorReply(UploadError(upload.status()), resource);
+    Reply reply = AssembleUpload(**upload, wanted, tenant, bucket, key, resource);
+    if (reply.status == 200) {
+      (void)ctx_->s3->EndUpload(tenant, upload_id, bucket, key);
+    } else {
+      ctx_->s3->ResumeUpload(*upload);
+    }
+    return reply;
+  }
+
+  Reply AssembleUpload(const S3Service::Upload& upload,
+                       const std::vector<std::pair<uint32_t, std::string>>& wanted, TenantId tenant,
+                       const std::string& bucket, const std::string& key, const std::string& resource) {
+    uint64_t total = 0;
+    std::vector<const S3Service::Part*> parts;
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      if (i > 0 && wanted[i].first <= wanted[i - 1].first) {
+        return ErrorReply({400, "InvalidPartOrder", "The list of parts was not in ascending order. "
+                                                    "Parts must be ordered by part number."}, resource);
+      }
+      auto it = upload.parts.find(wanted[i].first);
+      S3ObjectHeader etag;
+      if (it != upload.parts.end()) etag.md5 = it->second.md5;
+      if (it == upload.parts.end() || !EtagListMatches(wanted[i].second, etag.ETag())) {
+        return ErrorReply({400, "InvalidPart", "One or more of the specified parts could not be "
+                                               "found, or its entity tag did not match."}, resource);
+      }
+      if (i + 1 < wanted.size() && it->second.bytes.size() < kMinPartBytes) {
+        return ErrorReply({400, "EntityTooSmall", "Your proposed upload is smaller than the minimum "
+                                                  "allowed object size."}, resource);
+      }
+      total += it->second.bytes.size();
+      parts.push_back(&it->second);
+    }
+    if (total > ctx_->config->EffectiveMaxObjectBytes()) {
+      return ErrorReply({400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed "
+                                                "object size."}, resource);
+    }
+    S3ObjectHeader header;
+    header.size = total;
+    header.modified_us = NowMicros();
+    header.content_type = upload.content_type;
+    header.parts = static_cast<uint32_t>(parts.size());
+    std::vector<uint8_t> digests;
+    for (const S3Service::Part* p : parts) digests.insert(digests.end(), p->md5.begin(), p->md5.end());
+    unsigned md5_len = 0;
+    EVP_Digest(digests.data(), digests.size(), header.md5.data(), &md5_len, EVP_md5(), nullptr);
+    std::vector<std::byte> value(header.encoded_size() + total);
+    header.EncodeTo(value);
+    size_t at = header.encoded_size();
+    for (const S3Service::Part* p : parts) {
+      std::memcpy(value.data() + at, p->bytes.data(), p->bytes.size());
+      at += p->bytes.size();
+    }
+    if (Status s = ctx_->store->Replace(tenant, S3ObjectKey(bucket, key), value); !s.ok()) {
+      return ErrorReply(ErrorOf(s), resource);
+    }
+    ctx_->s3->NameStored(tenant, bucket, key, header);
+    return {200, {{"Content-Type", "application/xml"}},
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CompleteMultipartUploadResult "
+            "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Location>" + XmlEscape(resource) +
+                "</Location><Bucket>" + XmlEscape(bucket) + "</Bucket><Key>" + XmlEscape(key) +
+                "</Key><ETag>" + XmlEscape(header.ETag()) + "</ETag></CompleteMultipartUploadResult>"};
+  }
+
+  // The text of the first <name>…</name> in `xml`, unescaped.
+  static std::optional<std::string> XmlElement(std::string_view xml, std::string_view name) {
+    const std::string open = "<" + std::string(name) + ">";
+    const std::string close = "</" + std::string(name) + ">";
+    const size_t a = xml.find(open);
+    if (a == std::string_view::npos) return std::nullopt;
+    const size_t b = xml.find(close, a);
+    if (b == std::string_view::npos) return std::nullopt;
+    return XmlUnescape(xml.substr(a + open.size(), b - a - open.size()));
   }
 
   Reply GetObject(TenantId tenant, const std::string& bucket, const std::string& key, bool head) {

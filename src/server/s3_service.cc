@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <openssl/rand.h>
+
 #include <nlohmann/json.hpp>
 
 #include "src/common/byte_codec.h"
@@ -63,6 +65,7 @@ void S3ObjectHeader::EncodeTo(std::span<std::byte> out) const {
   w.U64(size);
   w.U64(modified_us);
   w.Raw(md5.data(), md5.size());
+  w.U32(parts);
   w.Raw(content_type.data(), content_type.size());
 }
 
@@ -78,6 +81,7 @@ std::optional<S3ObjectHeader> S3ObjectHeader::Decode(std::span<const std::byte> 
   h.size = r.U64();
   h.modified_us = r.U64();
   r.Raw(h.md5.data(), h.md5.size());
+  h.parts = r.U32();
   h.content_type.resize(type_bytes);
   r.Raw(h.content_type.data(), type_bytes);
   if (!r.ok() || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0 || version != kVersion ||
@@ -95,6 +99,7 @@ std::string S3ObjectHeader::ETag() const {
     out.push_back(kHex[b >> 4]);
     out.push_back(kHex[b & 15]);
   }
+  if (parts > 0) out += "-" + std::to_string(parts);
   return out + "\"";
 }
 
@@ -118,6 +123,8 @@ bool ValidBucketName(std::string_view name) {
 Result<std::unique_ptr<S3Service>> S3Service::Open(const ServerConfig& config, const Store& store) {
   std::unique_ptr<S3Service> s(new S3Service());
   s->path_ = config.data_dir + "/" + std::string(kBucketsFile);
+  s->max_upload_bytes_ = config.s3.max_upload_bytes;
+  s->upload_ttl_us_ = uint64_t{config.s3.upload_ttl_seconds} * 1000000;
   for (const TenantConfig& t : config.tenants) {
     Result<TenantId> id = store.FindTenant(t.options.name);
     if (!id.ok()) return id.status();
@@ -251,6 +258,111 @@ std::vector<std::pair<std::string, S3ObjectHeader>> S3Service::ListNames(
     if (it->first == start_after) continue;
     if (it->first.compare(0, prefix.size(), prefix) != 0) break;
     out.emplace_back(it->first, it->second);
+  }
+  return out;
+}
+
+std::string S3Service::StartUpload(TenantId tenant, std::string_view bucket, std::string_view key,
+                                   std::string content_type, uint64_t now_us) {
+  std::array<uint8_t, 16> random{};
+  RAND_bytes(random.data(), static_cast<int>(random.size()));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (uint8_t b : random) {
+    id.push_back(kHex[b >> 4]);
+    id.push_back(kHex[b & 15]);
+  }
+  auto upload = std::make_shared<Upload>();
+  upload->tenant = tenant;
+  upload->bucket = bucket;
+  upload->key = key;
+  upload->content_type = std::move(content_type);
+  upload->created_us = upload->touched_us = now_us;
+  MutexLock lock(&mu_);
+  ExpireUploadsLocked(now_us);
+  uploads_.emplace(id, std::move(upload));
+  return id;
+}
+
+S3Service::Upload* S3Service::FindUploadLocked(TenantId tenant, std::string_view id,
+                                               std::string_view bucket, std::string_view key) const {
+  auto it = uploads_.find(id);
+  if (it == uploads_.end()) return nullptr;
+  Upload* u = it->second.get();
+  return u->tenant == tenant && u->bucket == bucket && u->key == key ? u : nullptr;
+}
+
+void S3Service::ExpireUploadsLocked(uint64_t now_us) {
+  for (auto it = uploads_.begin(); it != uploads_.end();) {
+    Upload& u = *it->second;
+    if (!u.completing && now_us - std::min(now_us, u.touched_us) > upload_ttl_us_) {
+      for (const auto& [number, part] : u.parts) upload_bytes_ -= part.bytes.size();
+      it = uploads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status S3Service::AddPart(TenantId tenant, std::string_view upload_id, std::string_view bucket,
+                          std::string_view key, uint32_t number, Part part) {
+  MutexLock lock(&mu_);
+  ExpireUploadsLocked(part.modified_us);
+  Upload* u = FindUploadLocked(tenant, upload_id, bucket, key);
+  if (u == nullptr) return Status::NotFound("no such upload");
+  if (u->completing) return Status::FailedPrecondition("the upload is being completed");
+  auto old = u->parts.find(number);
+  const uint64_t freed = old == u->parts.end() ? 0 : old->second.bytes.size();
+  if (upload_bytes_ - freed + part.bytes.size() > max_upload_bytes_) {
+    return Status::ResourceExhausted("unfinished multipart uploads hold s3.max_upload_bytes");
+  }
+  upload_bytes_ += part.bytes.size() - freed;
+  u->touched_us = part.modified_us;
+  part.size = part.bytes.size();
+  u->parts[number] = std::move(part);
+  return Status::OK();
+}
+
+Result<std::shared_ptr<S3Service::Upload>> S3Service::BeginComplete(TenantId tenant,
+                                                                   std::string_view upload_id,
+                                                                   std::string_view bucket,
+                                                                   std::string_view key) {
+  MutexLock lock(&mu_);
+  Upload* u = FindUploadLocked(tenant, upload_id, bucket, key);
+  if (u == nullptr) return Status::NotFound("no such upload");
+  if (u->completing) return Status::FailedPrecondition("the upload is being completed");
+  u->completing = true;
+  return uploads_.find(upload_id)->second;
+}
+
+void S3Service::ResumeUpload(const std::shared_ptr<Upload>& upload) {
+  MutexLock lock(&mu_);
+  upload->completing = false;
+}
+
+Status S3Service::EndUpload(TenantId tenant, std::string_view upload_id, std::string_view bucket,
+                            std::string_view key) {
+  MutexLock lock(&mu_);
+  Upload* u = FindUploadLocked(tenant, upload_id, bucket, key);
+  if (u == nullptr) return Status::NotFound("no such upload");
+  for (const auto& [number, part] : u->parts) upload_bytes_ -= part.bytes.size();
+  uploads_.erase(uploads_.find(upload_id));
+  return Status::OK();
+}
+
+Result<std::vector<std::pair<uint32_t, S3Service::Part>>> S3Service::ListParts(
+    TenantId tenant, std::string_view upload_id, std::string_view bucket,
+    std::string_view key) const {
+  MutexLock lock(&mu_);
+  const Upload* u = FindUploadLocked(tenant, upload_id, bucket, key);
+  if (u == nullptr) return Status::NotFound("no such upload");
+  std::vector<std::pair<uint32_t, Part>> out;
+  for (const auto& [number, part] : u->parts) {
+    Part meta;
+    meta.size = part.size;
+    meta.md5 = part.md5;
+    meta.modified_us = part.modified_us;
+    out.emplace_back(number, std::move(meta));
   }
   return out;
 }

@@ -33,13 +33,15 @@ namespace kvtier::server {
 
 // What an object's value starts with:
 //   "KVS3" | u8 version (1) | u8 content-type length | u16 header length | u64 body length
-//   | u64 last-modified (µs since the epoch) | 16-byte MD5 of the body | content type
-// all little-endian, then the body.
+//   | u64 last-modified (µs since the epoch) | 16-byte MD5 | u32 parts | content type
+// all little-endian, then the body. The MD5 is the body's, or for an object put by a multipart
+// upload of `parts` parts, that of its parts' MD5s (S3's ETag "<md5>-<parts>").
 struct S3ObjectHeader {
-  static constexpr size_t kFixedBytes = 40;
+  static constexpr size_t kFixedBytes = 44;
   uint64_t size = 0;
   uint64_t modified_us = 0;
   std::array<uint8_t, 16> md5{};
+  uint32_t parts = 0;  // 0: put whole.
   std::string content_type;
 
   size_t encoded_size() const { return kFixedBytes + content_type.size(); }
@@ -49,7 +51,7 @@ struct S3ObjectHeader {
   // header's bytes); nullopt when it is no valid header (a value that is no S3 object).
   static std::optional<S3ObjectHeader> Decode(std::span<const std::byte> prefix, size_t value_size,
                                               size_t* header_bytes);
-  std::string ETag() const;  // "\"<32 hex digits>\"".
+  std::string ETag() const;  // "\"<32 hex digits>\"", or "\"<32 hex digits>-<parts>\"".
 };
 
 // The Store key of object `key` in `bucket`.
@@ -84,6 +86,45 @@ class S3Service {
   // The header last stored under that name here, for a PUT of the same bytes to keep it.
   std::optional<S3ObjectHeader> Named(TenantId tenant, std::string_view bucket,
                                       std::string_view key) const;
+  // Multipart uploads. Their parts are held here until the upload completes (one Store value
+  // of them all) or is aborted; an upload is never visible before it completes.
+  struct Part {
+    std::vector<std::byte> bytes;  // Empty in ListParts' copies.
+    uint64_t size = 0;
+    std::array<uint8_t, 16> md5{};
+    uint64_t modified_us = 0;
+  };
+  struct Upload {
+    TenantId tenant;
+    std::string bucket;
+    std::string key;
+    std::string content_type;
+    uint64_t created_us = 0;
+    uint64_t touched_us = 0;
+    bool completing = false;  // Complete under way: no part may change.
+    std::map<uint32_t, Part> parts;
+  };
+  // A new upload's id (32 hex digits).
+  std::string StartUpload(TenantId tenant, std::string_view bucket, std::string_view key,
+                          std::string content_type, uint64_t now_us);
+  // Stores (or replaces) part `number` of the upload. NotFound for an upload that is not this
+  // tenant's object's (NoSuchUpload); ResourceExhausted over [s3] max_upload_bytes;
+  // FailedPrecondition while it completes.
+  Status AddPart(TenantId tenant, std::string_view upload_id, std::string_view bucket,
+                 std::string_view key, uint32_t number, Part part);
+  // The upload, marked completing so that its parts no longer change; NotFound as AddPart.
+  // The caller then calls EndUpload (completed) or Resume (not).
+  Result<std::shared_ptr<Upload>> BeginComplete(TenantId tenant, std::string_view upload_id,
+                                                std::string_view bucket, std::string_view key);
+  void ResumeUpload(const std::shared_ptr<Upload>& upload);
+  // Forgets the upload and frees its parts (completed or aborted). NotFound as AddPart.
+  Status EndUpload(TenantId tenant, std::string_view upload_id, std::string_view bucket,
+                   std::string_view key);
+  // The upload's parts' numbers, sizes, MD5s and times (not their bytes); NotFound as AddPart.
+  Result<std::vector<std::pair<uint32_t, Part>>> ListParts(TenantId tenant, std::string_view upload_id,
+                                                           std::string_view bucket,
+                                                           std::string_view key) const;
+
   // Held while a conditional create checks that its key is absent and stores it.
   Mutex* conditional_mutex() const ABSL_LOCK_RETURNED(conditional_mu_) { return &conditional_mu_; }
 
@@ -97,6 +138,11 @@ class S3Service {
  private:
   S3Service() = default;
   Status SaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The upload `id` if it is this tenant's object's, else nullptr.
+  Upload* FindUploadLocked(TenantId tenant, std::string_view id, std::string_view bucket,
+                           std::string_view key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts uploads idle longer than the TTL.
+  void ExpireUploadsLocked(uint64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct BucketState {
     uint64_t created_us = 0;
@@ -113,6 +159,10 @@ class S3Service {
   std::map<uint32_t, TenantBuckets> buckets_ ABSL_GUARDED_BY(mu_);
   // Buckets of tenants no longer configured: kept in the file for when they come back.
   std::vector<nlohmann::json> orphans_ ABSL_GUARDED_BY(mu_);
+  uint64_t max_upload_bytes_ = 0;
+  uint64_t upload_ttl_us_ = 0;
+  std::map<std::string, std::shared_ptr<Upload>, std::less<>> uploads_ ABSL_GUARDED_BY(mu_);
+  uint64_t upload_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvtier::server

@@ -226,7 +226,9 @@ TEST(DaemonHttpTest, HealthMetricsAndAdmin) {
   std::string again = Http(d.http_port(), "DELETE /admin/blocks/" + key.ToHex() + "?tenant=default HTTP/1.0\r\n\r\n");
   EXPECT_TRUE(again.starts_with("HTTP/1.1 404"));
   std::string bad = Http(d.http_port(), std::string(20000, 'G'));
-  EXPECT_TRUE(bad.starts_with("HTTP/1.1 431"));
+  EXPECT_TRUE(bad.starts_with("HTTP/1.1 400")) << bad;
+  std::string long_head = Http(d.http_port(), "GET /healthz HTTP/1.1\r\nX: " + std::string(20000, 'a'));
+  EXPECT_TRUE(long_head.starts_with("HTTP/1.1 431")) << long_head;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #ifndef KVTIER_TESTS_FUZZ_FUZZ_SERVER_H_
 #define KVTIER_TESTS_FUZZ_FUZZ_SERVER_H_
 
+#include <stdlib.h>
+
 #include <cstdlib>
 #include <memory>
 #include <span>
@@ -13,6 +15,7 @@
 #include "src/server/config.h"
 #include "src/server/handler.h"
 #include "src/server/metrics.h"
+#include "src/server/s3_service.h"
 
 namespace kvtier::fuzz {
 
@@ -41,6 +44,20 @@ class FuzzServer {
     auth_guard_ = std::make_unique<server::AuthGuard>(config_, store_.get(), &metrics_);
     ctx_.auth_guard = auth_guard_.get();
     ctx_.max_frame_bytes = static_cast<uint32_t>(config_.EffectiveMaxFrameBytes());
+  }
+
+  // Turns the S3 endpoint on, unsigned requests let in as the anonymous tenant, its bucket
+  // list in a directory of its own. Aborts if it cannot.
+  void EnableS3() {
+    char dir[] = "/tmp/kvtier-s3-fuzz-XXXXXX";
+    if (mkdtemp(dir) == nullptr) std::abort();
+    config_.data_dir = dir;
+    config_.s3.listen = "127.0.0.1:0";
+    config_.s3.allow_anonymous = true;
+    auto s3 = server::S3Service::Open(config_, *store_);
+    if (!s3.ok()) std::abort();
+    s3_ = std::move(s3).value();
+    ctx_.s3 = s3_.get();
   }
 
   // Feeds `input` to `handler` as one connection would, until it needs more or closes.
@@ -72,6 +89,7 @@ class FuzzServer {
   server::Metrics metrics_;
   std::unique_ptr<server::Authenticator> auth_;
   std::unique_ptr<server::AuthGuard> auth_guard_;
+  std::unique_ptr<server::S3Service> s3_;
   server::ServerContext ctx_;
 };
 

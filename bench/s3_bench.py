@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""kvtierd's S3 endpoint against MinIO on the same machine, and against kvtierd's native
+protocol, in one run: 2 MiB objects, CLIENTS client processes, each putting then getting its
+own OBJECTS objects ROUNDS times.
+
+  s3      boto3 against kvtierd's S3 endpoint (SigV4, default flexible checksums: CRC32 by awscrt)
+  minio   the same boto3 calls against MinIO (build/go/bin/minio, scripts/deps.sh builds it;
+          its data directory on this machine's disk, as it is deployed)
+  native  kvtier.Client (the native protocol over TCP), one block per call
+
+and prints throughput (MB/s over all clients), p50 and p99 latency per operation, and the
+targets: kvtierd's S3 >= 1.5x MinIO and >= 0.7x native for PUT and GET, p99 <= MinIO's.
+Usage: build/venv/bin/python bench/s3_bench.py BUILD_DIR [objects] [rounds] [clients]
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from targets import not_measured, target
+
+VALUE = 2 << 20
+KEY_ID, SECRET = "AKIDBENCH", "bench-secret-key"
+BUCKET = "bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def s3_client(url: str, key: str, secret: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, max_pool_connections=2),
+    )
+
+
+def worker(args: tuple[str, str, str, str, int, int, int, str]) -> list[float]:
+    """One client's puts or gets; their latencies in seconds."""
+    kind, url, key, secret, client_id, objects, rounds, op = args
+    body = os.urandom(VALUE)
+    names = [f"c{client_id}/o{i}" for i in range(objects)]
+    latencies = []
+    if kind == "native":
+        import kvtier
+
+        c = kvtier.Client(url)
+        keys = [kvtier.named_key(n) for n in names]
+        for _ in range(rounds):
+            for k in keys:
+                t = time.perf_counter()
+                if op == "put":
+                    c.put_many([k], [body])
+                else:
+                    got = c.get_many([k])
+                    assert got[0] is not None
+                latencies.append(time.perf_counter() - t)
+        return latencies
+    s3 = s3_client(url, key, secret)
+    for _ in range(rounds):
+        for n in names:
+            t = time.perf_counter()
+            if op == "put":
+                s3.put_object(Bucket=BUCKET, Key=n, Body=body)
+            else:
+                assert len(s3.get_object(Bucket=BUCKET, Key=n)["Body"].read()) == VALUE
+            latencies.append(time.perf_counter() - t)
+    return latencies
+
+
+def measure(
+    pool: Any, kind: str, url: str, key: str, secret: str, clients: int, objects: int, rounds: int
+) -> dict[str, tuple[float, float, float]]:
+    out = {}
+    for op in ("put", "get"):
+        jobs = [(kind, url, key, secret, i, objects, rounds, op) for i in range(clients)]
+        start = time.perf_counter()
+        results = pool.map(worker, jobs)
+        elapsed = time.perf_counter() - start
+        lat = sorted(x for r in results for x in r)
+        mbps = len(lat) * VALUE / elapsed / 1e6
+        out[op] = (mbps, statistics.median(lat) * 1e3, lat[int(len(lat) * 0.99) - 1] * 1e3)
+        print(
+            f"{kind:7s} {op}: {mbps:8.0f} MB/s  p50 {out[op][1]:6.2f} ms  p99 {out[op][2]:6.2f} ms",
+            flush=True,
+        )
+    return out
+
+
+def wait_for(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError:
+            time.sleep(0.1)  # Polling a starting server, bounded by the deadline.
+    raise SystemExit(f"{url} did not come up")
+
+
+def main() -> int:
+    build = Path(sys.argv[1]).resolve()
+    objects = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    clients = int(sys.argv[4]) if len(sys.argv) > 4 else 4
+    print(f"{clients} clients x {objects} objects of {VALUE >> 20} MiB x {rounds} rounds")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        s3_port, native_port = free_port(), free_port()
+        (d / "kvtierd.toml").write_text(
+            f'data_dir = "{d}/kvtierd"\n[server]\nnative_listen = "127.0.0.1:{native_port}"\n'
+            'resp_listen = ""\nhttp_listen = ""\nunix_socket = ""\n'
+            f'[s3]\nlisten = "127.0.0.1:{s3_port}"\n[memory]\ncapacity = "2GiB"\nprefault = true\n'
+            'warm_restart = false\n[disk]\ndir = ""\n'
+            f'[[tenants]]\nname = "default"\ns3_access_key = "{KEY_ID}"\n'
+            f's3_secret_key = "{SECRET}"\n'
+        )
+        log = open(d / "kvtierd.log", "wb")  # noqa: SIM115
+        daemon = subprocess.Popen(
+            [str(build / "src/server/kvtierd"), "--config", str(d / "kvtierd.toml")],
+            stdout=log,
+            stderr=log,
+        )
+        minio_bin = os.environ.get("KVTIER_MINIO") or str(
+            Path(__file__).resolve().parents[1] / "build/go/bin/minio"
+        )
+        minio = None
+        procs = [daemon]
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", s3_port), timeout=1).close()
+                    break
+                except OSError as e:
+                    if time.monotonic() > deadline or daemon.poll() is not None:
+                        raise SystemExit(
+                            "kvtierd did not start: " + (d / "kvtierd.log").read_text()
+                        ) from e
+                    time.sleep(0.05)  # Polling a starting server, bounded by the deadline.
+            s3_url = f"http://127.0.0.1:{s3_port}"
+            s3_client(s3_url, KEY_ID, SECRET).create_bucket(Bucket=BUCKET)
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(clients) as pool:
+                pool.map(int, range(clients))  # Started before anything is timed.
+                results = {
+                    "s3": measure(pool, "s3", s3_url, KEY_ID, SECRET, clients, objects, rounds),
+                    "native": measure(
+                        pool,
+                        "native",
+                        f"tcp://127.0.0.1:{native_port}",
+                        "",
+                        "",
+                        clients,
+                        objects,
+                        rounds,
+                    ),
+                }
+                if os.access(minio_bin, os.X_OK):
+                    minio_port = free_port()
+                    (d / "minio").mkdir()
+                    minio = subprocess.Popen(
+                        [
+                            minio_bin,
+                            "server",
+                            str(d / "minio"),
+                            "--address",
+                            f"127.0.0.1:{minio_port}",
+                            "--console-address",
+                            f"127.0.0.1:{free_port()}",
+                            "--quiet",
+                        ],
+                        env={
+                            **os.environ,
+                            "MINIO_ROOT_USER": KEY_ID,
+                            "MINIO_ROOT_PASSWORD": SECRET,
+                            "MINIO_BROWSER": "off",
+                        },
+                        stdout=subprocess.DEVNULL,
+                        stderr=open(d / "minio.log", "wb"),  # noqa: SIM115
+                    )
+                    procs.append(minio)
+                    minio_url = f"http://127.0.0.1:{minio_port}"
+                    wait_for(minio_url + "/minio/health/ready", minio)
+                    s3_client(minio_url, KEY_ID, SECRET).create_bucket(Bucket=BUCKET)
+                    results["minio"] = measure(
+                        pool, "minio", minio_url, KEY_ID, SECRET, clients, objects, rounds
+                    )
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait()
+    ok = True
+    for op in ("put", "get"):
+        s3, native = results["s3"][op], results["native"][op]
+        ok &= target(f"s3 {op} vs native", s3[0] / native[0], ">=", 0.7)
+        if "minio" in results:
+            minio_r = results["minio"][op]
+            ok &= target(f"s3 {op} vs MinIO", s3[0] / minio_r[0], ">=", 1.5)
+            ok &= target(f"s3 {op} p99 vs MinIO's", s3[2] / minio_r[2], "<=", 1.0)
+        else:
+            not_measured(
+                f"s3 {op} vs MinIO", f"no MinIO at {minio_bin} (scripts/deps.sh builds it)"
+            )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
