@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """kvtierd's S3 endpoint against MinIO on the same machine, and against kvtierd's native
 protocol, in one run: 2 MiB objects, CLIENTS client processes, each putting then getting its
-own OBJECTS objects ROUNDS times.
+own OBJECTS objects ROUNDS times, through two S3 clients:
 
-  s3      boto3 against kvtierd's S3 endpoint (SigV4, default flexible checksums: CRC32 by awscrt)
-  minio   the same boto3 calls against MinIO (build/go/bin/minio, scripts/deps.sh builds it;
-          its data directory on this machine's disk, as it is deployed)
-  native  kvtier.Client (the native protocol over TCP), one block per call
+  nixl    NIXL's OBJ plugin (nixl-cu12, aws-sdk-cpp inside): what vLLM's obj tier and Dynamo use
+  boto3   the AWS SDK for Python (SigV4, default flexible checksums: CRC32 by awscrt)
 
-and prints throughput (MB/s over all clients), p50 and p99 latency per operation, and the
-targets: kvtierd's S3 >= 1.5x MinIO and >= 0.7x native for PUT and GET, p99 <= MinIO's.
+each against kvtierd's S3 endpoint (s3) and MinIO (minio: build/go/bin/minio, which
+scripts/deps.sh builds; its data directory on this machine's disk, as it is deployed), and
+  native  kvtier.Client (the native protocol over TCP), one block per call.
+It prints throughput (MB/s over all clients), p50 and p99 latency per operation, and the
+targets, measured with the NIXL client (boto3's when NIXL is missing): kvtierd's S3 >= 1.5x
+MinIO and >= 0.7x native for PUT and GET, p99 <= MinIO's.
 Usage: build/venv/bin/python bench/s3_bench.py BUILD_DIR [objects] [rounds] [clients]
 """
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import os
 import socket
@@ -30,6 +33,7 @@ from typing import Any
 from targets import not_measured, target
 
 VALUE = 2 << 20
+HAVE_NIXL = importlib.util.find_spec("nixl_cu12") is not None
 KEY_ID, SECRET = "AKIDBENCH", "bench-secret-key"
 BUCKET = "bench"
 
@@ -54,11 +58,46 @@ def s3_client(url: str, key: str, secret: str) -> Any:
     )
 
 
+def nixl_worker(
+    url: str, key: str, secret: str, names: list[str], rounds: int, op: str
+) -> list[float]:
+    import numpy as np
+    from nixl_cu12._api import nixl_agent, nixl_agent_config
+
+    agent = nixl_agent(f"bench-{os.getpid()}", nixl_agent_config(backends=[]))
+    agent.create_backend(
+        "OBJ",
+        {"bucket": BUCKET, "endpoint_override": url, "scheme": "http", "region": "us-east-1",
+         "access_key": key, "secret_key": secret, "use_virtual_addressing": "false"},
+    )  # fmt: skip
+    buf = np.frombuffer(os.urandom(VALUE), dtype=np.uint8).copy()
+    agent.register_memory([(buf.ctypes.data, VALUE, 0, "")], "DRAM")
+    agent.register_memory([(0, VALUE, i + 1, n) for i, n in enumerate(names)], "OBJ")
+    local = agent.get_xfer_descs([(buf.ctypes.data, VALUE, 0)], "DRAM")
+    latencies = []
+    for _ in range(rounds):
+        for i in range(len(names)):
+            remote = agent.get_xfer_descs([(0, VALUE, i + 1)], "OBJ")
+            t = time.perf_counter()
+            handle = agent.initialize_xfer(
+                "WRITE" if op == "put" else "READ", local, remote, agent.name
+            )
+            state = agent.transfer(handle)
+            while state == "PROC":
+                state = agent.check_xfer_state(handle)
+            assert state == "DONE", state
+            latencies.append(time.perf_counter() - t)
+            agent.release_xfer_handle(handle)
+    return latencies
+
+
 def worker(args: tuple[str, str, str, str, int, int, int, str]) -> list[float]:
     """One client's puts or gets; their latencies in seconds."""
     kind, url, key, secret, client_id, objects, rounds, op = args
     body = os.urandom(VALUE)
     names = [f"c{client_id}/o{i}" for i in range(objects)]
+    if kind.endswith("nixl"):
+        return nixl_worker(url, key, secret, names, rounds, op)
     latencies = []
     if kind == "native":
         import kvtier
@@ -162,19 +201,21 @@ def main() -> int:
             ctx = multiprocessing.get_context("spawn")
             with ctx.Pool(clients) as pool:
                 pool.map(int, range(clients))  # Started before anything is timed.
+                s3_clients = ["s3 boto3"] + (["s3 nixl"] if HAVE_NIXL else [])
                 results = {
-                    "s3": measure(pool, "s3", s3_url, KEY_ID, SECRET, clients, objects, rounds),
-                    "native": measure(
-                        pool,
-                        "native",
-                        f"tcp://127.0.0.1:{native_port}",
-                        "",
-                        "",
-                        clients,
-                        objects,
-                        rounds,
-                    ),
+                    name: measure(pool, name, s3_url, KEY_ID, SECRET, clients, objects, rounds)
+                    for name in s3_clients
                 }
+                results["native"] = measure(
+                    pool,
+                    "native",
+                    f"tcp://127.0.0.1:{native_port}",
+                    "",
+                    "",
+                    clients,
+                    objects,
+                    rounds,
+                )
                 if os.access(minio_bin, os.X_OK):
                     minio_port = free_port()
                     (d / "minio").mkdir()
@@ -202,21 +243,24 @@ def main() -> int:
                     minio_url = f"http://127.0.0.1:{minio_port}"
                     wait_for(minio_url + "/minio/health/ready", minio)
                     s3_client(minio_url, KEY_ID, SECRET).create_bucket(Bucket=BUCKET)
-                    results["minio"] = measure(
-                        pool, "minio", minio_url, KEY_ID, SECRET, clients, objects, rounds
-                    )
+                    for name in s3_clients:
+                        kind = name.replace("s3", "minio")
+                        results[kind] = measure(
+                            pool, kind, minio_url, KEY_ID, SECRET, clients, objects, rounds
+                        )
         finally:
             for p in procs:
                 p.terminate()
                 p.wait()
     ok = True
+    via = "nixl" if HAVE_NIXL else "boto3"
     for op in ("put", "get"):
-        s3, native = results["s3"][op], results["native"][op]
-        ok &= target(f"s3 {op} vs native", s3[0] / native[0], ">=", 0.7)
-        if "minio" in results:
-            minio_r = results["minio"][op]
-            ok &= target(f"s3 {op} vs MinIO", s3[0] / minio_r[0], ">=", 1.5)
-            ok &= target(f"s3 {op} p99 vs MinIO's", s3[2] / minio_r[2], "<=", 1.0)
+        s3, native = results[f"s3 {via}"][op], results["native"][op]
+        ok &= target(f"s3 {op} ({via}) vs native", s3[0] / native[0], ">=", 0.7)
+        if f"minio {via}" in results:
+            minio_r = results[f"minio {via}"][op]
+            ok &= target(f"s3 {op} ({via}) vs MinIO", s3[0] / minio_r[0], ">=", 1.5)
+            ok &= target(f"s3 {op} ({via}) p99 vs MinIO's", s3[2] / minio_r[2], "<=", 1.0)
         else:
             not_measured(
                 f"s3 {op} vs MinIO", f"no MinIO at {minio_bin} (scripts/deps.sh builds it)"

@@ -61,13 +61,16 @@ class Engine:
     def __init__(
         self, url: str, token: str | None = None, model: str = "llama-3-8b",
         groups: tuple[OffloadingGroupConfig, ...] = FULL, primary: int = PRIMARY,
+        tier: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
-        tier: dict[str, Any] = {
-            "type": "KvtierTier", "module_path": "kvtier.vllm", "url": url, "timeout": 0.5,
-            "enable_kv_events": True,
-        }  # fmt: skip
-        if token:
-            tier["token"] = token
+        """kvtier.vllm's tier on kvtierd at `url`, or the secondary tier `tier` configures."""
+        if tier is None:
+            tier = {
+                "type": "KvtierTier", "module_path": "kvtier.vllm", "url": url, "timeout": 0.5,
+                "enable_kv_events": True,
+            }  # fmt: skip
+            if token:
+                tier["token"] = token
         config = OffloadingConfig(
             groups=groups,
             worker_kv_bytes_per_block=CHUNK,
@@ -96,8 +99,7 @@ class Engine:
         )
         self.spec = OffloadingSpecFactory.create_spec(config)
         self.mgr = self.spec.get_manager()
-        self.tier: KvtierTier = self.mgr.secondary_tiers[0]
-        assert isinstance(self.tier, KvtierTier)
+        self.tier: Any = self.mgr.secondary_tiers[0]
         self.view: memoryview | None = self.mgr.primary_tier.get_kv_memoryview().cast("B")
         self.bs = CHUNK
 

@@ -2,8 +2,6 @@
 // HttpRequestParser, authenticated (s3_auth.h) before a body is received, answered from the
 // Store in S3's XML and headers. A front end only: objects are Store values (s3_service.h).
 
-#include <openssl/evp.h>
-
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -611,13 +609,12 @@ class S3Handler final : public ProtocolHandler {
     S3ObjectHeader header;
     header.size = body->size();
     header.content_type = ContentType();
-    unsigned md5_len = 0;
-    EVP_Digest(body->data(), body->size(), header.md5.data(), &md5_len, EVP_md5(), nullptr);
+    header.digest = ContentDigest(*body);
     header.modified_us = NowMicros();
     // The same bytes again keep the header they were stored with, so the value is the same
     // and the Store leaves it as it is.
     if (std::optional<S3ObjectHeader> old = ctx_->s3->Named(tenant, bucket, key);
-        old && old->md5 == header.md5 && old->size == header.size &&
+        old && old->digest == header.digest && old->size == header.size &&
         old->content_type == header.content_type) {
       header.modified_us = old->modified_us;
     }
@@ -709,11 +706,10 @@ class S3Handler final : public ProtocolHandler {
     }
     S3Service::Part part;
     part.bytes.assign(body->begin(), body->end());
-    unsigned md5_len = 0;
-    EVP_Digest(body->data(), body->size(), part.md5.data(), &md5_len, EVP_md5(), nullptr);
+    part.digest = ContentDigest(*body);
     part.modified_us = NowMicros();
     S3ObjectHeader etag;
-    etag.md5 = part.md5;
+    etag.digest = part.digest;
     if (Status s = ctx_->s3->AddPart(tenant, upload, bucket, key, number, std::move(part)); !s.ok()) {
       return ErrorReply(UploadError(s), resource);
     }
@@ -735,7 +731,7 @@ class S3Handler final : public ProtocolHandler {
                       "</UploadId><MaxParts>10000</MaxParts><IsTruncated>false</IsTruncated>";
     for (const auto& [number, part] : *parts) {
       S3ObjectHeader etag;
-      etag.md5 = part.md5;
+      etag.digest = part.digest;
       xml += "<Part><PartNumber>" + std::to_string(number) + "</PartNumber><LastModified>" +
              IsoDate(part.modified_us) + "</LastModified><ETag>" + XmlEscape(etag.ETag()) +
              "</ETag><Size>" + std::to_string(part.size) + "</Size></Part>";
@@ -795,7 +791,7 @@ class S3Handler final : public ProtocolHandler {
       }
       auto it = upload.parts.find(wanted[i].first);
       S3ObjectHeader etag;
-      if (it != upload.parts.end()) etag.md5 = it->second.md5;
+      if (it != upload.parts.end()) etag.digest = it->second.digest;
       if (it == upload.parts.end() || !EtagListMatches(wanted[i].second, etag.ETag())) {
         return ErrorReply({400, "InvalidPart", "One or more of the specified parts could not be "
                                                "found, or its entity tag did not match."}, resource);
@@ -817,9 +813,8 @@ class S3Handler final : public ProtocolHandler {
     header.content_type = upload.content_type;
     header.parts = static_cast<uint32_t>(parts.size());
     std::vector<uint8_t> digests;
-    for (const S3Service::Part* p : parts) digests.insert(digests.end(), p->md5.begin(), p->md5.end());
-    unsigned md5_len = 0;
-    EVP_Digest(digests.data(), digests.size(), header.md5.data(), &md5_len, EVP_md5(), nullptr);
+    for (const S3Service::Part* p : parts) digests.insert(digests.end(), p->digest.begin(), p->digest.end());
+    header.digest = ContentDigest(std::as_bytes(std::span(digests)));
     std::vector<std::byte> value(header.encoded_size() + total);
     header.EncodeTo(value);
     size_t at = header.encoded_size();

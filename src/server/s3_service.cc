@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <openssl/rand.h>
+#include <xxhash.h>
 
 #include <nlohmann/json.hpp>
 
@@ -64,7 +65,7 @@ void S3ObjectHeader::EncodeTo(std::span<std::byte> out) const {
   w.U16(static_cast<uint16_t>(encoded_size()));
   w.U64(size);
   w.U64(modified_us);
-  w.Raw(md5.data(), md5.size());
+  w.Raw(digest.data(), digest.size());
   w.U32(parts);
   w.Raw(content_type.data(), content_type.size());
 }
@@ -80,7 +81,7 @@ std::optional<S3ObjectHeader> S3ObjectHeader::Decode(std::span<const std::byte> 
   S3ObjectHeader h;
   h.size = r.U64();
   h.modified_us = r.U64();
-  r.Raw(h.md5.data(), h.md5.size());
+  r.Raw(h.digest.data(), h.digest.size());
   h.parts = r.U32();
   h.content_type.resize(type_bytes);
   r.Raw(h.content_type.data(), type_bytes);
@@ -95,12 +96,20 @@ std::optional<S3ObjectHeader> S3ObjectHeader::Decode(std::span<const std::byte> 
 std::string S3ObjectHeader::ETag() const {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";
-  for (uint8_t b : md5) {
+  for (uint8_t b : digest) {
     out.push_back(kHex[b >> 4]);
     out.push_back(kHex[b & 15]);
   }
   if (parts > 0) out += "-" + std::to_string(parts);
   return out + "\"";
+}
+
+std::array<uint8_t, 16> ContentDigest(std::span<const std::byte> data) {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, XXH3_128bits(data.data(), data.size()));
+  std::array<uint8_t, 16> out;
+  std::memcpy(out.data(), canonical.digest, out.size());
+  return out;
 }
 
 BlockKey S3ObjectKey(std::string_view bucket, std::string_view key) {
@@ -360,7 +369,7 @@ Result<std::vector<std::pair<uint32_t, S3Service::Part>>> S3Service::ListParts(
   for (const auto& [number, part] : u->parts) {
     Part meta;
     meta.size = part.size;
-    meta.md5 = part.md5;
+    meta.digest = part.digest;
     meta.modified_us = part.modified_us;
     out.emplace_back(number, std::move(meta));
   }

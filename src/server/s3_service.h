@@ -33,14 +33,15 @@ namespace kvtier::server {
 
 // What an object's value starts with:
 //   "KVS3" | u8 version (1) | u8 content-type length | u16 header length | u64 body length
-//   | u64 last-modified (µs since the epoch) | 16-byte MD5 | u32 parts | content type
-// all little-endian, then the body. The MD5 is the body's, or for an object put by a multipart
-// upload of `parts` parts, that of its parts' MD5s (S3's ETag "<md5>-<parts>").
+//   | u64 last-modified (µs since the epoch) | 16-byte digest | u32 parts | content type
+// all little-endian, then the body. The digest (ContentDigest) is the body's, or for an object
+// put by a multipart upload of `parts` parts, that of its parts' digests; the ETag is its hex
+// ("<hex>-<parts>" after a multipart upload, as S3 writes it).
 struct S3ObjectHeader {
   static constexpr size_t kFixedBytes = 44;
   uint64_t size = 0;
   uint64_t modified_us = 0;
-  std::array<uint8_t, 16> md5{};
+  std::array<uint8_t, 16> digest{};
   uint32_t parts = 0;  // 0: put whole.
   std::string content_type;
 
@@ -53,6 +54,12 @@ struct S3ObjectHeader {
                                               size_t* header_bytes);
   std::string ETag() const;  // "\"<32 hex digits>\"", or "\"<32 hex digits>-<parts>\"".
 };
+
+// What an ETag is made of: XXH3-128 of `data` (libxxhash), big-endian. Not the MD5 that AWS
+// returns for a plain PUT: MD5 would cost a PUT of 2 MiB 3 ms of a core, and no client of a KV
+// cache reads an MD5 out of an ETag; a client that wants its bytes checked sends Content-MD5 or
+// a flexible checksum, which is verified.
+std::array<uint8_t, 16> ContentDigest(std::span<const std::byte> data);
 
 // The Store key of object `key` in `bucket`.
 BlockKey S3ObjectKey(std::string_view bucket, std::string_view key);
@@ -91,7 +98,7 @@ class S3Service {
   struct Part {
     std::vector<std::byte> bytes;  // Empty in ListParts' copies.
     uint64_t size = 0;
-    std::array<uint8_t, 16> md5{};
+    std::array<uint8_t, 16> digest{};  // ContentDigest of the part: its ETag.
     uint64_t modified_us = 0;
   };
   struct Upload {
