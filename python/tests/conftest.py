@@ -218,6 +218,19 @@ def remove_arena_files(arena: str, data_dir: Path | None = None) -> None:
             p.unlink(missing_ok=True)
 
 
+def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost and its key, made by openssl in `directory`."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
+        + ["-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
     d = Daemon(tmp_path / "kvtierd")

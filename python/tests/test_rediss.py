@@ -9,21 +9,14 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import Daemon
+from conftest import Daemon, self_signed_cert
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 
 @pytest.fixture
 def tls_daemon(make_daemon: type[Daemon], tmp_path: Path) -> tuple[Daemon, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
-        + ["-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost"]
-        + ["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed_cert(tmp_path)
     tls = f'[tls]\ncert_file = "{cert}"\nkey_file = "{key}"\nresp = true\n'
     return make_daemon(extra=tls), cert
 

@@ -23,7 +23,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
-from conftest import Daemon
+from conftest import Daemon, self_signed_cert
 
 S3 = '[s3]\nlisten = "127.0.0.1:0"\nmax_object_bytes = "4MiB"\n'
 ACME = ("AKIDACME", "acme-s3-secret")
@@ -403,3 +403,44 @@ def test_multipart_uploads(make_daemon: Any) -> None:
         )
         == "NoSuchUpload"
     )
+
+
+def test_a_lock_object_is_never_evicted_until_it_is_deleted(make_daemon: Any) -> None:
+    d = make_daemon(
+        extra='[s3]\nlisten = "127.0.0.1:0"\n[disk]\ndir = ""\n[store]\nmax_block_bytes = "4MiB"\n',
+        memory="16MiB",
+    )
+    s3 = client(d)
+    s3.create_bucket(Bucket="locks")
+    s3.put_object(Bucket="locks", Key="leader", Body=b"node-1", IfNoneMatch="*")
+    s3.put_object(Bucket="locks", Key="plain", Body=b"an ordinary object")
+    blob = os.urandom(1 << 20)
+    for i in range(48):  # Three times what G2 holds.
+        s3.put_object(Bucket="locks", Key=f"fill/{i}", Body=blob + bytes([i]))
+    assert error_code(lambda: s3.get_object(Bucket="locks", Key="plain")) == "NoSuchKey"
+    assert s3.get_object(Bucket="locks", Key="leader")["Body"].read() == b"node-1"
+    taken = lambda: s3.put_object(Bucket="locks", Key="leader", Body=b"node-2", IfNoneMatch="*")  # noqa: E731
+    assert error_code(taken) == "PreconditionFailed"
+    s3.delete_object(Bucket="locks", Key="leader")
+    taken()
+    assert s3.get_object(Bucket="locks", Key="leader")["Body"].read() == b"node-2"
+
+
+def test_s3_over_tls(make_daemon: Any, tmp_path: Any) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    d = make_daemon(extra=S3 + f'[tls]\ncert_file = "{cert}"\nkey_file = "{key}"\ns3 = true\n')
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=f"https://127.0.0.1:{d.s3_port}",
+        aws_access_key_id=ACME[0],
+        aws_secret_access_key=ACME[1],
+        region_name="us-east-1",
+        verify=str(cert),
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 0}),
+    )
+    s3.create_bucket(Bucket="sealed")
+    data = os.urandom(3 << 20)
+    s3.put_object(Bucket="sealed", Key="k", Body=data)  # Over TLS: unsigned payload, CRC32 trailer.
+    assert s3.get_object(Bucket="sealed", Key="k")["Body"].read() == data
+    # A TLS listener refuses plaintext.
+    assert not raw(d, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 200")

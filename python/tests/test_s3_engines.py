@@ -26,9 +26,8 @@ from test_s3 import ACME, S3, client
 sys.modules.setdefault("nixl", nixl_cu12)
 sys.modules.setdefault("nixl._api", nixl_cu12._api)
 
-from test_vllm import Engine, content, engines  # noqa: E402, F401  (the fixture)
+from test_vllm import Engine, content, engines, evicted_and_loaded_back  # noqa: E402, F401  (the fixture)
 from vllm.distributed.nixl_utils import NixlWrapper, nixl_agent_config  # noqa: E402
-from vllm.v1.kv_offload.base import LookupResult, ReqContext  # noqa: E402
 
 
 def obj_params(d: Daemon, bucket: str) -> dict[str, str]:
@@ -126,16 +125,4 @@ def test_vllms_obj_tier_stores_on_kvtierd_and_loads_back_byte_exact(
     e = engines("", tier=tier)
     a = e.store("A", [1, 2, 3])
     assert client(s3d).list_objects_v2(Bucket="nixl-kv", Prefix="vllm/")["KeyCount"] == 3
-    e.store("B", [10, 11, 12, 13])  # Fills the primary tier: A leaves it.
-    ctx = ReqContext(req_id="C")
-    with e.mgr.lock:
-        e.mgr.on_new_request(ctx)
-        assert [e.mgr.primary_tier.lookup(k, ctx) for k in a] == [LookupResult.MISS] * 3
-    assert e.lookup(a[:2], ctx) == [LookupResult.HIT_PENDING] * 2  # Promotion from kvtierd.
-    e.promote(a[:2], ctx)
-    with e.mgr.lock:
-        load = e.mgr.prepare_load(a[:2], ctx)
-        got = [bytes(e.chunk(int(c))) for c in load.chunk_ids]
-        e.mgr.complete_load(a[:2], ctx)
-        e.mgr.on_request_finished(ctx)
-    assert got == [content(1), content(2)]
+    assert evicted_and_loaded_back(e, a) == [content(1), content(2)]

@@ -222,19 +222,25 @@ def test_blocks_cascade_to_kvtierd_and_come_back_byte_exact(
     stored = [ev for ev in e.mgr.take_events() if ev.medium is Medium.STORAGE and not ev.removed]
     assert [k for ev in stored for k in ev.keys] == a
     assert kvtier.Client(daemon.unix_url, "acme-token").stats()["blocks"] == 3
-    e.store("B", [10, 11, 12, 13])  # Fills the primary tier: A leaves it.
+    assert evicted_and_loaded_back(e, a) == [content(1), content(2)]
+
+
+def evicted_and_loaded_back(e: Engine, a: list[bytes]) -> list[bytes]:
+    """Fills the primary tier with other blocks so that A's three leave it, then loads the first
+    two back from the secondary tier as a request would; their bytes."""
+    e.store("B", [10, 11, 12, 13])
     ctx = ReqContext(req_id="C")
     with e.mgr.lock:
         e.mgr.on_new_request(ctx)
         assert [e.mgr.primary_tier.lookup(k, ctx) for k in a] == [LookupResult.MISS] * 3
-    assert e.lookup(a[:2], ctx) == [LookupResult.HIT_PENDING] * 2  # Promotion from kvtierd.
+    assert e.lookup(a[:2], ctx) == [LookupResult.HIT_PENDING] * 2  # Promotion from the tier.
     e.promote(a[:2], ctx)
     with e.mgr.lock:
         load = e.mgr.prepare_load(a[:2], ctx)
         got = [bytes(e.chunk(int(c))) for c in load.chunk_ids]
         e.mgr.complete_load(a[:2], ctx)
         e.mgr.on_request_finished(ctx)
-    assert got == [content(1), content(2)]
+    return got
 
 
 def test_a_requests_kvtier_hint_puts_its_blocks_in_the_session_and_reaches_kvtierd(

@@ -68,6 +68,7 @@ allow_anonymous = false            # unsigned requests from local peers act as [
 max_list_keys = 1000               # most keys in one ListObjectsV2 page
 max_upload_bytes = "1GiB"          # parts of unfinished multipart uploads held in memory, at most
 upload_ttl_seconds = 3600          # an upload idle this long is aborted
+lock_seconds = 3600                # objects created with If-None-Match: * stay pinned this long
 
 [events]                           # KV events (vLLM's wire format) for KV-aware routers
 enabled = false
@@ -372,6 +373,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   s3.Uint("max_list_keys", &c->s3.max_list_keys);
   s3.Size("max_upload_bytes", &c->s3.max_upload_bytes);
   s3.Uint("upload_ttl_seconds", &c->s3.upload_ttl_seconds);
+  s3.Uint("lock_seconds", &c->s3.lock_seconds);
   s3.RejectUnknown();
 
   TableReader events(root["events"].as_table(), "events", error);

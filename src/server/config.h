@@ -62,6 +62,10 @@ struct S3Config {
   uint64_t max_upload_bytes = 1 * kGiB;
   // An upload that receives nothing for this long is aborted (its parts freed).
   uint32_t upload_ttl_seconds = 3600;
+  // An object created with If-None-Match: * (a lock, as KVBM and leader elections use them)
+  // is pinned, never evicted, until it is deleted or replaced or for this long; then it is an
+  // ordinary object. 0 = not pinned (a lock may then be evicted, and taken again).
+  uint32_t lock_seconds = 3600;
 };
 
 // TLS 1.3 on the TCP listeners ([tls]). Off while cert_file is empty. The Unix socket is never

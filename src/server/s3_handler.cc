@@ -96,25 +96,24 @@ uint64_t NowMicros() {
                                    .count());
 }
 
-// "Wed, 21 Oct 2015 07:28:00 GMT"
-std::string HttpDate(uint64_t unix_us) {
+// The UTC time `unix_us` in strftime's `format`.
+std::string UtcTime(uint64_t unix_us, const char* format) {
   const time_t secs = static_cast<time_t>(unix_us / 1000000);
   struct tm tm;
   gmtime_r(&secs, &tm);
   char buf[64];
-  strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  strftime(buf, sizeof(buf), format, &tm);
   return buf;
 }
 
+// "Wed, 21 Oct 2015 07:28:00 GMT"
+std::string HttpDate(uint64_t unix_us) { return UtcTime(unix_us, "%a, %d %b %Y %H:%M:%S GMT"); }
+
 // "2015-10-21T07:28:00.000Z"
 std::string IsoDate(uint64_t unix_us) {
-  const time_t secs = static_cast<time_t>(unix_us / 1000000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  const std::string buf = UtcTime(unix_us, "%Y-%m-%dT%H:%M:%S");
   char out[80];
-  std::snprintf(out, sizeof(out), "%s.%03uZ", buf, static_cast<unsigned>((unix_us / 1000) % 1000));
+  std::snprintf(out, sizeof(out), "%s.%03uZ", buf.c_str(), static_cast<unsigned>((unix_us / 1000) % 1000));
   return out;
 }
 
@@ -233,6 +232,9 @@ class S3Handler final : public ProtocolHandler {
       return {Action::kNeedMore, 0, needed};
     }
     RequestTimer timer(ctx_->metrics, Proto::kS3, Op::kOther);
+    for (const auto& [tenant, key] : ctx_->s3->ExpiredLocks(NowMicros())) {
+      (void)ctx_->store->Unpin(tenant, key);  // Gone already (deleted, expired): nothing to do.
+    }
     Reply reply = Handle(input, &timer);
     const bool close = !parser_.request().keep_alive;
     const size_t consumed = parser_.consumed();
@@ -647,7 +649,12 @@ class S3Handler final : public ProtocolHandler {
                                                       "specified did not hold"}, resource);
       }
       s = ctx_->store->Replace(tenant, block, value);
+      // A lock: kept, not evicted, until it is deleted, replaced or held lock_seconds.
+      if (s.ok() && ctx_->config->s3.lock_seconds > 0 && ctx_->store->Pin(tenant, block).ok()) {
+        ctx_->s3->LockCreated(tenant, block, NowMicros());
+      }
     } else {
+      ReleaseLock(tenant, block);
       s = ctx_->store->Replace(tenant, block, value);
     }
     if (!s.ok()) {
@@ -822,6 +829,7 @@ class S3Handler final : public ProtocolHandler {
       std::memcpy(value.data() + at, p->bytes.data(), p->bytes.size());
       at += p->bytes.size();
     }
+    ReleaseLock(tenant, S3ObjectKey(bucket, key));
     if (Status s = ctx_->store->Replace(tenant, S3ObjectKey(bucket, key), value); !s.ok()) {
       return ErrorReply(ErrorOf(s), resource);
     }
@@ -943,8 +951,15 @@ class S3Handler final : public ProtocolHandler {
     return std::pair{*first, end - *first + 1};
   }
 
+  // Unpins `block` if it is a lock, before it is deleted or replaced.
+  void ReleaseLock(TenantId tenant, const BlockKey& block) {
+    if (ctx_->s3->LockReleased(tenant, block)) (void)ctx_->store->Unpin(tenant, block);
+  }
+
   Reply DeleteObject(TenantId tenant, const std::string& bucket, const std::string& key) {
-    Status s = ctx_->store->Delete(tenant, S3ObjectKey(bucket, key));
+    const BlockKey block = S3ObjectKey(bucket, key);
+    ReleaseLock(tenant, block);
+    Status s = ctx_->store->Delete(tenant, block);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return ErrorReply(ErrorOf(s), "/" + bucket + "/" + key);
     ctx_->s3->NameRemoved(tenant, bucket, key);
     return {204, {}, ""};
@@ -973,7 +988,10 @@ class S3Handler final : public ProtocolHandler {
       return ErrorReply({400, "MalformedXML", "Delete takes 1 to 1000 keys"}, resource);
     }
     std::vector<BlockKey> blocks;
-    for (const std::string& k : keys) blocks.push_back(S3ObjectKey(bucket, k));
+    for (const std::string& k : keys) {
+      blocks.push_back(S3ObjectKey(bucket, k));
+      ReleaseLock(tenant, blocks.back());
+    }
     std::vector<Status> results = ctx_->store->DeleteMany(tenant, blocks);
     std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DeleteResult "
                       "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";

@@ -134,6 +134,7 @@ Result<std::unique_ptr<S3Service>> S3Service::Open(const ServerConfig& config, c
   s->path_ = config.data_dir + "/" + std::string(kBucketsFile);
   s->max_upload_bytes_ = config.s3.max_upload_bytes;
   s->upload_ttl_us_ = uint64_t{config.s3.upload_ttl_seconds} * 1000000;
+  s->lock_us_ = uint64_t{config.s3.lock_seconds} * 1000000;
   for (const TenantConfig& t : config.tenants) {
     Result<TenantId> id = store.FindTenant(t.options.name);
     if (!id.ok()) return id.status();
@@ -373,6 +374,34 @@ Result<std::vector<std::pair<uint32_t, S3Service::Part>>> S3Service::ListParts(
     meta.modified_us = part.modified_us;
     out.emplace_back(number, std::move(meta));
   }
+  return out;
+}
+
+void S3Service::LockCreated(TenantId tenant, const BlockKey& key, uint64_t now_us) {
+  MutexLock lock(&mu_);
+  locks_.push_back({tenant, key, now_us});
+}
+
+bool S3Service::LockReleased(TenantId tenant, const BlockKey& key) {
+  MutexLock lock(&mu_);
+  for (auto it = locks_.begin(); it != locks_.end(); ++it) {
+    if (it->tenant == tenant && it->key == key) {
+      locks_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::pair<TenantId, BlockKey>> S3Service::ExpiredLocks(uint64_t now_us) {
+  MutexLock lock(&mu_);
+  std::vector<std::pair<TenantId, BlockKey>> out;
+  size_t n = 0;
+  while (n < locks_.size() && now_us - std::min(now_us, locks_[n].created_us) >= lock_us_) {
+    out.emplace_back(locks_[n].tenant, locks_[n].key);
+    ++n;
+  }
+  locks_.erase(locks_.begin(), locks_.begin() + static_cast<ptrdiff_t>(n));
   return out;
 }
 

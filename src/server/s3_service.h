@@ -132,6 +132,14 @@ class S3Service {
                                                            std::string_view bucket,
                                                            std::string_view key) const;
 
+  // Objects created with If-None-Match: * are locks: the handler pins them in the Store, and
+  // these remember them so that they are unpinned once deleted, replaced or held lock_seconds.
+  void LockCreated(TenantId tenant, const BlockKey& key, uint64_t now_us);
+  // True when `key` was a pinned lock (now forgotten): the caller unpins it.
+  bool LockReleased(TenantId tenant, const BlockKey& key);
+  // The locks pinned for lock_seconds or longer, forgotten: the caller unpins them.
+  std::vector<std::pair<TenantId, BlockKey>> ExpiredLocks(uint64_t now_us);
+
   // Held while a conditional create checks that its key is absent and stores it.
   Mutex* conditional_mutex() const ABSL_LOCK_RETURNED(conditional_mu_) { return &conditional_mu_; }
 
@@ -170,6 +178,13 @@ class S3Service {
   uint64_t upload_ttl_us_ = 0;
   std::map<std::string, std::shared_ptr<Upload>, std::less<>> uploads_ ABSL_GUARDED_BY(mu_);
   uint64_t upload_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  struct Lock {
+    TenantId tenant;
+    BlockKey key;
+    uint64_t created_us = 0;
+  };
+  uint64_t lock_us_ = 0;
+  std::vector<Lock> locks_ ABSL_GUARDED_BY(mu_);  // Oldest first; few (locks, not data).
 };
 
 }  // namespace kvtier::server
