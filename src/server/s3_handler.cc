@@ -2,6 +2,8 @@
 // HttpRequestParser, authenticated (s3_auth.h) before a body is received, answered from the
 // Store in S3's XML and headers. A front end only: objects are Store values (s3_service.h).
 
+#include <strings.h>
+
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -211,7 +213,6 @@ class S3Handler final : public ProtocolHandler {
       const int status = parser_.error_status();
       const char* code = status == 413   ? "EntityTooLarge"
                          : status == 431 ? "RequestHeaderSectionTooLarge"
-                         : status == 501 ? "NotImplemented"
                                          : "BadRequest";
       return Fail({status == 413 ? 400 : status, code, parser_.error()}, out);
     }
@@ -221,7 +222,7 @@ class S3Handler final : public ProtocolHandler {
       if (std::optional<S3Error> e = CheckHead(); e) return Fail(*e, out);
       const std::string* expect = parser_.request().Header("expect");
       if (state == HttpRequestParser::State::kBody && expect != nullptr &&
-          (*expect == "100-continue" || *expect == "100-Continue")) {
+          strcasecmp(expect->c_str(), "100-continue") == 0) {
         out->Append("HTTP/1.1 100 Continue\r\n\r\n");
       }
     }
