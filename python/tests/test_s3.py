@@ -85,6 +85,12 @@ def raw(d: Daemon, data: bytes) -> bytes:
     return b"".join(chunks)
 
 
+def get_request(d: Daemon, path: str, headers: bytes = b"") -> bytes:
+    """A bare GET of `path` (a presigned URL's path and query) as its bytes."""
+    host = f"Host: 127.0.0.1:{d.s3_port}\r\n".encode()
+    return b"GET " + path.encode() + b" HTTP/1.1\r\n" + host + headers + b"\r\n"
+
+
 def test_objects_round_trip_through_boto3(s3d: Daemon) -> None:
     s3 = client(s3d)
     s3.create_bucket(Bucket="kv-blocks")
@@ -267,24 +273,10 @@ def test_presigned_urls(s3d: Daemon) -> None:
         "get_object", Params={"Bucket": "shared", "Key": "k"}, ExpiresIn=60
     )
     path = url.split(f":{s3d.s3_port}", 1)[1]
-    reply = raw(
-        s3d,
-        b"GET "
-        + path.encode()
-        + b" HTTP/1.1\r\nHost: 127.0.0.1:"
-        + str(s3d.s3_port).encode()
-        + b"\r\nConnection: close\r\n\r\n",
-    )
+    reply = raw(s3d, get_request(s3d, path, b"Connection: close\r\n"))
     assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"presigned bytes")
     tampered = path.replace("/shared/k", "/shared/j")
-    reply = raw(
-        s3d,
-        b"GET "
-        + tampered.encode()
-        + b" HTTP/1.1\r\nHost: 127.0.0.1:"
-        + str(s3d.s3_port).encode()
-        + b"\r\n\r\n",
-    )
+    reply = raw(s3d, get_request(s3d, tampered))
     assert reply.startswith(b"HTTP/1.1 403")
 
 
@@ -326,11 +318,7 @@ def test_keep_alive_and_pipelining(s3d: Daemon) -> None:
     url = client(s3d, signature_version="s3v4").generate_presigned_url(
         "get_object", Params={"Bucket": "pipes", "Key": "a"}
     )
-    path = url.split(f":{s3d.s3_port}", 1)[1].encode()
-    one = (
-        b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1:" + str(s3d.s3_port).encode() + b"\r\n\r\n"
-    )
-    reply = raw(s3d, one * 3)
+    reply = raw(s3d, get_request(s3d, url.split(f":{s3d.s3_port}", 1)[1]) * 3)
     assert reply.count(b"HTTP/1.1 200 OK") == 3 and reply.count(b"AAA") == 3
 
 

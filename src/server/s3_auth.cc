@@ -166,8 +166,10 @@ std::optional<std::string> PercentDecode(std::string_view s) {
 std::optional<S3Error> VerifyS3Signature(const HttpRequest& request, const S3Keys& keys,
                                          int64_t now_unix_s, S3Auth* auth) {
   *auth = S3Auth{};
-  std::optional<std::vector<std::pair<std::string, std::string>>> query = QueryPairs(request.query);
-  if (!query) return Denied("InvalidArgument", "malformed query string", 400);
+  std::optional<std::vector<std::pair<std::string, std::string>>> decoded = QueryPairs(request.query);
+  if (!decoded) return Denied("InvalidArgument", "malformed query string", 400);
+  auth->query = std::move(*decoded);
+  const std::vector<std::pair<std::string, std::string>>* query = &auth->query;
   auto query_value = [&](std::string_view name) -> const std::string* {
     for (const auto& [n, v] : *query) {
       if (n == name) return &v;

@@ -158,21 +158,6 @@ struct Reply {
   std::optional<uint64_t> head_length;
 };
 
-// Value of `name` in a query string, decoded; nullopt when absent.
-std::optional<std::string> QueryValue(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) != name) continue;
-    if (eq == std::string_view::npos) return std::string();
-    std::optional<std::string> v = PercentDecode(pair.substr(eq + 1));
-    return v ? *v : std::string();
-  }
-  return std::nullopt;
-}
-
 // Whether an If-Match / If-None-Match list ("\"etag\", \"etag2\"" or "*") names `etag`.
 bool EtagListMatches(std::string_view list, std::string_view etag) {
   while (!list.empty()) {
@@ -249,6 +234,14 @@ class S3Handler final : public ProtocolHandler {
 
  private:
   // Authenticates the request from its head, before its body is accepted.
+  // The value of `name` in the request's query, decoded; nullopt when absent.
+  std::optional<std::string> QueryValue(std::string_view name) const {
+    for (const auto& [n, v] : auth_.query) {
+      if (n == name) return v;
+    }
+    return std::nullopt;
+  }
+
   std::optional<S3Error> CheckHead() {
     const HttpRequest& r = parser_.request();
     if (Status admit = ctx_->auth_guard->Admit(peer_, Proto::kS3); !admit.ok()) {
@@ -348,16 +341,16 @@ class S3Handler final : public ProtocolHandler {
     if (!ctx_->s3->HasBucket(tenant, bucket)) {
       return ErrorReply({404, "NoSuchBucket", "The specified bucket does not exist"}, *path);
     }
-    if (!r.query.empty() && (QueryValue(r.query, "tagging") || QueryValue(r.query, "acl") ||
-                             QueryValue(r.query, "attributes") || QueryValue(r.query, "retention"))) {
+    if (!r.query.empty() && (QueryValue("tagging") || QueryValue("acl") ||
+                             QueryValue("attributes") || QueryValue("retention"))) {
       return NotImplemented(r);
     }
-    if (QueryValue(r.query, "uploads")) {
+    if (QueryValue("uploads")) {
       if (r.method != "POST") return NotImplemented(r);
       timer->set_op(Op::kPut);
       return StartUpload(tenant, bucket, key);
     }
-    if (std::optional<std::string> upload = QueryValue(r.query, "uploadId")) {
+    if (std::optional<std::string> upload = QueryValue("uploadId")) {
       timer->set_op(Op::kPut);
       if (r.method == "PUT") return UploadPart(input, tenant, bucket, key, *upload);
       if (r.method == "POST") return CompleteUpload(input, tenant, bucket, key, *upload);
@@ -434,18 +427,18 @@ class S3Handler final : public ProtocolHandler {
       return {204, {}, ""};
     }
     if (!exists) return ErrorReply(no_such, resource);
-    if (r.method == "GET" && QueryValue(r.query, "location")) {
+    if (r.method == "GET" && QueryValue("location")) {
       return {200, {{"Content-Type", "application/xml"}},
               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
               "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">" +
                   (ctx_->config->s3.region == "us-east-1" ? "" : XmlEscape(ctx_->config->s3.region)) +
                   "</LocationConstraint>"};
     }
-    if (r.method == "GET" && QueryValue(r.query, "list-type") == "2") {
+    if (r.method == "GET" && QueryValue("list-type") == "2") {
       timer->set_op(Op::kStats);
       return ListObjects(tenant, bucket);
     }
-    if (r.method == "POST" && QueryValue(r.query, "delete")) {
+    if (r.method == "POST" && QueryValue("delete")) {
       timer->set_op(Op::kDelete);
       return DeleteObjects(input, tenant, bucket);
     }
@@ -453,13 +446,12 @@ class S3Handler final : public ProtocolHandler {
   }
 
   Reply ListObjects(TenantId tenant, const std::string& bucket) {
-    const HttpRequest& r = parser_.request();
-    const std::string prefix = QueryValue(r.query, "prefix").value_or("");
-    const std::string delimiter = QueryValue(r.query, "delimiter").value_or("");
-    const std::string token = QueryValue(r.query, "continuation-token").value_or("");
-    const std::string start_after = QueryValue(r.query, "start-after").value_or("");
+    const std::string prefix = QueryValue("prefix").value_or("");
+    const std::string delimiter = QueryValue("delimiter").value_or("");
+    const std::string token = QueryValue("continuation-token").value_or("");
+    const std::string start_after = QueryValue("start-after").value_or("");
     size_t max = ctx_->config->s3.max_list_keys;
-    if (std::optional<std::string> m = QueryValue(r.query, "max-keys"); m && !m->empty()) {
+    if (std::optional<std::string> m = QueryValue("max-keys"); m && !m->empty()) {
       if (m->size() > 9 || m->find_first_not_of("0123456789") != std::string::npos) {
         return ErrorReply({400, "InvalidArgument", "max-keys must be a non-negative integer"}, "/" + bucket);
       }
@@ -598,17 +590,23 @@ class S3Handler final : public ProtocolHandler {
     return body;
   }
 
+  // CheckedBody of an object or a part: also refused (EntityTooLarge) over max_object_bytes.
+  std::optional<std::span<std::byte>> CheckedObjectBody(std::span<std::byte> input, S3Error* error) {
+    std::optional<std::span<std::byte>> body = CheckedBody(input, error);
+    if (body && body->size() > ctx_->config->EffectiveMaxObjectBytes()) {
+      *error = {400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."};
+      return std::nullopt;
+    }
+    return body;
+  }
+
   Reply PutObject(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
                   const std::string& key) {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket + "/" + key;
     S3Error error;
-    std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
+    std::optional<std::span<std::byte>> body = CheckedObjectBody(input, &error);
     if (!body) return ErrorReply(error, resource);
-    if (body->size() > ctx_->config->EffectiveMaxObjectBytes()) {
-      return ErrorReply({400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed "
-                                                "object size."}, resource);
-    }
     S3ObjectHeader header;
     header.size = body->size();
     header.content_type = ContentType();
@@ -698,7 +696,7 @@ class S3Handler final : public ProtocolHandler {
                    const std::string& key, const std::string& upload) {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket + "/" + key;
-    const std::string number_text = QueryValue(r.query, "partNumber").value_or("");
+    const std::string number_text = QueryValue("partNumber").value_or("");
     uint32_t number = 0;
     if (number_text.empty() || number_text.size() > 5 ||
         number_text.find_first_not_of("0123456789") != std::string::npos ||
@@ -706,12 +704,8 @@ class S3Handler final : public ProtocolHandler {
       return ErrorReply({400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive"}, resource);
     }
     S3Error error;
-    std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
+    std::optional<std::span<std::byte>> body = CheckedObjectBody(input, &error);
     if (!body) return ErrorReply(error, resource);
-    if (body->size() > ctx_->config->EffectiveMaxObjectBytes()) {
-      return ErrorReply({400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed "
-                                                "object size."}, resource);
-    }
     S3Service::Part part;
     part.bytes.assign(body->begin(), body->end());
     part.digest = ContentDigest(*body);
