@@ -1,6 +1,7 @@
 #!/bin/sh
-# Renders the planning charts (crossover, cost, hit rate vs capacity, sizing page) in headless
-# Chromium and checks that each screenshot shows a drawn chart, not a blank page.
+# Renders the planning charts (crossover, cost, hit rate vs capacity, a fleet's G4 traffic,
+# sizing page) in headless Chromium and checks that each screenshot shows a drawn chart, not a
+# blank page.
 # Usage: planning_charts_test.sh path/to/kvtier
 # Exits 77 (skipped) when Chromium is not installed.
 set -eu
@@ -17,10 +18,12 @@ trap 'rm -rf "$WORK"' EXIT
 "$KVTIER" cost --model deepseek-v3 --gpu h200 --link 400gbe --tp 8 --svg "$WORK/cost.svg" >/dev/null
 "$KVTIER" trace gen --workload chat --sessions 200 --seed 3 --out "$WORK/chat.jsonl" 2>/dev/null
 "$KVTIER" replay "$WORK/chat.jsonl" --model llama-3.1-8b --capacity 16GiB --html "$WORK/replay.html" >/dev/null
+"$KVTIER" replay "$WORK/chat.jsonl" --model llama-3.1-8b --capacity 2GiB --nodes 4 --g4 on_put \
+  --html "$WORK/fleet.html" >/dev/null
 "$KVTIER" size --format html --out "$WORK/size.html"
 
 status=0
-for page in crossover.svg cost.svg replay.html size.html; do
+for page in crossover.svg cost.svg replay.html fleet.html size.html; do
   png="$WORK/${page%.*}.png"
   "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \

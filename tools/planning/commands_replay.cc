@@ -9,6 +9,7 @@
 
 #include "tools/planning/chart.h"
 #include "tools/planning/cli_util.h"
+#include "tools/planning/commands_fleet.h"
 #include "tools/planning/replay.h"
 #include "tools/planning/trace_gen.h"
 #include "tools/planning/units.h"
@@ -104,6 +105,7 @@ struct ReplayFlags {
   bool json = false;
   std::string svg;
   std::string html;
+  FleetFlags fleet;
 };
 
 constexpr const char* kTierLabels[kNumTiers] = {"G2", "G3", "G4"};
@@ -291,6 +293,15 @@ void RunReplay(const ReplayFlags& f, int* exit_code) {
     o.g4_write_policy = f.g4 == "on_put" ? SharedTierOptions::WritePolicy::kOnPut
                                          : SharedTierOptions::WritePolicy::kOnDemotion;
   }
+  if (f.fleet.nodes > 0) {
+    if (f.curve || !f.capacities.empty()) {
+      *exit_code = Fail("replay", Status::InvalidArgument(
+                                      "--curve and --capacities replay one node: not with --nodes"));
+      return;
+    }
+    *exit_code = RunFleetReplay(f.fleet, *trace, o, {f.compare, f.json, f.svg, f.html, f.trace_path});
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   Result<ReplayReport> report = Replay(*trace, o);
   const double wall =
@@ -430,6 +441,7 @@ void AddReplayCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--compare", f->compare,
                 "At each --capacities (default 1/64 .. 1x of the footprint): kvtier beside LRU, ARC, "
                 "OPT, OPT+bypass and an infinite cache (and kvtier with the trace's hints, if any)");
+  RegisterFleetFlags(cmd, &f->fleet);
   cmd->add_flag("--hints", f->hints,
                 "Send the trace's session hints (retain_s, finished) to the Store");
   cmd->add_option("--ttl", f->ttl_seconds, "Per-tenant TTL since last access, seconds (0 = none)");

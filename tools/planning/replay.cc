@@ -1,75 +1,18 @@
 #include "tools/planning/replay.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
-#include <atomic>
-#include <bit>
 #include <optional>
 #include <unordered_map>
 
 #include "kvtier/block_key.h"
-#include "kvtier/env.h"
 #include "kvtier/events.h"
+#include "tools/planning/replay_internal.h"
 #include "tools/planning/units.h"
 
 namespace kvtier::planning {
+namespace replay_internal {
 namespace {
-
-constexpr uint64_t kMaxStoreBlockBytes = 1 * kGiB;  // Options::max_block_bytes limit.
-constexpr uint32_t kDefaultPageBytes = 64 * kKiB;
-constexpr uint32_t kMaxPageBytes = 2 * kMiB;
-// Trace time 0 maps to this wall-clock instant, so TTL arithmetic never sees a zero clock.
-constexpr uint64_t kEpochMicros = uint64_t{1'700'000'000} * 1'000'000;
-
-// The trace's clock: the Store reads the time of the request being replayed.
-class TraceClock final : public Env {
- public:
-  uint64_t NowMicros() override { return now_.load(std::memory_order_relaxed); }
-  void SetTraceMillis(uint64_t ms) {
-    now_.store(kEpochMicros + ms * 1000, std::memory_order_relaxed);
-  }
-
- private:
-  std::atomic<uint64_t> now_{kEpochMicros};
-};
-
-// Address space that backs every simulated value. The payload-free store reads only the
-// span's size, so the pages are mapped PROT_NONE and never committed; a stray read would
-// fault instead of silently succeeding.
-class UntouchedBuffer {
- public:
-  explicit UntouchedBuffer(size_t bytes) : bytes_(bytes) {
-    void* p = mmap(nullptr, bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    data_ = p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
-  }
-  ~UntouchedBuffer() {
-    if (data_ != nullptr) munmap(data_, bytes_);
-  }
-  UntouchedBuffer(const UntouchedBuffer&) = delete;
-  UntouchedBuffer& operator=(const UntouchedBuffer&) = delete;
-
-  bool ok() const { return data_ != nullptr; }
-  std::span<const std::byte> Prefix(size_t n) const { return {data_, n}; }
-
- private:
-  size_t bytes_;
-  std::byte* data_ = nullptr;
-};
-
-// The trace turned into store keys once, shared by every replay of a capacity curve. Only a
-// request's whole blocks are references: kvtier never keys a trailing partial block, so it is
-// neither looked up nor stored.
-struct PreparedTrace {
-  std::vector<BlockKey> keys;  // One per block reference, request after request.
-  std::vector<BlockKey> unique_keys;  // Per distinct block id.
-  std::unordered_map<BlockKey, uint32_t, BlockKeyHasher> id_of;  // Its inverse.
-  BlockStream stream;          // Distinct (tenant, hash id) of each reference, per request.
-  std::vector<SessionId> sessions;  // Per request: 0 when the trace names none.
-  uint64_t unique_bytes = 0;
-  uint64_t block_bytes = 0;    // KV bytes of one block.
-};
 
 Namespace ReplayNamespace(const std::string& tenant, const ReplayOptions& options,
                           uint32_t block_tokens) {
@@ -88,6 +31,8 @@ Namespace ReplayNamespace(const std::string& tenant, const ReplayOptions& option
   ns.layout.tokens_per_block = block_tokens;
   return ns;
 }
+
+}  // namespace
 
 Result<PreparedTrace> Prepare(const Trace& trace, const ReplayOptions& options) {
   KVTIER_RETURN_IF_ERROR(options.model.Validate());
@@ -143,41 +88,77 @@ uint32_t PickPageBytes(uint64_t capacity, uint32_t requested) {
   return page;
 }
 
-// Simulated G3: a fixed number of block slots, evicted in CLOCK order.
-class ClockTier {
- public:
-  ClockTier(uint64_t slots, uint32_t ids) : slot_of_(ids, kNoSlot), capacity_(slots) {}
-  bool Contains(uint32_t id) const { return slot_of_[id] != kNoSlot; }
-  void Read(uint32_t id) { referenced_[slot_of_[id]] = 1; }
-  // Writes an absent block; returns the block evicted for it, or kNoBlock.
-  uint32_t Write(uint32_t id) {
-    if (block_.size() < capacity_) {
-      slot_of_[id] = static_cast<uint32_t>(block_.size());
-      block_.push_back(id);
-      referenced_.push_back(0);
-      return kNoBlock;
-    }
-    while (referenced_[hand_]) {
-      referenced_[hand_] = 0;
-      hand_ = (hand_ + 1) % block_.size();
-    }
-    const uint32_t victim = block_[hand_];
-    slot_of_[victim] = kNoSlot;
-    block_[hand_] = id;
-    slot_of_[id] = static_cast<uint32_t>(hand_);
-    hand_ = (hand_ + 1) % block_.size();
-    return victim;
+Result<std::unique_ptr<Store>> OpenReplayStore(const Trace& trace, const PreparedTrace& p,
+                                               const ReplayOptions& options, uint64_t capacity,
+                                               Env* clock, EvictionObserver* observer,
+                                               BlockEventListener* events,
+                                               std::vector<TenantId>* tenants) {
+  const uint32_t page = PickPageBytes(capacity, options.page_bytes);
+  if (capacity < p.block_bytes || capacity < page) {
+    return Status::InvalidArgument("G2 capacity " + std::to_string(capacity) +
+                                   " bytes is smaller than one block (" +
+                                   std::to_string(p.block_bytes) + " bytes)");
   }
-  static constexpr uint32_t kNoBlock = UINT32_MAX;
+  if (capacity / page > UINT32_MAX) {
+    return Status::InvalidArgument(
+        "G2 capacity " + FormatBytes(static_cast<double>(capacity)) +
+        " is more than the Store can address: 2^32 pages of " + FormatBytes(page) + ", " +
+        FormatBytes(static_cast<double>(uint64_t{UINT32_MAX} * page)) + "; the largest page is " +
+        FormatBytes(kMaxPageBytes));
+  }
+  Options o;
+  o.payload_free = true;
+  o.env = clock;
+  o.memory.capacity_bytes = capacity;
+  o.memory.page_bytes = page;
+  o.memory.initial_reused_share = options.initial_reused_share;
+  o.memory.max_reused_share = options.max_reused_share;
+  o.max_block_bytes = std::max(p.block_bytes, options.state_bytes);
+  o.disk_admission = options.g3_admission;
+  o.eviction_observer = observer;
+  o.event_listener = events;
+  o.tenants.clear();
+  for (const std::string& name : trace.tenants) {
+    TenantOptions t;
+    t.name = name;
+    t.ttl_seconds = options.ttl_seconds;
+    o.tenants.push_back(t);
+  }
+  Result<std::unique_ptr<Store>> opened = Store::Open(o);
+  if (!opened.ok()) return opened.status();
+  tenants->clear();
+  for (const std::string& name : trace.tenants) {
+    Result<TenantId> id = (*opened)->FindTenant(name);
+    if (!id.ok()) return id.status();
+    tenants->push_back(*id);
+  }
+  return opened;
+}
 
- private:
-  static constexpr uint32_t kNoSlot = UINT32_MAX;
-  std::vector<uint32_t> slot_of_;  // Per block id.
-  std::vector<uint32_t> block_;    // Per slot.
-  std::vector<uint8_t> referenced_;
-  uint64_t capacity_ = 0;
-  size_t hand_ = 0;
-};
+double PrefillSecondsWithCache(
+    const std::array<std::optional<PrefillModel>, kNumTiers>& reload_by_tier,
+    const std::array<uint64_t, kNumTiers>& served, double tokens) {
+  const PrefillModel& g2 = *reload_by_tier[0];
+  double cached = 0;
+  double reload = 0;
+  for (int slot = 0; slot < kNumTiers; ++slot) {
+    if (served[slot] == 0) continue;
+    const PrefillModel& m = reload_by_tier[slot] ? *reload_by_tier[slot] : g2;
+    cached += static_cast<double>(served[slot]);
+    reload += m.ReloadSeconds(static_cast<double>(served[slot]));
+  }
+  return reload + g2.SuffixSeconds(cached, tokens);
+}
+
+}  // namespace replay_internal
+
+namespace {
+
+using replay_internal::ClockTier;
+using replay_internal::PreparedTrace;
+using replay_internal::TraceClock;
+using replay_internal::UntouchedBuffer;
+using replay_internal::kDefaultPageBytes;
 
 // What one replay tracks beside the Store: the simulated G3 and G4, and whether each tier's
 // copy of a block was read since it was written.
@@ -291,19 +272,6 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
   run.hits.assign(trace.requests.size(), 0);
   if (p.keys.empty()) return run;
 
-  const uint32_t page = PickPageBytes(capacity, options.page_bytes);
-  if (capacity < p.block_bytes || capacity < page) {
-    return Status::InvalidArgument("G2 capacity " + std::to_string(capacity) +
-                                   " bytes is smaller than one block (" +
-                                   std::to_string(p.block_bytes) + " bytes)");
-  }
-  if (capacity / page > UINT32_MAX) {
-    return Status::InvalidArgument(
-        "G2 capacity " + FormatBytes(static_cast<double>(capacity)) +
-        " is more than the Store can address: 2^32 pages of " + FormatBytes(page) + ", " +
-        FormatBytes(static_cast<double>(uint64_t{UINT32_MAX} * page)) + "; the largest page is " +
-        FormatBytes(kMaxPageBytes));
-  }
   const bool hybrid = options.state_bytes > 0;
   if (hybrid && (options.g3_capacity_bytes != 0 || options.g4)) {
     return Status::InvalidArgument("a hybrid model's replay simulates G2 only: no G3 or G4");
@@ -315,33 +283,13 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
   }
   LowerTiers lower(p, options, &report);
   TraceClock clock;
-  Options o;
-  o.payload_free = true;
-  o.env = &clock;
-  o.memory.capacity_bytes = capacity;
-  o.memory.page_bytes = page;
-  o.memory.initial_reused_share = options.initial_reused_share;
-  o.memory.max_reused_share = options.max_reused_share;
-  const uint64_t largest = std::max(p.block_bytes, options.state_bytes);
-  o.max_block_bytes = largest;
-  o.disk_admission = options.g3_admission;
-  o.eviction_observer = &lower;
-  o.tenants.clear();
-  for (const std::string& name : trace.tenants) {
-    TenantOptions t;
-    t.name = name;
-    t.ttl_seconds = options.ttl_seconds;
-    o.tenants.push_back(t);
-  }
-  Result<std::unique_ptr<Store>> opened = Store::Open(o);
+  std::vector<TenantId> tenants;
+  Result<std::unique_ptr<Store>> opened = replay_internal::OpenReplayStore(
+      trace, p, options, capacity, &clock, &lower, nullptr, &tenants);
   if (!opened.ok()) return opened.status();
   Store& store = **opened;
-  std::vector<TenantId> tenants;
-  for (const std::string& name : trace.tenants) {
-    Result<TenantId> id = store.FindTenant(name);
-    if (!id.ok()) return id.status();
-    tenants.push_back(*id);
-  }
+  const uint64_t largest = std::max(p.block_bytes, options.state_bytes);
+  const Options defaults;  // The promotion and hint rules the Store was opened with.
   UntouchedBuffer values(largest);
   if (!values.ok()) return Status::ResourceExhausted("cannot reserve address space for values");
   const std::span<const std::byte> value = values.Prefix(p.block_bytes);
@@ -387,7 +335,8 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       const std::optional<TierLevel> tier = lower.Find(p.stream.blocks[begin + hits]);
       if (!tier) break;
       hit(*tier, begin + hits);
-      const bool promote = *tier == TierLevel::kG3 ? o.promote_on_hit : o.shared.promote_on_hit;
+      const bool promote = *tier == TierLevel::kG3 ? defaults.promote_on_hit
+                                                     : defaults.shared.promote_on_hit;
       PutOptions put;
       put.session = p.sessions[r];
       if (promote && store.Put(tenant, keys[hits], value, put).ok()) {
@@ -428,25 +377,17 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       Store::SessionHint hint;
       hint.finished = request.finished;
       if (!hint.finished) {
-        hint.retain_seconds = static_cast<uint32_t>(std::ceil(
-            std::min(request.retain_seconds, static_cast<double>(o.memory.max_hint_retain_seconds))));
+        hint.retain_seconds = static_cast<uint32_t>(std::ceil(std::min(
+            request.retain_seconds, static_cast<double>(defaults.memory.max_hint_retain_seconds))));
       }
       Status s = store.HintSession(tenant, p.sessions[r], hint);
       ++(s.ok() ? report.hints_sent : report.hints_refused);
     }
     if (report.has_prefill_model) {
       const double tokens = static_cast<double>(request.input_length);
-      double cached = 0;
-      double reload = 0;
-      for (int slot = 0; slot < kNumTiers; ++slot) {
-        if (served[slot] == 0) continue;
-        const PrefillModel* m =
-            options.reload_by_tier[slot] ? &*options.reload_by_tier[slot] : g2_model;
-        cached += static_cast<double>(served[slot]);
-        reload += m->ReloadSeconds(static_cast<double>(served[slot]));
-      }
       report.prefill_seconds_without_cache += g2_model->RecomputeSeconds(tokens);
-      report.prefill_seconds_with_cache += reload + g2_model->SuffixSeconds(cached, tokens);
+      report.prefill_seconds_with_cache +=
+          replay_internal::PrefillSecondsWithCache(options.reload_by_tier, served, tokens);
     }
   }
   lower.Finish();
@@ -526,7 +467,7 @@ double ReplayReport::never_read_share() const {
 }
 
 Result<ReplayReport> Replay(const Trace& trace, const ReplayOptions& options) {
-  Result<PreparedTrace> prepared = Prepare(trace, options);
+  Result<PreparedTrace> prepared = replay_internal::Prepare(trace, options);
   if (!prepared.ok()) return prepared.status();
   Result<ReplayRun> run =
       ReplayPrepared(trace, *prepared, options, options.g2_capacity_bytes, true);
@@ -539,7 +480,7 @@ Result<ReplayReport> Replay(const Trace& trace, const ReplayOptions& options) {
 template <typename Visit>
 Status ForEachCapacity(const Trace& trace, ReplayOptions options,
                        std::vector<uint64_t> capacities, Visit visit) {
-  Result<PreparedTrace> prepared = Prepare(trace, options);
+  Result<PreparedTrace> prepared = replay_internal::Prepare(trace, options);
   if (!prepared.ok()) return prepared.status();
   if (capacities.empty()) capacities = DefaultCapacities(*prepared);
   std::sort(capacities.begin(), capacities.end());
@@ -574,7 +515,7 @@ Result<std::vector<ComparePoint>> ComparePolicies(const Trace& trace, const Repl
       [&](const PreparedTrace& prepared, uint64_t capacity, const ReplayRun& r) {
         ComparePoint point;
         point.capacity_bytes = capacity;
-        const uint64_t page = PickPageBytes(capacity, options.page_bytes);
+        const uint64_t page = replay_internal::PickPageBytes(capacity, options.page_bytes);
         point.capacity_blocks = capacity / ((prepared.block_bytes + page - 1) / page * page);
         point.policies.push_back(Summarize("kvtier", trace, prepared, r.hits, model));
         if (trace.HasHints()) {
