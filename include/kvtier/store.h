@@ -319,7 +319,14 @@ struct StoreStats {
   // G4 (all zero without a shared tier).
   uint64_t shared_hits = 0;
   uint64_t shared_misses = 0;
+  // Reads that joined another request's read of the same block in flight instead of reading
+  // G4 again (a burst of requests for one block reads it once per node).
+  uint64_t shared_reads_coalesced = 0;
+  // The same for existence checks (a prefix lookup's G4 part), counted per block.
+  uint64_t shared_checks_coalesced = 0;
   uint64_t shared_puts = 0;            // Objects this node published.
+  uint64_t shared_read_bytes = 0;      // Block bytes this node read from G4 (decoded).
+  uint64_t shared_written_bytes = 0;   // Object bytes it published (encoded, with headers).
   uint64_t shared_corrupt = 0;         // Failed verification: never served.
   uint64_t shared_errors = 0;          // Storage errors (I/O, network, service).
   uint64_t shared_uploads_dropped = 0; // Uploads dropped: a full queue or upload buffer.

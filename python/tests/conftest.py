@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,14 @@ def kvtier_cli_path() -> str:
     if not os.access(path, os.X_OK):
         pytest.fail(f"no kvtier CLI at {path}: build it (scripts/test does) or set KVTIER_CLI")
     return path
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Polls `condition` (a state of another process) until it holds, within DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {DEADLINE} s"
+        time.sleep(0.05)  # Polling a condition in another process, bounded.
 
 
 def free_port() -> int:

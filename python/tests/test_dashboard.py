@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from chromium import Page, assert_not_blank
-from conftest import Daemon
+from conftest import Daemon, wait_until
 
 import kvtier
 
@@ -129,5 +129,14 @@ def test_the_g4_panel_shows_the_other_node_and_its_deletion_notices(
             <= a.metrics()["kvtier_deletion_notices_applied_total"]
         )
         assert page.text("g4-notices-pending") == "0"
+        # Node A reads a block node B published: the panel shows A's G4 traffic.
+        with kvtier.Client(b.tcp_url) as client:
+            client.put(b"\x08" * 32, b"w" * 4096)
+        wait_until(lambda: b.metrics()["kvtier_shared_puts_total"] >= 2, "B's upload")
+        with kvtier.Client(a.tcp_url) as client:
+            assert client.get(b"\x08" * 32) == b"w" * 4096
+        assert a.metrics()["kvtier_g4_read_bytes_total"] >= 4096
+        page.wait_for("document.getElementById('g4-read').textContent !== '0 B'", "A's G4 reads")
+        assert page.text("g4-written") == "0 B"  # A published nothing.
     finally:
         page.close()

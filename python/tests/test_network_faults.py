@@ -17,13 +17,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import DEADLINE, ROOT, kvtierd_path
+from conftest import ROOT, kvtierd_path, wait_until
 
 import kvtier
 
@@ -34,13 +33,6 @@ BUCKET = "kvtier-g4"
 
 def run(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {DEADLINE} s"
-        time.sleep(0.05)  # Polling a condition in another process, bounded.
 
 
 @dataclass

@@ -229,7 +229,20 @@ bool StoreImpl::PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us
 
 std::vector<std::optional<uint64_t>> StoreImpl::CreatedInShared(TenantId tenant,
                                                                std::span<const BlockKey> keys) {
-  std::vector<std::optional<SharedObjectInfo>> info = shared_->ExistsMany(TenantName(tenant), keys);
+  std::vector<TenantKey> flight_keys;
+  flight_keys.reserve(keys.size());
+  for (const BlockKey& key : keys) flight_keys.push_back({tenant.value, key});
+  size_t followed = 0;
+  std::vector<std::optional<SharedObjectInfo>> info = shared_checks_.DoMany(
+      flight_keys,
+      [&](std::span<const size_t> led) {
+        std::vector<BlockKey> ask;
+        ask.reserve(led.size());
+        for (size_t i : led) ask.push_back(keys[i]);
+        return shared_->ExistsMany(TenantName(tenant), ask);
+      },
+      &followed);
+  if (followed > 0) shared_checks_coalesced_.fetch_add(followed, std::memory_order_relaxed);
   std::vector<std::optional<uint64_t>> created(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (info[i]) {
@@ -252,20 +265,33 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const 
     *meta = staged->meta;
     return std::vector<std::byte>(staged->value->begin(), staged->value->end());
   }
-  std::vector<std::optional<SharedObjectInfo>> info =
-      shared_->ExistsMany(TenantName(tenant), std::span(&key, 1));
-  if (!info[0]) return Status::NotFound("block not stored");
-  if (PastMaxAge(tenant, info[0]->created_us, options_.env->NowMicros())) {
-    return Status::NotFound("block expired (maximum age)");
-  }
-  std::vector<Result<std::vector<std::byte>>> got =
-      shared_->GetMany(TenantName(tenant), std::span(&key, 1));
-  if (!got[0].ok()) {
-    // Corrupt, unreadable (shredded key) or unreachable: a miss either way.
-    return Status::NotFound("block not readable from G4: " + got[0].status().ToString());
-  }
-  *meta = {info[0]->session, info[0]->created_us, info[0]->dtype};
-  return std::move(got[0]).value();
+  bool followed = false;
+  SharedRead read = shared_reads_.Do(
+      {tenant.value, key},
+      [&] {
+        SharedRead r;
+        std::vector<std::optional<SharedObjectInfo>> info =
+            shared_->ExistsMany(TenantName(tenant), std::span(&key, 1));
+        if (!info[0]) return r;
+        if (PastMaxAge(tenant, info[0]->created_us, options_.env->NowMicros())) {
+          r.block = Status::NotFound("block expired (maximum age)");
+          return r;
+        }
+        std::vector<Result<std::vector<std::byte>>> got =
+            shared_->GetMany(TenantName(tenant), std::span(&key, 1));
+        if (!got[0].ok()) {
+          // Corrupt, unreadable (shredded key) or unreachable: a miss either way.
+          r.block = Status::NotFound("block not readable from G4: " + got[0].status().ToString());
+          return r;
+        }
+        r.block = std::move(got[0]);
+        r.meta = {info[0]->session, info[0]->created_us, info[0]->dtype};
+        return r;
+      },
+      &followed);
+  if (followed) shared_reads_coalesced_.fetch_add(1, std::memory_order_relaxed);
+  *meta = read.meta;
+  return std::move(read.block);
 }
 
 Result<std::vector<std::byte>> StoreImpl::ReadFromLowerTiers(TenantId tenant,
@@ -520,6 +546,10 @@ StoreStats StoreImpl::Stats() const {
     SharedTierStats g4 = shared_->Stats();
     stats.shared_hits = g4.hits;
     stats.shared_misses = g4.misses;
+    stats.shared_read_bytes = g4.get_bytes;
+    stats.shared_written_bytes = g4.put_bytes;
+    stats.shared_reads_coalesced = shared_reads_coalesced_.load(std::memory_order_relaxed);
+    stats.shared_checks_coalesced = shared_checks_coalesced_.load(std::memory_order_relaxed);
     stats.shared_puts = g4.puts;
     stats.shared_corrupt = g4.corrupt;
     stats.shared_errors = g4.errors;

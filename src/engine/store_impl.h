@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "kvtier/store.h"
 #include "src/common/mutex.h"
+#include "src/common/single_flight.h"
 #include "src/engine/deletion_notices.h"
 #include "src/engine/demoter.h"
 #include "src/engine/shared_uploader.h"
@@ -192,6 +193,24 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::unique_ptr<SharedUploader> uploader_;
   std::unique_ptr<Demoter> demoter_;
   std::atomic<uint64_t> promoted_{0};
+  // G4 reads and existence checks in flight, by tenant and key: concurrent requests for a
+  // block share one.
+  struct SharedRead {
+    Result<std::vector<std::byte>> block = Status::NotFound("block not stored");
+    BlockMeta meta;
+  };
+  struct TenantKey {
+    uint32_t tenant;
+    BlockKey key;
+    bool operator==(const TenantKey&) const = default;
+  };
+  struct TenantKeyHasher {
+    size_t operator()(const TenantKey& k) const { return BlockKeyHasher()(k.key) ^ k.tenant; }
+  };
+  SingleFlight<TenantKey, SharedRead, TenantKeyHasher> shared_reads_;
+  SingleFlight<TenantKey, std::optional<SharedObjectInfo>, TenantKeyHasher> shared_checks_;
+  std::atomic<uint64_t> shared_reads_coalesced_{0};
+  std::atomic<uint64_t> shared_checks_coalesced_{0};
   std::unordered_map<std::string, uint32_t> tenant_ids_;  // Immutable after construction.
 
   // This node's id in G4 (names its deletion notices).

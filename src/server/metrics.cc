@@ -244,6 +244,17 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
   p.Family("kvtier_tier_misses_total", "counter", "Reads that a tier below G2 did not have.");
   p.Sample("kvtier_tier_misses_total", "tier=\"g3\"", s.disk_misses);
   p.Sample("kvtier_tier_misses_total", "tier=\"g4\"", s.shared_misses);
+  p.Single("kvtier_g4_read_bytes_total", "counter",
+           "Block bytes this node read from G4, decoded.", s.shared_read_bytes);
+  p.Single("kvtier_g4_written_bytes_total", "counter",
+           "Object bytes this node published to G4: encoded, with headers.",
+           s.shared_written_bytes);
+  p.Single("kvtier_g4_reads_coalesced_total", "counter",
+           "G4 reads that joined another request's read of the same block in flight.",
+           s.shared_reads_coalesced);
+  p.Single("kvtier_g4_checks_coalesced_total", "counter",
+           "G4 existence checks (per block) that joined another request's check in flight.",
+           s.shared_checks_coalesced);
   p.Family("kvtier_tier_evictions_total", "counter", "Blocks evicted from a tier below G2.");
   p.Sample("kvtier_tier_evictions_total", "tier=\"g3\"", s.disk_evictions);
 
