@@ -429,6 +429,9 @@ struct SizeFlags {
   double sessions_per_day = 0;
   double retention_seconds = -1;
   double reduction = 0;
+  uint32_t nodes = 0;
+  std::string router;
+  double target_hit_rate = -1;
 };
 
 void AddSizeCommand(CLI::App& app, int* exit_code) {
@@ -441,6 +444,11 @@ void AddSizeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--sessions-per-day", f->sessions_per_day, "Override sessions per day");
   cmd->add_option("--retention", f->retention_seconds, "Override retention, seconds");
   cmd->add_option("--reduction", f->reduction, "Override the data-reduction ratio");
+  cmd->add_option("--nodes", f->nodes, "Override the fleet's nodes (own G2 and G3, shared G4)");
+  cmd->add_option("--router", f->router,
+                  "Override the fleet's router: round-robin, least-loaded, session, kv-aware");
+  cmd->add_option("--target-hit-rate", f->target_hit_rate,
+                  "Find the retention that reaches this token hit rate, e.g. 0.8 (0 = none)");
   cmd->callback([f, exit_code] {
     Scenario scenario;
     if (!f->scenario_path.empty()) {
@@ -461,6 +469,9 @@ void AddSizeCommand(CLI::App& app, int* exit_code) {
     if (f->sessions_per_day != 0) scenario.sessions_per_day = f->sessions_per_day;
     if (f->retention_seconds != -1) scenario.retention_seconds = f->retention_seconds;
     if (f->reduction != 0) scenario.data_reduction_ratio = f->reduction;
+    if (f->nodes != 0) scenario.nodes = f->nodes;
+    if (!f->router.empty()) scenario.router = f->router;
+    if (f->target_hit_rate != -1) scenario.target_hit_rate = f->target_hit_rate;
     Result<SizingReport> report = ComputeSizing(scenario);
     if (!report.ok()) {
       *exit_code = Fail("size", report.status());

@@ -8,7 +8,9 @@
 #include <toml++/toml.h>
 
 #include "kvtier/options.h"
+#include "tools/planning/fleet_replay.h"
 #include "tools/planning/hf_config.h"
+#include "tools/planning/units.h"
 
 namespace kvtier::planning {
 namespace {
@@ -94,6 +96,11 @@ Status Scenario::Validate() const {
   if (!(data_reduction_ratio >= 1)) return bad("data_reduction_ratio must be at least 1");
   if (!(g3_drive_bytes >= 0)) return bad("g3_drive_bytes must not be negative");
   if (!(drive_dwpd_rating > 0)) return bad("drive_dwpd_rating must be positive");
+  if (nodes == 0 || nodes > 100000) return bad("nodes must be from 1 to 100000");
+  if (Result<Router> r = ParseRouter(router); !r.ok()) return r.status();
+  if (!(target_hit_rate >= 0 && target_hit_rate < 1)) {
+    return bad("target_hit_rate must be in [0, 1) (0 = none)");
+  }
   return Status::OK();
 }
 
@@ -108,7 +115,8 @@ Result<Scenario> ParseScenarioJson(std::string_view text) {
        "gpu_hour_usd", "models", "concurrent_sessions", "sessions_per_day", "context",
        "turns_per_session", "new_tokens_per_turn", "shared_prefix_tokens", "idle_seconds",
        "retention_seconds", "g2_idle_seconds", "g3_idle_seconds", "data_reduction_ratio",
-       "g3_drive_bytes", "drive_dwpd_rating", "tier_links"},
+       "g3_drive_bytes", "drive_dwpd_rating", "tier_links", "nodes", "router",
+       "target_hit_rate"},
       "the scenario"));
   Scenario s;
   KVTIER_RETURN_IF_ERROR(Field(root, "gpu", &s.gpu));
@@ -129,6 +137,11 @@ Result<Scenario> ParseScenarioJson(std::string_view text) {
   KVTIER_RETURN_IF_ERROR(Field(root, "data_reduction_ratio", &s.data_reduction_ratio));
   KVTIER_RETURN_IF_ERROR(Field(root, "g3_drive_bytes", &s.g3_drive_bytes));
   KVTIER_RETURN_IF_ERROR(Field(root, "drive_dwpd_rating", &s.drive_dwpd_rating));
+  KVTIER_RETURN_IF_ERROR(Field(root, "router", &s.router));
+  KVTIER_RETURN_IF_ERROR(Field(root, "target_hit_rate", &s.target_hit_rate));
+  uint64_t nodes = s.nodes;
+  KVTIER_RETURN_IF_ERROR(Field(root, "nodes", &nodes));
+  s.nodes = static_cast<uint32_t>(std::min<uint64_t>(nodes, UINT32_MAX));
   if (auto it = root.find("models"); it != root.end()) {
     if (!it->is_array()) return Status::InvalidArgument("'models' must be an array");
     s.models.clear();
@@ -182,8 +195,11 @@ Result<Scenario> ParseScenarioToml(std::string_view text) {
   return ParseScenarioJson(json.str());
 }
 
-Result<SizingReport> ComputeSizing(const Scenario& s) {
-  KVTIER_RETURN_IF_ERROR(s.Validate());
+namespace {
+
+constexpr double kLongestRetentionSeconds = 30 * 86400.0;
+
+Result<SizingReport> ComputeForRetention(const Scenario& s) {
   Result<GpuSpec> gpu = FindGpu(s.gpu);
   if (!gpu.ok()) return gpu.status();
   Result<KvPrecision> precision = ParseKvPrecision(s.kv_dtype);
@@ -206,6 +222,20 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
   const std::array<double, 4> edges = {0, std::min(s.g2_idle_seconds, r),
                                        std::min(s.g3_idle_seconds, r), r};
   const double p_return = ProbGapInBand(g, 0, r);
+  // A later turn's chance of each tier: its gap's band, on its own node with probability
+  // `local` (G2, G3); otherwise G4, which in a fleet holds every session's KV until retention.
+  const bool fleet = s.nodes > 1;
+  const Router router = *ParseRouter(s.router);
+  const double local = !fleet || router == Router::kKvAware || router == Router::kSession
+                           ? 1.0
+                           : 1.0 / s.nodes;
+  std::array<double, 3> served{};
+  for (int i = 0; i < 3; ++i) served[i] = ProbGapInBand(g, edges[i], edges[i + 1]);
+  if (fleet) {
+    served[2] += (1 - local) * (served[0] + served[1]);
+    served[0] *= local;
+    served[1] *= local;
+  }
   double tokens_requested = 0;
   double tokens_hit = 0;
   for (const ModelShare& share : s.models) {
@@ -238,6 +268,7 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
     }
     double mean_tokens = 0, mean_bytes = 0, mean_bytes_per_gpu = 0;
     double reuse_tokens = 0, shared_tokens = 0, ttft_without = 0, ttft_with = 0;
+    double new_tokens = 0;  // Per session: the tokens whose KV a session's requests first make.
     const double turns = s.turns_per_session;
     for (const ContextBucket& b : s.context) {
       const double q = b.share / bucket_sum;
@@ -254,23 +285,34 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
       // Later turns: served by the tier their gap ends in, or recomputed after retention.
       double later = (1 - p_return) * recompute;
       for (int i = 0; i < 3; ++i) {
-        later += ProbGapInBand(g, edges[i], edges[i + 1]) *
-                 by_tier[i].PrefillWithCacheSeconds(reused, t);
+        later += served[i] * by_tier[i].PrefillWithCacheSeconds(reused, t);
       }
+      const double later_new = p_return * (t - reused) + (1 - p_return) * t;
+      new_tokens += q * ((t - shared) + (turns - 1) * later_new);
       const double first = g2.PrefillWithCacheSeconds(shared, t);
       ttft_with += q * ((turns - 1) * later + first) / turns;
     }
-    m.kv_bytes_per_token = mean_bytes / mean_tokens;
     m.hbm_sessions_per_replica = m.free_hbm_per_gpu_for_kv / mean_bytes_per_gpu;
     m.replicas_for_concurrency =
         static_cast<double>(s.concurrent_sessions) * m.session_share / m.hbm_sessions_per_replica;
     const double session_rate = s.sessions_per_day * m.session_share / 86400;
     const double gap_rate = session_rate * (turns - 1);
     for (int i = 0; i < 3; ++i) {
-      m.tier_bytes[i] = mean_bytes * (gap_rate * GapTimeInBand(g, edges[i], edges[i + 1]) +
-                                      session_rate * (edges[i + 1] - edges[i]));
+      // A fleet's G4 holds each session's KV from its put until retention drops it.
+      const double from = fleet && i == 2 ? 0 : edges[i];
+      m.tier_bytes[i] = mean_bytes * (gap_rate * GapTimeInBand(g, from, edges[i + 1]) +
+                                      session_rate * (edges[i + 1] - from));
       report.tier_bytes[i] += m.tier_bytes[i];
     }
+    m.kv_bytes_per_token = mean_bytes / mean_tokens;
+    m.g4_read_bytes_per_second = gap_rate * served[2] * reuse_tokens * m.kv_bytes_per_token;
+    if (fleet) {
+      m.g4_write_bytes_per_second = session_rate * new_tokens * m.kv_bytes_per_token;
+    } else if (edges[2] < r) {  // One node uploads each session's KV once, on demotion.
+      m.g4_write_bytes_per_second = session_rate * mean_bytes;
+    }
+    report.g4_read_bytes_per_second += m.g4_read_bytes_per_second;
+    report.g4_write_bytes_per_second += m.g4_write_bytes_per_second;
     // Each session's KV is written to G3 once, when it first outlasts G2.
     m.g3_write_bytes_per_day =
         edges[1] < r ? session_rate * 86400 * mean_bytes / s.data_reduction_ratio : 0;
@@ -280,8 +322,7 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
     m.token_hit_rate = hits_per_session / (turns * mean_tokens);
     if (hits_per_session > 0) {
       for (int i = 0; i < 3; ++i) {
-        m.tier_hit_share[i] =
-            (turns - 1) * reuse_tokens * ProbGapInBand(g, edges[i], edges[i + 1]) / hits_per_session;
+        m.tier_hit_share[i] = (turns - 1) * reuse_tokens * served[i] / hits_per_session;
       }
       m.tier_hit_share[0] += shared_tokens / hits_per_session;
     }
@@ -301,6 +342,38 @@ Result<SizingReport> ComputeSizing(const Scenario& s) {
   const double drives =
       s.g3_drive_bytes > 0 ? s.g3_drive_bytes : report.tier_bytes[1] / s.data_reduction_ratio;
   report.g3_drive_writes_per_day = drives > 0 ? report.g3_write_bytes_per_day / drives : 0;
+  for (int i = 0; i < 3; ++i) {
+    report.tier_bytes_per_node[i] = i == 2 ? report.tier_bytes[i] : report.tier_bytes[i] / s.nodes;
+  }
+  return report;
+}
+
+}  // namespace
+
+Result<SizingReport> ComputeSizing(const Scenario& scenario) {
+  KVTIER_RETURN_IF_ERROR(scenario.Validate());
+  if (scenario.target_hit_rate == 0) return ComputeForRetention(scenario);
+  Scenario s = scenario;
+  s.retention_seconds = kLongestRetentionSeconds;
+  Result<SizingReport> longest = ComputeForRetention(s);
+  if (!longest.ok()) return longest.status();
+  if (longest->token_hit_rate < s.target_hit_rate) {
+    return Status::InvalidArgument(Format(
+        "no retention reaches a token hit rate of %.1f%%: 30 days give %.1f%% (the turns "
+        "reuse no more of their prompts)",
+        100 * s.target_hit_rate, 100 * longest->token_hit_rate));
+  }
+  double low = 0;
+  double high = kLongestRetentionSeconds;
+  for (int i = 0; i < 60 && high - low > 0.5; ++i) {
+    s.retention_seconds = (low + high) / 2;
+    Result<SizingReport> r = ComputeForRetention(s);
+    if (!r.ok()) return r.status();
+    (r->token_hit_rate >= s.target_hit_rate ? high : low) = s.retention_seconds;
+  }
+  s.retention_seconds = std::ceil(high);
+  Result<SizingReport> report = ComputeForRetention(s);
+  if (report.ok()) report->retention_solved = true;
   return report;
 }
 

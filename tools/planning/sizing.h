@@ -20,6 +20,17 @@
 //   writes per day = those bytes / the drives' capacity (g3_drive_bytes, or the G3 capacity
 //   sized here), against the drives' rating.
 // - Capacity with data reduction divides by the ratio; hit rate and times are unchanged.
+// - A fleet (nodes > 1): each node has its own G2 and G3 and all share G4, written on put so
+//   that a node finds what another stored; G4 then holds every session's KV until retention
+//   drops it. Sessions spread evenly, so a node's G2 and G3 hold 1/nodes of the fleet's. A
+//   later turn finds its KV in its node's G2 or G3 (its gap's band) when the router keeps the
+//   conversation there (kv-aware, session: `kvtier replay --nodes` measures how nearly), or
+//   one time in `nodes` (round-robin, least-loaded); otherwise G4 serves it. G4 bandwidth:
+//   reads are the turns G4 serves times the KV they reuse; writes are each request's new KV
+//   (a first turn's past the shared prefix, a later turn's new tokens, all of it after the
+//   retention dropped the session).
+// - A target token hit rate sets the retention: the shortest one (to 30 days) that reaches
+//   it, found by bisection (the hit rate grows with retention).
 
 #ifndef KVTIER_TOOLS_PLANNING_SIZING_H_
 #define KVTIER_TOOLS_PLANNING_SIZING_H_
@@ -69,6 +80,9 @@ struct Scenario {
   double drive_dwpd_rating = 1;        // Endurance rating, drive writes per day (1 = read-
                                        // intensive NVMe, 3 = mixed use).
   std::array<std::string, 3> tier_links = {"pcie-gen5", "nvme-gen5", "400gbe"};
+  uint32_t nodes = 1;                  // Nodes with their own G2 and G3, sharing G4.
+  std::string router = "kv-aware";     // A fleet's router (fleet_replay.h's names).
+  double target_hit_rate = 0;          // > 0: solve the retention for this token hit rate.
 
   // InvalidArgument with the reason for nonsense (negative sizes, shares, turns < 1, ...).
   Status Validate() const;
@@ -98,6 +112,8 @@ struct ModelSizing {
   double gpu_hours_saved_per_day = 0;
   double usd_saved_per_day = 0;
   double g3_write_bytes_per_day = 0;    // After data reduction.
+  double g4_read_bytes_per_second = 0;  // Mean, the whole fleet, before data reduction.
+  double g4_write_bytes_per_second = 0;
 };
 
 struct SizingReport {
@@ -109,8 +125,16 @@ struct SizingReport {
   double usd_saved_per_day = 0;
   double g3_write_bytes_per_day = 0;    // After data reduction.
   double g3_drive_writes_per_day = 0;   // Of the G3 drives (g3_drive_bytes or the sized G3).
+  double g4_read_bytes_per_second = 0;  // Mean, the whole fleet, before data reduction.
+  double g4_write_bytes_per_second = 0;
+  // G2 and G3 of one node (tier_bytes / nodes); G4 is the fleet's.
+  std::array<double, 3> tier_bytes_per_node{};
+  // With a target hit rate: scenario.retention_seconds is the retention found for it.
+  bool retention_solved = false;
 };
 
+// InvalidArgument for a scenario Validate refuses, an unknown GPU, dtype, link, model or
+// router, a model that does not fit, and a target hit rate no retention reaches.
 Result<SizingReport> ComputeSizing(const Scenario& scenario);
 
 std::string SizingText(const SizingReport& report);

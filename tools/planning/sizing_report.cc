@@ -23,6 +23,15 @@ std::string SizingText(const SizingReport& r) {
                 s.sessions_per_day, static_cast<unsigned long long>(s.concurrent_sessions),
                 s.turns_per_session, s.idle_seconds, s.retention_seconds, s.gpu.c_str(),
                 s.kv_dtype.c_str());
+  if (r.retention_solved) {
+    out += Format("Retention %.0f s: the shortest that reaches the target token hit rate %s\n",
+                  s.retention_seconds, Percent(s.target_hit_rate).c_str());
+  }
+  if (s.nodes > 1) {
+    out += Format("Fleet: %u nodes, router %s, each with its own G2 and G3; G4 shared, written "
+                  "on put\n",
+                  s.nodes, s.router.c_str());
+  }
   for (const ModelSizing& m : r.models) {
     out += Format("\n%s (tp %u, %s of sessions)\n", m.model.c_str(), m.tensor_parallel,
                   Percent(m.session_share).c_str());
@@ -49,9 +58,17 @@ std::string SizingText(const SizingReport& r) {
   out += "\nTotal capacity per tier (without / with data reduction x" +
          Format("%.2f", s.data_reduction_ratio) + "):\n";
   for (int i = 0; i < 3; ++i) {
-    out += Format("  %-14s %12s / %s\n", kTierNames[i], FormatBytes(r.tier_bytes[i]).c_str(),
+    out += Format("  %-14s %12s / %s", kTierNames[i], FormatBytes(r.tier_bytes[i]).c_str(),
                   FormatBytes(r.tier_bytes[i] / s.data_reduction_ratio).c_str());
+    if (s.nodes > 1 && i < 2) {
+      out += Format("; per node %s / %s", FormatBytes(r.tier_bytes_per_node[i]).c_str(),
+                    FormatBytes(r.tier_bytes_per_node[i] / s.data_reduction_ratio).c_str());
+    }
+    out += "\n";
   }
+  out += Format("G4 bandwidth (mean, before data reduction): reads %s/s, writes %s/s\n",
+                FormatBytes(r.g4_read_bytes_per_second).c_str(),
+                FormatBytes(r.g4_write_bytes_per_second).c_str());
   out += Format("Expected token hit rate %s; GPU-hours recovered per day %.1f ($%.0f)\n",
                 Percent(r.token_hit_rate).c_str(), r.gpu_hours_saved_per_day, r.usd_saved_per_day);
   out += Format("SSD (G3) writes %s/day: %.2f drive writes per day of %s, against a "
@@ -74,10 +91,17 @@ std::string SizingJson(const SizingReport& r) {
   j["g3_write_bytes_per_day"] = r.g3_write_bytes_per_day;
   j["g3_drive_writes_per_day"] = r.g3_drive_writes_per_day;
   j["drive_dwpd_rating"] = r.scenario.drive_dwpd_rating;
+  j["nodes"] = r.scenario.nodes;
+  j["router"] = r.scenario.router;
+  j["retention_seconds"] = r.scenario.retention_seconds;
+  j["retention_solved"] = r.retention_solved;
+  j["g4_read_bytes_per_second"] = r.g4_read_bytes_per_second;
+  j["g4_write_bytes_per_second"] = r.g4_write_bytes_per_second;
   const char* keys[3] = {"g2", "g3", "g4"};
   for (int i = 0; i < 3; ++i) {
     j["tier_bytes"][keys[i]] = r.tier_bytes[i];
     j["tier_bytes_reduced"][keys[i]] = r.tier_bytes[i] / r.scenario.data_reduction_ratio;
+    j["tier_bytes_per_node"][keys[i]] = r.tier_bytes_per_node[i];
   }
   j["models"] = nlohmann::ordered_json::array();
   for (const ModelSizing& m : r.models) {
@@ -100,6 +124,8 @@ std::string SizingJson(const SizingReport& r) {
     e["gpu_hours_saved_per_day"] = m.gpu_hours_saved_per_day;
     e["usd_saved_per_day"] = m.usd_saved_per_day;
     e["g3_write_bytes_per_day"] = m.g3_write_bytes_per_day;
+    e["g4_read_bytes_per_second"] = m.g4_read_bytes_per_second;
+    e["g4_write_bytes_per_second"] = m.g4_write_bytes_per_second;
     j["models"].push_back(e);
   }
   return j.dump(2) + "\n";
@@ -113,6 +139,16 @@ std::string SizingHtml(const SizingReport& r) {
       r.scenario.sessions_per_day, static_cast<unsigned long long>(r.scenario.concurrent_sessions),
       r.scenario.turns_per_session, r.scenario.idle_seconds, r.scenario.retention_seconds,
       r.scenario.kv_dtype.c_str(), r.scenario.gpu.c_str())) + "</p>\n";
+  if (r.scenario.nodes > 1) {
+    body += "<p>" + HtmlEscape(Format(
+        "%u nodes, router %s: per node G2 %s, G3 %s; G4 shared, written on put; G4 reads "
+        "%s/s, writes %s/s (mean).",
+        r.scenario.nodes, r.scenario.router.c_str(),
+        FormatBytes(r.tier_bytes_per_node[0]).c_str(),
+        FormatBytes(r.tier_bytes_per_node[1]).c_str(),
+        FormatBytes(r.g4_read_bytes_per_second).c_str(),
+        FormatBytes(r.g4_write_bytes_per_second).c_str())) + "</p>\n";
+  }
   body += "<h2>Capacity per tier</h2>\n<table><tr><th>tier</th><th>capacity</th><th>with data "
           "reduction x" + Format("%.2f", ratio) + "</th></tr>\n";
   for (int i = 0; i < 3; ++i) {

@@ -134,6 +134,54 @@ TEST(SizingTest, LongerGapsMoveCapacityDownTheTiers) {
   EXPECT_GT(m.tier_hit_share[0], m.tier_hit_share[2]);
 }
 
+TEST(SizingTest, AFleetSharesG4AndItsRouterDecidesWhereHitsComeFrom) {
+  // The hand-worked scenario on 4 nodes: every return within retention is a G2 hit on the
+  // conversation's node under the KV-aware router; round-robin finds it there one time in
+  // four and in G4 otherwise. The hit rate is the same either way: G4, written on put, holds
+  // every session's KV for the retention.
+  Scenario s = HandScenario();
+  s.nodes = 4;
+  Result<SizingReport> kv = ComputeSizing(s);
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  const double g2 = 1.31072e9 * (45 + 60 * std::log(4.0));
+  EXPECT_NEAR(kv->tier_bytes_per_node[0], g2 / 4, 1);
+  EXPECT_NEAR(kv->tier_bytes[2], g2, 1);  // G4 holds what G2 holds, for the whole fleet.
+  EXPECT_NEAR(kv->models[0].tier_hit_share[0], 1, 1e-12);
+  EXPECT_NEAR(kv->g4_read_bytes_per_second, 0, 1e-6);
+  // Writes: a first turn's 10,000 tokens; a second turn's 1,000 new ones when it comes back
+  // in time (3/4), all 10,000 otherwise: 13,250 tokens of 131,072 bytes a second.
+  EXPECT_NEAR(kv->g4_write_bytes_per_second, 13'250 * 131'072.0, 1);
+  s.router = "round-robin";
+  Result<SizingReport> rr = ComputeSizing(s);
+  ASSERT_TRUE(rr.ok());
+  EXPECT_NEAR(rr->token_hit_rate, kv->token_hit_rate, 1e-12);
+  EXPECT_NEAR(rr->models[0].tier_hit_share[0], 0.25, 1e-12);
+  EXPECT_NEAR(rr->models[0].tier_hit_share[2], 0.75, 1e-12);
+  // 9/16 of the second turns (one a second) reload their 9,000 tokens from G4.
+  EXPECT_NEAR(rr->g4_read_bytes_per_second, 9.0 / 16 * 9'000 * 131'072, 1);
+  EXPECT_NE(SizingText(*rr).find("per node"), std::string::npos);
+  s.router = "nearest";
+  EXPECT_EQ(ComputeSizing(s).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SizingTest, ATargetHitRateSetsTheRetention) {
+  // The hand-worked scenario reaches 33.75% at 60 ln 4 s of retention and at most 45% (every
+  // second turn back in time).
+  Scenario s = HandScenario();
+  s.retention_seconds = 7200;
+  s.target_hit_rate = 0.3375;
+  Result<SizingReport> r = ComputeSizing(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->retention_solved);
+  EXPECT_NEAR(r->scenario.retention_seconds, 60 * std::log(4.0), 1.5);
+  EXPECT_GE(r->token_hit_rate, 0.3375);
+  EXPECT_NE(SizingText(*r).find("the shortest that reaches"), std::string::npos);
+  s.target_hit_rate = 0.46;
+  Result<SizingReport> unreachable = ComputeSizing(s);
+  ASSERT_FALSE(unreachable.ok());
+  EXPECT_NE(unreachable.status().message().find("no retention reaches"), std::string_view::npos);
+}
+
 TEST(SizingTest, ParsesJsonAndRejectsNonsense) {
   Result<Scenario> s = ParseScenarioJson(R"({"gpu": "h200", "models": [{"model": "deepseek-v3",
       "share": 1, "tp": 8}], "context": [{"tokens": 4096, "share": 1}], "kv_dtype": "fp8",
@@ -147,6 +195,9 @@ TEST(SizingTest, ParsesJsonAndRejectsNonsense) {
   EXPECT_NE(negative.status().message().find("negative"), std::string_view::npos);
   EXPECT_FALSE(ParseScenarioJson(R"({"data_reduction_ratio": 0.5})").ok());
   EXPECT_FALSE(ParseScenarioJson(R"({"context": [{"tokens": 0, "share": 1}]})").ok());
+  EXPECT_FALSE(ParseScenarioJson(R"({"nodes": 0})").ok());
+  EXPECT_FALSE(ParseScenarioJson(R"({"target_hit_rate": 1.2})").ok());
+  EXPECT_TRUE(ParseScenarioJson(R"({"nodes": 8, "router": "session"})").ok());
 
   Scenario too_big = HandScenario();
   too_big.models = {{"llama-3.1-405b", 1, 1}};  // 810 GB of BF16 weights on one GPU.
