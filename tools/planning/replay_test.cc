@@ -3,22 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <sstream>
 
+#include "tools/planning/replay_test_util.h"
 #include "tools/planning/trace_gen.h"
 
 namespace kvtier::planning {
 namespace {
-
-// Llama 3.1 8B, BF16: 131,072 bytes per token, so a 4-token block is 512 KiB.
-constexpr uint64_t kBlockBytes = 4 * 131'072;
-
-Trace ParseOrDie(const std::string& text) {
-  std::istringstream in(text);
-  Result<Trace> t = ParseTrace(in, {});
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
-  return *t;
-}
 
 ReplayOptions Options(uint64_t capacity) {
   ReplayOptions o;
