@@ -231,7 +231,7 @@ std::vector<std::optional<uint64_t>> StoreImpl::CreatedInShared(TenantId tenant,
                                                                std::span<const BlockKey> keys) {
   std::vector<TenantKey> flight_keys;
   flight_keys.reserve(keys.size());
-  for (const BlockKey& key : keys) flight_keys.push_back({tenant.value, key});
+  for (const BlockKey& key : keys) flight_keys.push_back(InFlightKey(tenant, key));
   size_t followed = 0;
   std::vector<std::optional<SharedObjectInfo>> info = shared_checks_.DoMany(
       flight_keys,
@@ -267,7 +267,7 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const 
   }
   bool followed = false;
   SharedRead read = shared_reads_.Do(
-      {tenant.value, key},
+      InFlightKey(tenant, key),
       [&] {
         SharedRead r;
         std::vector<std::optional<SharedObjectInfo>> info =
@@ -448,6 +448,7 @@ Status StoreImpl::DeleteHere(TenantId tenant, const BlockKey& key) {
     uploader_->Cancel(tenant.value, key);  // An upload in progress ends before the delete.
     // G4's delete is OK whether or not the object was there: it cannot tell NotFound.
     KVTIER_RETURN_IF_ERROR(shared_->Delete(TenantName(tenant), key));
+    DeletionDone();
     if (options_.event_listener != nullptr) {
       options_.event_listener->OnRemoved(tenant.value, key, BlockMedium::kExternal);
     }
@@ -627,6 +628,7 @@ Result<DeletionReport> StoreImpl::EraseEverywhere(TenantId tenant, audit::AuditE
       // Uploads queued before the deletion must not publish a copy after it.
       if (uploader_) uploader_->Flush();
       Result<std::vector<BlockKey>> on_shared = erase_shared();
+      DeletionDone();
       if (!on_shared.ok()) return on_shared.status();
       r.shared_blocks = on_shared->size();
       AnnounceSharedRemovals(tenant.value, *on_shared);

@@ -193,8 +193,10 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::unique_ptr<SharedUploader> uploader_;
   std::unique_ptr<Demoter> demoter_;
   std::atomic<uint64_t> promoted_{0};
-  // G4 reads and existence checks in flight, by tenant and key: concurrent requests for a
-  // block share one.
+  // G4 reads and existence checks in flight, by tenant, key and deletion epoch: concurrent
+  // requests for a block share one. The epoch moves when a deletion has finished, so that a
+  // request that starts after a deletion returned never takes the answer of a read that
+  // started before it.
   struct SharedRead {
     Result<std::vector<std::byte>> block = Status::NotFound("block not stored");
     BlockMeta meta;
@@ -202,11 +204,19 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   struct TenantKey {
     uint32_t tenant;
     BlockKey key;
+    uint64_t epoch;
     bool operator==(const TenantKey&) const = default;
   };
   struct TenantKeyHasher {
-    size_t operator()(const TenantKey& k) const { return BlockKeyHasher()(k.key) ^ k.tenant; }
+    size_t operator()(const TenantKey& k) const {
+      return BlockKeyHasher()(k.key) ^ k.tenant ^ (k.epoch << 32);
+    }
   };
+  TenantKey InFlightKey(TenantId tenant, const BlockKey& key) const {
+    return {tenant.value, key, deletion_epoch_.load(std::memory_order_acquire)};
+  }
+  void DeletionDone() { deletion_epoch_.fetch_add(1, std::memory_order_acq_rel); }
+  std::atomic<uint64_t> deletion_epoch_{0};
   SingleFlight<TenantKey, SharedRead, TenantKeyHasher> shared_reads_;
   SingleFlight<TenantKey, std::optional<SharedObjectInfo>, TenantKeyHasher> shared_checks_;
   std::atomic<uint64_t> shared_reads_coalesced_{0};

@@ -228,6 +228,7 @@ Status StoreImpl::ApplyNotice(const DeletionNotice& notice) {
       on_shared = shared_->DeleteTenant(name);
       break;
   }
+  DeletionDone();
   if (on_shared.ok()) {
     r.shared_blocks = on_shared->size();
     AnnounceSharedRemovals(tenant, *on_shared);
