@@ -73,7 +73,8 @@ struct S3Auth {
 // Verifies the signature of `request` (header or presigned form) at `now_unix_s`. nullopt with
 // *auth filled in when it is valid, or when the request is not signed at all (then
 // auth->principal is null: whether that may go on is the caller's decision). Otherwise the
-// S3 error to answer: InvalidArgument for a malformed query string, AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch,
+// S3 error to answer: InvalidArgument for a malformed query string, AccessDenied,
+// InvalidAccessKeyId, SignatureDoesNotMatch,
 // RequestTimeTooSkewed (more than 15 minutes off), AuthorizationQueryParametersError,
 // XAmzContentSHA256Mismatch for an x-amz-content-sha256 that is none of the forms above.
 std::optional<S3Error> VerifyS3Signature(const HttpRequest& request, const S3Keys& keys,

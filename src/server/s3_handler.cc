@@ -233,7 +233,6 @@ class S3Handler final : public ProtocolHandler {
   }
 
  private:
-  // Authenticates the request from its head, before its body is accepted.
   // The value of `name` in the request's query, decoded; nullopt when absent.
   std::optional<std::string> QueryValue(std::string_view name) const {
     for (const auto& [n, v] : auth_.query) {
@@ -242,6 +241,7 @@ class S3Handler final : public ProtocolHandler {
     return std::nullopt;
   }
 
+  // Authenticates the request from its head, before its body is accepted.
   std::optional<S3Error> CheckHead() {
     const HttpRequest& r = parser_.request();
     if (Status admit = ctx_->auth_guard->Admit(peer_, Proto::kS3); !admit.ok()) {

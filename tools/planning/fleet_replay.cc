@@ -385,7 +385,7 @@ Result<FleetReport> FleetRun::Run() {
   UntouchedBuffer values(std::max<uint64_t>(p_.block_bytes, 1));
   if (!values.ok()) return Status::ResourceExhausted("cannot reserve address space for values");
   const std::span<const std::byte> value = values.Prefix(p_.block_bytes);
-  const Options defaults;  // The promotion and hint rules the Stores were opened with.
+  const Options defaults;  // The promotion rules the Stores were opened with.
 
   std::vector<double> ttft;
   ttft.reserve(trace_.requests.size());
@@ -444,16 +444,10 @@ Result<FleetReport> FleetRun::Run() {
         }
         cache.Stored(p_.stream.blocks[begin + i]);
       }
-      if (node_.apply_hints && session != 0 && (request.retain_seconds > 0 || request.finished)) {
-        Store::SessionHint hint;
-        hint.finished = request.finished;
-        if (!hint.finished) {
-          hint.retain_seconds = static_cast<uint32_t>(std::ceil(std::min(
-              request.retain_seconds,
-              static_cast<double>(defaults.memory.max_hint_retain_seconds))));
-        }
+      if (std::optional<Store::SessionHint> hint = replay_internal::TraceHint(request);
+          hint && node_.apply_hints && session != 0) {
         // A refusal (no block of the session left in G2) is the Store's answer, not an error.
-        (void)cache.store->HintSession(tenant, session, hint);
+        (void)cache.store->HintSession(tenant, session, *hint);
       }
     }
     FleetNodeStats& stats = exec.stats;

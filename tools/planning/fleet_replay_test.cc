@@ -25,6 +25,16 @@ FleetOptions Fleet(uint32_t nodes, Router router, bool g4) {
   return o;
 }
 
+Trace Generated(Workload workload, uint64_t sessions, uint64_t seed, uint32_t block_tokens) {
+  TraceGenOptions gen = DefaultsFor(workload);
+  gen.sessions = sessions;
+  gen.seed = seed;
+  gen.block_tokens = block_tokens;
+  Result<Trace> trace = GenerateTrace(gen);
+  EXPECT_TRUE(trace.ok()) << trace.status().ToString();
+  return trace.ok() ? *trace : Trace{};
+}
+
 uint64_t Hits(const FleetReport& r, HitSource source) {
   return r.hit_blocks[static_cast<int>(source)];
 }
@@ -80,18 +90,13 @@ TEST(FleetReplayTest, WhatOneNodeStoredAnotherFindsInG4WorkedByHand) {
 
 TEST(FleetReplayTest, OneNodeIsTheSingleNodeReplay) {
   // The same Store, G3 and G4 rules as kvtier replay: equal hits per tier and equal prefill time.
-  TraceGenOptions gen = DefaultsFor(Workload::kChat);
-  gen.sessions = 60;
-  gen.seed = 5;
-  gen.block_tokens = 16;
-  Result<Trace> trace = GenerateTrace(gen);
-  ASSERT_TRUE(trace.ok());
+  const Trace trace = Generated(Workload::kChat, 60, 5, 16);
   FleetOptions o = Fleet(1, Router::kKvAware, true);
   o.node.g2_capacity_bytes = 40 * 16 * 131'072;  // 40 blocks.
   o.node.g3_capacity_bytes = 100 * 16 * 131'072;
   o.node.g4_write_policy = SharedTierOptions::WritePolicy::kOnDemotion;
-  Result<FleetReport> fleet = FleetReplay(*trace, o);
-  Result<ReplayReport> single = Replay(*trace, o.node);
+  Result<FleetReport> fleet = FleetReplay(trace, o);
+  Result<ReplayReport> single = Replay(trace, o.node);
   ASSERT_TRUE(fleet.ok()) << fleet.status().ToString();
   ASSERT_TRUE(single.ok()) << single.status().ToString();
   ASSERT_GT(single->tiers[1].hit_blocks, 0u);
@@ -222,15 +227,10 @@ TEST(FleetReplayTest, BadOptionsAreClearErrors) {
 }
 
 TEST(FleetReplayTest, WithG4WrittenOnPutEveryRouterFindsWhatTheInfiniteCacheDoes) {
-  TraceGenOptions gen = DefaultsFor(Workload::kChat);
-  gen.sessions = 60;
-  gen.seed = 11;
-  gen.block_tokens = 64;
-  Result<Trace> trace = GenerateTrace(gen);
-  ASSERT_TRUE(trace.ok());
+  const Trace trace = Generated(Workload::kChat, 60, 11, 64);
   FleetOptions o = Fleet(4, Router::kKvAware, false);
   o.node.g2_capacity_bytes = 200 * 64 * 131'072;  // 200 blocks.
-  Result<FleetComparison> c = CompareFleet(*trace, o);
+  Result<FleetComparison> c = CompareFleet(trace, o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_EQ(c->runs.size(), 10u);
   EXPECT_GT(c->infinite_block_hit_rate, 0.2);

@@ -135,6 +135,18 @@ Result<std::unique_ptr<Store>> OpenReplayStore(const Trace& trace, const Prepare
   return opened;
 }
 
+std::optional<Store::SessionHint> TraceHint(const TraceRequest& request) {
+  if (request.retain_seconds <= 0 && !request.finished) return std::nullopt;
+  Store::SessionHint hint;
+  hint.finished = request.finished;
+  if (!hint.finished) {
+    const double most = MemoryTierOptions{}.max_hint_retain_seconds;
+    hint.retain_seconds =
+        static_cast<uint32_t>(std::ceil(std::min(request.retain_seconds, most)));
+  }
+  return hint;
+}
+
 double PrefillSecondsWithCache(
     const std::array<std::optional<PrefillModel>, kNumTiers>& reload_by_tier,
     const std::array<uint64_t, kNumTiers>& served, double tokens) {
@@ -289,7 +301,7 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
   if (!opened.ok()) return opened.status();
   Store& store = **opened;
   const uint64_t largest = std::max(p.block_bytes, options.state_bytes);
-  const Options defaults;  // The promotion and hint rules the Store was opened with.
+  const Options defaults;  // The promotion rules the Store was opened with.
   UntouchedBuffer values(largest);
   if (!values.ok()) return Status::ResourceExhausted("cannot reserve address space for values");
   const std::span<const std::byte> value = values.Prefix(p.block_bytes);
@@ -372,15 +384,9 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       Result<BlockKey> key = StateKey(keys[i], "state");
       if (key.ok() && store.Put(tenant, *key, state, put).ok()) ++report.snapshots_written;
     }
-    if (options.apply_hints && p.sessions[r] != 0 &&
-        (request.retain_seconds > 0 || request.finished)) {
-      Store::SessionHint hint;
-      hint.finished = request.finished;
-      if (!hint.finished) {
-        hint.retain_seconds = static_cast<uint32_t>(std::ceil(std::min(
-            request.retain_seconds, static_cast<double>(defaults.memory.max_hint_retain_seconds))));
-      }
-      Status s = store.HintSession(tenant, p.sessions[r], hint);
+    if (std::optional<Store::SessionHint> hint = replay_internal::TraceHint(request);
+        hint && options.apply_hints && p.sessions[r] != 0) {
+      Status s = store.HintSession(tenant, p.sessions[r], *hint);
       ++(s.ok() ? report.hints_sent : report.hints_refused);
     }
     if (report.has_prefill_model) {

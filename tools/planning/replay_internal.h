@@ -134,6 +134,11 @@ Result<std::unique_ptr<Store>> OpenReplayStore(const Trace& trace, const Prepare
                                                BlockEventListener* events,
                                                std::vector<TenantId>* tenants);
 
+// The session hint a request of the trace carries (retain_s, finished), as the replays send
+// it after the request; nullopt when it carries none. retain_s is rounded up and capped at the
+// Store's default maximum.
+std::optional<Store::SessionHint> TraceHint(const TraceRequest& request);
+
 // Prefill seconds of a request of `tokens` tokens whose first hits were served from each tier
 // (`served` tokens, indexed by TierSlot): the reloads over each tier's link (the G2 model's
 // where a tier has none) and the suffix computed on the GPUs.
