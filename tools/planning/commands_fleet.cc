@@ -128,6 +128,7 @@ nlohmann::ordered_json ReportJson(const FleetReport& r) {
   j["g4"] = r.g4;
   j["requests"] = r.requests;
   j["block_references"] = r.block_references;
+  j["block_bytes"] = r.block_bytes;
   j["prompt_tokens"] = r.prompt_tokens;
   j["block_hit_rate"] = r.block_hit_rate();
   j["token_hit_rate"] = r.token_hit_rate();

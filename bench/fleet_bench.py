@@ -1,0 +1,751 @@
+#!/usr/bin/env python3
+"""A real fleet on this machine, against the fleet replay's model of it (issue 28).
+
+NODES kvtierd (4 by default), each in a network namespace of its own behind a rate-limited
+link (tc tbf, --link both ways), share G4 on MinIO (in a namespace of its own too). The first
+--requests requests of TRACE are sent, one after another, each to the node a router picks:
+the node looks the prompt's blocks up (lookup_prefix), reads the prefix it holds (get_many:
+G3 and G4 hits are promoted to G2 by kvtierd, as an engine's load would) and stores the rest
+(put_many, chained), with blocks scaled down to --block-bytes of random bytes (every read is
+checked against what was stored). Each node has --g2-blocks blocks of G2 and --g3-blocks of
+G3; G4 is written on put.
+
+Routers (--routers, in the fleet replay's definitions, docs/planning.md "Fleet replay"):
+round-robin; least-loaded (queued prefill seconds); session (sticky by conversation);
+kv-aware: the prefix a node holds in its G2 and G3, as a fraction of the prompt, less its
+decayed load over the fleet's mean, nodes above --load-cap times the mean skipped. Its index
+is Dynamo's KV router index (dynamo._core.RadixTree, ai-dynamo-runtime), fed only from the
+nodes' KV events ([events], vLLM's wire format over ZMQ): each node is one Dynamo worker
+holding the union of its G2 (CPU) and G3 (DISK) blocks. Load is prefill work in trace time,
+each request costing its uncached tokens at the rate the fleet replay's prefill model gives
+this trace prefix (its prompt tokens over its prefill seconds without cache), so routing
+weighs load as the replay does up to that model's attention and reload terms.
+
+After each request the bench waits for the node's KV events of what it stored (G2) and
+uploaded (G4), up to --event-wait seconds; a block whose upload is not announced by then is
+reported (a node cut from G4 shows up there), and the run goes on.
+
+The same prefix, written beside the results as prefix.jsonl, goes through `kvtier replay
+--nodes NODES` with the same router and per-node G2 and G3 in blocks; both are printed side
+by side: block hits by source (own G2, own G3, G4 written by the node itself, G4 written by
+another node) as a share of block references, and G4 reads and writes in blocks. The targets:
+hit ratios within 5 points per source and overall, G4 traffic within 20%. With --check the
+exit status is 1 when one is missed.
+
+Needs root, ip, tc, MinIO (scripts/test builds it), the release build and build/venv.
+Usage: build/venv/bin/python bench/fleet_bench.py TRACE [--nodes 4] [--requests 400]
+       [--routers kv-aware,session,round-robin] [--out DIR] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+from netns import MINIO_PASSWORD, MINIO_USER, ROOT, Network, missing, wait_for
+
+import kvtier
+
+BUCKET = "fleet"
+SOURCES = ("own G2", "own G3", "G4 (own)", "G4 (other)")
+ROUTERS = ("round-robin", "least-loaded", "session", "kv-aware")
+POOL = 4 << 20  # Random bytes every value is a slice of.
+HIT_POINTS = 5.0  # Targets: hit ratios within 5 points, G4 traffic within 20%.
+TRAFFIC_SHARE = 0.20
+
+
+@dataclass
+class Request:
+    timestamp_ms: int
+    input_length: int
+    hash_ids: list[int]
+    session: str
+    tenant: str
+    extra: dict[str, Any]
+
+
+@dataclass
+class Trace:
+    block_tokens: int
+    requests: list[Request]
+
+
+def read_trace(path: Path, limit: int, default_block_tokens: int) -> Trace:
+    """The first `limit` requests of a Mooncake or kvtier trace (trace.h), lines that do not
+    parse skipped as the replay skips them."""
+    block_tokens = default_block_tokens
+    requests: list[Request] = []
+    with open(path) as f:
+        for n, line in enumerate(f):
+            if len(requests) >= limit:
+                break
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if n == 0 and "kvtier_trace" in d:
+                block_tokens = int(d["block_tokens"])
+                continue
+            try:
+                r = Request(
+                    int(d["timestamp"]),
+                    int(d["input_length"]),
+                    [int(h) for h in d["hash_ids"]],
+                    str(d.get("session", "")),
+                    str(d.get("tenant", "default")),
+                    {k: d[k] for k in ("output_length", "retain_s", "finished") if k in d},
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+            if len(r.hash_ids) > -(-r.input_length // block_tokens):
+                continue
+            requests.append(r)
+    if not requests:
+        raise SystemExit(f"fleet_bench: {path} has no request that parses")
+    return Trace(block_tokens, requests)
+
+
+def write_trace(trace: Trace, path: Path) -> None:
+    with open(path, "w") as f:
+        f.write(json.dumps({"kvtier_trace": 1, "block_tokens": trace.block_tokens}) + "\n")
+        for r in trace.requests:
+            line: dict[str, Any] = {
+                "timestamp": r.timestamp_ms,
+                "input_length": r.input_length,
+                "hash_ids": r.hash_ids,
+            } | r.extra
+            if r.session:
+                line["session"] = r.session
+            if r.tenant != "default":
+                line["tenant"] = r.tenant
+            f.write(json.dumps(line) + "\n")
+
+
+def mix(x: int) -> int:
+    """splitmix64's finalizer, as the fleet replay hashes a session to a node."""
+    m = (1 << 64) - 1
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & m
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & m
+    return x ^ (x >> 31)
+
+
+def block_hash(key: bytes) -> int:
+    """A block's name in the KV events and in the router's index: its key's first 8 bytes,
+    sent as the engine hash of its put, so that every event of it (promotions on other nodes
+    included, which carry the 32-byte key) names it the same way."""
+    return int.from_bytes(key[:8], "little")
+
+
+class Fleet:
+    """NODES kvtierd behind rate-limited links, one bucket of MinIO as their G4, and what
+    their KV events say each holds."""
+
+    def __init__(self, net: Network, args: argparse.Namespace, s3: str, run: str) -> None:
+        self.net, self.args = net, args
+        self.clients: list[kvtier.Client] = []
+        self.http: list[str] = []
+        self.names: list[str] = []
+        self.ctx = zmq.Context()
+        self.subs: list[zmq.Socket[bytes]] = []
+        self.cv = threading.Condition()
+        # Per node: hash -> media ("CPU", "DISK") its events say hold it.
+        self.held: list[dict[int, set[str]]] = []
+        self.stored_seen: list[set[int]] = []  # CPU BlockStored seen since the last clear.
+        self.g4_writer: dict[int, int] = {}  # hash -> the node that announced its upload.
+        self.parent_of: dict[int, int | None] = {}  # hash -> the block before it.
+        self.event_ids: list[int] = []
+        self.events = 0
+        self.index_refused = 0
+        self.error: BaseException | None = None
+        os.environ.setdefault("DYN_LOG", "error")  # Refusals are counted, not logged.
+        from dynamo._core import RadixTree  # Dynamo's KV router index.
+
+        self.index = RadixTree()
+        for k in range(args.nodes):
+            self._start_node(k, s3, run)
+        self.stop = False
+        self.thread = threading.Thread(target=self._receive, daemon=True)
+        self.thread.start()
+
+    def _start_node(self, k: int, s3: str, run: str) -> None:
+        name = f"n{k}"
+        d = self.net.dir / run / name
+        d.mkdir(parents=True)
+        bb = self.args.block_bytes
+        g3 = self.args.g3_blocks * bb
+        (d / "kvtierd.toml").write_text(
+            f'data_dir = "{d}"\n[server]\nnative_listen = "127.0.0.1:0"\nresp_listen = ""\n'
+            'http_listen = "127.0.0.1:0"\nunix_socket = "kvtierd.sock"\nthreads = 2\n'
+            f'[memory]\ncapacity = "{self.args.g2_blocks * bb}"\nwarm_restart = false\n'
+            f'[disk]\ndir = "disk"\ncapacity = "{g3}"\n'
+            f'segment_bytes = "{max(bb, g3 // 32 // 4096 * 4096)}"\ncompress = false\n'
+            f'[shared]\nlocation = "s3://{BUCKET}-{run}"\ns3_endpoint = "{s3}"\n'
+            f's3_access_key = "{MINIO_USER}"\ns3_secret_key = "{MINIO_PASSWORD}"\n'
+            f'node_id = "{name}"\nwrite_policy = "on_put"\ncompress = false\n'
+            "janitor_interval_seconds = 0\ns3_connect_timeout_ms = 1000\n"
+            "s3_request_timeout_ms = 5000\ns3_max_retries = 1\n"
+            f'[events]\nenabled = true\nendpoint = "ipc://{d}/events"\n'
+            f'replay_endpoint = ""\nbatch_ms = 2\n'
+            f'[store]\nmax_block_bytes = "{bb}"\n'
+        )
+        sub = self.ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.setsockopt(zmq.RECONNECT_IVL, 10)
+        monitor = sub.get_monitor_socket(zmq.EVENT_CONNECTED)
+        sub.connect(f"ipc://{d}/events")
+        self.subs.append(sub)
+        self.held.append({})
+        self.stored_seen.append(set())
+        self.event_ids.append(0)
+        proc = self.net.spawn(
+            name,
+            [
+                self.args.kvtierd,
+                "--config",
+                str(d / "kvtierd.toml"),
+                "--port-file",
+                str(d / "ports"),
+            ],
+            log=f"{run}-{name}",
+        )
+
+        def serving() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"kvtierd {name} exited: see {self.net.dir}/{run}-{name}.log")
+            return (d / "ports").exists()
+
+        wait_for(serving, f"kvtierd {name} serving")
+        ports = dict(line.split("=", 1) for line in (d / "ports").read_text().split())
+        self.http.append(f"127.0.0.1:{ports['http_port']}")
+        self.names.append(name)
+        self.clients.append(
+            kvtier.Client(f"unix://{d}/kvtierd.sock", retry_timeout=0, io_timeout=60)
+        )
+        self.net.limit(name, self.args.link)
+        # Subscribed before the first request, so that no event of it is missed.
+        if not monitor.poll(60_000):
+            raise TimeoutError(f"no connection to kvtierd {name}'s KV events")
+        sub.disable_monitor()
+        monitor.close(linger=0)
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join()
+        for c in self.clients:
+            c.close()
+        for s in self.subs:
+            s.close(linger=0)
+        self.ctx.term()
+
+    # The KV events: vLLM's KVEventBatch [ts, [event, ...], dp_rank], each event a map
+    # (src/server/kv_events.h).
+    def _receive(self) -> None:
+        poller = zmq.Poller()
+        for s in self.subs:
+            poller.register(s, zmq.POLLIN)
+        try:
+            while not self.stop:
+                for sock, _ in poller.poll(50):
+                    k = self.subs.index(sock)
+                    _, _, payload = sock.recv_multipart()
+                    batch = msgspec.msgpack.decode(payload)
+                    with self.cv:
+                        for event in batch[1]:
+                            self._apply(k, event)
+                        self.cv.notify_all()
+        except BaseException as e:  # Raised again in the main thread by await_events.
+            with self.cv:
+                self.error = e
+                self.cv.notify_all()
+
+    def _dynamo(self, k: int, data: Any) -> None:
+        self.event_ids[k] += 1
+        body = json.dumps({"event_id": self.event_ids[k], "data": data}).encode()
+        try:
+            self.index.apply_event(k, body)
+        except RuntimeError:
+            # Dynamo's tree holds a block only under its parent: it refuses a block whose
+            # parent this node no longer holds, and the removal of one it refused or dropped
+            # with its parent. Such a block cannot extend a prefix match either way.
+            self.index_refused += 1
+
+    def _apply(self, k: int, event: Any) -> None:
+        self.events += 1
+        kind, hashes, medium = event["type"], event.get("block_hashes", []), event.get("medium")
+        names = [h if isinstance(h, int) else block_hash(h) for h in hashes]
+        held = self.held[k]
+        if kind == "AllBlocksCleared":
+            held.clear()
+            self.index.clear_all_blocks(k)
+        elif kind == "BlockStored" and medium == "EXTERNAL":
+            for h in names:
+                self.g4_writer.setdefault(h, k)
+        elif kind == "BlockStored":
+            if medium == "CPU":
+                self.stored_seen[k].update(names)
+            # Dynamo learns the blocks that are new to this node, each under its parent in
+            # the prompt it came from (G3's events name no parent; the router knows prompts).
+            runs: list[list[int]] = []
+            for h in names:
+                media = held.setdefault(h, set())
+                if not media:
+                    if runs and self.parent_of.get(h) == runs[-1][-1]:
+                        runs[-1].append(h)
+                    else:
+                        runs.append([h])
+                media.add(medium)
+            for run in runs:
+                blocks = [{"block_hash": h, "tokens_hash": h} for h in run]
+                parent = self.parent_of.get(run[0])
+                self._dynamo(k, {"stored": {"parent_hash": parent, "blocks": blocks}})
+        elif kind == "BlockRemoved" and medium == "EXTERNAL":
+            for h in names:
+                self.g4_writer.pop(h, None)
+        elif kind == "BlockRemoved":
+            gone = []
+            for h in names:
+                media = held.get(h)
+                if media is not None:
+                    media.discard(medium)
+                    if not media:
+                        del held[h]
+                        gone.append(h)
+            if gone:
+                self._dynamo(k, {"removed": {"block_hashes": gone}})
+
+    def local_prefix_blocks(self, hashes: list[int]) -> dict[int, int]:
+        """Per node, the leading blocks it holds in G2 or G3, by Dynamo's index."""
+        with self.cv:
+            scores = self.index.find_matches(hashes).scores
+        return {worker: blocks for (worker, _), blocks in scores.items()}
+
+    def await_events(self, k: int, stored: list[int], uploaded: list[int]) -> list[int]:
+        """Waits until node k's events announced `stored` in G2 and `uploaded` in G4 (by any
+        node); returns the uploads still unannounced at --event-wait."""
+        deadline = time.monotonic() + self.args.event_wait
+        with self.cv:
+            while True:
+                if self.error is not None:
+                    raise RuntimeError("reading the KV events failed") from self.error
+                seen = self.stored_seen[k]
+                late = [h for h in uploaded if h not in self.g4_writer]
+                if all(h in seen for h in stored) and not late:
+                    seen.clear()
+                    return []
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    seen.clear()
+                    return late
+                self.cv.wait(left)
+
+    def metrics(self, k: int) -> dict[str, float]:
+        """Node k's /metrics (its HTTP listener is inside its namespace)."""
+        url = f"http://{self.http[k]}/metrics"
+        text = subprocess.run(
+            self.net.exec_argv(self.names[k], ["curl", "-sf", url]),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = out.get(name, 0.0) + float(value)
+        return out
+
+
+@dataclass
+class NodeClock:
+    """A node's prefill server in trace time, as the fleet replay's Node keeps it."""
+
+    free_at: float = 0.0
+    load: float = 0.0
+    load_time: float = 0.0
+
+    def decayed(self, now: float, half_life: float) -> float:
+        if now > self.load_time:
+            self.load *= 2 ** (-(now - self.load_time) / half_life)
+            self.load_time = now
+        return self.load
+
+    def serve(self, now: float, service: float, half_life: float) -> None:
+        self.free_at = max(now, self.free_at) + service
+        self.load = self.decayed(now, half_life) + service
+
+
+@dataclass
+class Result:
+    router: str
+    requests: int = 0
+    block_references: int = 0
+    hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
+    g4_read_blocks: float = 0.0
+    g4_written_blocks: float = 0.0
+    uploads_unannounced: int = 0
+    uploads_cut: int = 0
+    reads_missed: int = 0
+    puts_failed: int = 0
+    first_put_error: str = ""
+    wrong_values: int = 0
+    per_node_requests: list[int] = field(default_factory=list)
+    events: int = 0
+    index_refused: int = 0
+    seconds: float = 0.0
+
+    def share(self, source: str) -> float:
+        return 100.0 * self.hits[source] / max(1, self.block_references)
+
+    def total(self) -> float:
+        return sum(self.share(s) for s in SOURCES)
+
+
+class Router:
+    """The fleet replay's routers (tools/planning/fleet_replay.cc, FleetRun::Route)."""
+
+    def __init__(self, name: str, fleet: Fleet, trace: Trace, args: argparse.Namespace) -> None:
+        self.name, self.fleet, self.trace, self.args = name, fleet, trace, args
+        self.clocks = [NodeClock() for _ in range(args.nodes)]
+        self.session_ids: dict[str, int] = {}
+        self.conversation_node: dict[int, int] = {}
+        self.seen: set[int] = set()
+        self.conversations = 0
+
+    def session_id(self, r: Request) -> int:
+        if not r.session:
+            return 0
+        return self.session_ids.setdefault(r.session, len(self.session_ids) + 1)
+
+    def _session(self, r: Request, ids: list[int]) -> int:
+        n = self.args.nodes
+        if (s := self.session_id(r)) != 0:
+            return mix(s) % n
+        if not ids:
+            self.conversations += 1
+            return (self.conversations - 1) % n
+        node = next(
+            (self.conversation_node[h] for h in reversed(ids) if h in self.conversation_node), -1
+        )
+        if node < 0:
+            node = self.conversations % n
+            self.conversations += 1
+        if ids[-1] not in self.seen:
+            self.seen.add(ids[-1])
+            self.conversation_node[ids[-1]] = node
+        self.seen.update(ids[:-1])
+        return node
+
+    def route(self, i: int, r: Request, ids: list[int], hashes: list[int], now: float) -> int:
+        n, half_life = self.args.nodes, self.args.load_half_life
+        first = i % n
+        order = [(first + j) % n for j in range(n)]
+        if self.name == "round-robin":
+            return first
+        if self.name == "session":
+            return self._session(r, ids)
+        if self.name == "least-loaded":
+            return min(order, key=lambda k: max(0.0, self.clocks[k].free_at - now))
+        loads = [c.decayed(now, half_life) for c in self.clocks]
+        mean = sum(loads) / n
+        local = self.fleet.local_prefix_blocks(hashes) if hashes else {}
+        tokens = max(1, r.input_length)
+        best, best_score = -1, 0.0
+        for k in order:
+            load = loads[k] / mean if mean > 0 else 0.0
+            if load > self.args.load_cap:
+                continue
+            score = local.get(k, 0) * self.trace.block_tokens / tokens - load
+            if best < 0 or score > best_score:
+                best, best_score = k, score
+        return best
+
+
+def value_of(pool: bytes, key: bytes, size: int) -> bytes:
+    offset = int.from_bytes(key[8:16], "little") % (len(pool) - size)
+    return pool[offset : offset + size]
+
+
+def run_fleet(
+    net: Network, args: argparse.Namespace, trace: Trace, router_name: str, s3: str, rate: float
+) -> Result:
+    """The trace prefix on a fresh fleet (new daemons, a new G4 prefix) under one router."""
+    fleet = Fleet(net, args, s3, router_name)
+    try:
+        return replay_on(fleet, args, trace, router_name, rate)
+    finally:
+        fleet.close()
+        for _ in range(args.nodes):  # A clean stop: kvtierd removes its G2 arena.
+            proc = net.procs.pop()
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def replay_on(
+    fleet: Fleet, args: argparse.Namespace, trace: Trace, router_name: str, rate: float
+) -> Result:
+    router = Router(router_name, fleet, trace, args)
+    res = Result(router_name, per_node_requests=[0] * args.nodes)
+    pool = random.Random(args.seed).randbytes(POOL)
+    bb, bt = args.block_bytes, trace.block_tokens
+    t0 = trace.requests[0].timestamp_ms
+    start = time.monotonic()
+    ids_of: dict[tuple[str, int], int] = {}
+    for i, r in enumerate(trace.requests):
+        now = (r.timestamp_ms - t0) / 1000
+        whole = min(len(r.hash_ids), r.input_length // bt)
+        keys = [kvtier.named_key(f"{r.tenant}/{h}") for h in r.hash_ids[:whole]]
+        hashes = [block_hash(key) for key in keys]
+        ids = [ids_of.setdefault((r.tenant, h), len(ids_of)) for h in r.hash_ids[:whole]]
+        if args.cut is not None and i == args.cut[1]:
+            fleet.net.link(fleet.names[args.cut[0]], up=False)
+        k = router.route(i, r, ids, hashes, now)
+        client = fleet.clients[k]
+        hits = 0
+        if keys:
+            match = client.lookup_prefix(keys)
+            hits = match.num_blocks
+            for h, tier in zip(hashes, match.tiers, strict=False):
+                if tier == kvtier.Tier.G2:
+                    res.hits["own G2"] += 1
+                elif tier == kvtier.Tier.G3:
+                    res.hits["own G3"] += 1
+                else:
+                    with fleet.cv:
+                        own = fleet.g4_writer.get(h) == k
+                    res.hits["G4 (own)" if own else "G4 (other)"] += 1
+            # The G3 and G4 hits are read (kvtierd promotes them to G2, as the replay does); a
+            # G2 hit is not: the lookup was its access, as it is the replay's, and a second
+            # one would let more blocks through G3's admission (two accesses) than there.
+            lower = [key for key, t in zip(keys, match.tiers, strict=False) if t != kvtier.Tier.G2]
+            for key, v in zip(lower, client.get_many(lower) if lower else [], strict=True):
+                # A block gone between the lookup and the read (evicted, or G4 unreachable)
+                # is a miss, never other bytes.
+                if v is None:
+                    res.reads_missed += 1
+                elif v != value_of(pool, key, bb):
+                    res.wrong_values += 1
+            rest = keys[hits:]
+            if rest:
+                with fleet.cv:
+                    for j in range(hits, len(keys)):
+                        fleet.parent_of.setdefault(hashes[j], hashes[j - 1] if j else None)
+                    # What its events will announce: the blocks new to its G2 and to G4.
+                    new_here = [h for h in hashes[hits:] if "CPU" not in fleet.held[k].get(h, ())]
+                    new_in_g4 = [h for h in hashes[hits:] if h not in fleet.g4_writer]
+                try:
+                    client.put_many(
+                        rest,
+                        [value_of(pool, key, bb) for key in rest],
+                        parents=[keys[hits - 1] if hits else None] + rest[:-1],
+                        session=router.session_id(r),
+                        engine_hashes=hashes[hits:],
+                    )
+                except kvtier.Error as e:  # As the replay, a failed put ends the request's.
+                    res.puts_failed += 1
+                    res.first_put_error = res.first_put_error or str(e)
+                    new_here = new_in_g4 = []
+                if args.cut is not None and k == args.cut[0] and i >= args.cut[1]:
+                    res.uploads_cut += len(new_in_g4)  # They cannot reach G4.
+                    new_in_g4 = []
+                res.uploads_unannounced += len(fleet.await_events(k, new_here, new_in_g4))
+        res.block_references += len(keys)
+        res.per_node_requests[k] += 1
+        service = max(0, r.input_length - hits * bt) / rate
+        router.clocks[k].serve(now, service, args.load_half_life)
+    res.requests = len(trace.requests)
+    res.seconds = time.monotonic() - start
+    for k in range(args.nodes):
+        m = fleet.metrics(k)
+        res.g4_read_blocks += m.get("kvtier_g4_read_bytes_total", 0.0) / bb
+        res.g4_written_blocks += m.get("kvtier_g4_written_bytes_total", 0.0) / bb
+    res.events = fleet.events
+    res.index_refused = fleet.index_refused
+    return res
+
+
+def replay_model(
+    args: argparse.Namespace, prefix: Path, router: str, block_bytes: int
+) -> dict[str, Any]:
+    """`kvtier replay --nodes` of the prefix: the model's prediction of the real fleet."""
+    argv = [args.kvtier, "replay", str(prefix), "--nodes", str(args.nodes), "--router", router]
+    argv += ["--capacity", f"{args.g2_blocks * block_bytes}B"]
+    argv += ["--g3-capacity", f"{args.g3_blocks * block_bytes}B", "--g4", "on_put", "--json"]
+    argv += ["--load-cap", str(args.load_cap), "--load-half-life", str(args.load_half_life)]
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"fleet_bench: {' '.join(argv)} failed: {out.stderr.strip()}")
+    report: dict[str, Any] = json.loads(out.stdout)
+    return report
+
+
+def compare(real: Result, model: dict[str, Any]) -> tuple[str, bool]:
+    """The side-by-side table, and whether every target is met."""
+    refs = max(1, model["block_references"])
+    bb = model["block_bytes"]
+    rows = [f"{'':22}{'real':>10}{'replay':>10}{'diff':>10}"]
+    ok = True
+    modeled_total = 0.0
+    for s in SOURCES:
+        modeled = 100.0 * model["hit_blocks"][s] / refs
+        modeled_total += modeled
+        diff = real.share(s) - modeled
+        ok &= abs(diff) <= HIT_POINTS
+        rows.append(f"{s + ' hits, %':22}{real.share(s):10.2f}{modeled:10.2f}{diff:+10.2f}")
+    diff = real.total() - modeled_total
+    ok &= abs(diff) <= HIT_POINTS
+    rows.append(f"{'all hits, %':22}{real.total():10.2f}{modeled_total:10.2f}{diff:+10.2f}")
+    traffic = {"read": (real.g4_read_blocks, model["g4"]["bytes_read"] / bb)}
+    traffic["written"] = (real.g4_written_blocks, model["g4"]["bytes_written"] / bb)
+    traffic["in all"] = (sum(t[0] for t in traffic.values()), sum(t[1] for t in traffic.values()))
+    for what, (got, want) in traffic.items():
+        ratio = got / want if want else (1.0 if got == 0 else float("inf"))
+        rows.append(f"{'G4 ' + what + ', blocks':22}{got:10.0f}{want:10.0f}{ratio:9.2f}x")
+    ok &= abs(ratio - 1) <= TRAFFIC_SHARE  # The fleet's G4 traffic: reads and writes.
+    return "\n".join(rows), ok
+
+
+@contextmanager
+def fleet_network(args: argparse.Namespace) -> Iterator[tuple[Network, str]]:
+    with Network(tag=str(os.getpid() % 100000), dir=args.out) as net:
+        s3_address = net.add_host("s3", 1)
+        for k in range(args.nodes):
+            net.add_host(f"n{k}", 2 + k)
+        buckets = [f"{BUCKET}-{router}" for router in args.routers.split(",")]
+        yield net, net.start_minio("s3", s3_address, args.out / "minio", buckets)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("trace", type=Path, help="Mooncake or kvtier JSONL trace")
+    p.add_argument("--nodes", type=int, default=4)
+    p.add_argument("--requests", type=int, default=400, help="the trace's first N requests")
+    p.add_argument("--routers", default="kv-aware,session,round-robin")
+    p.add_argument("--block-bytes", type=int, default=32 << 10, help="scaled-down block size")
+    p.add_argument("--g2-blocks", type=int, default=384, help="G2 per node, in blocks")
+    p.add_argument("--g3-blocks", type=int, default=1024, help="G3 per node, in blocks")
+    p.add_argument("--link", default="1gbit", help="each node's link (tc rate), both ways")
+    p.add_argument("--load-cap", type=float, default=1.2)
+    p.add_argument("--load-half-life", type=float, default=300.0)
+    p.add_argument("--block-tokens", type=int, default=512, help="of a trace without header")
+    p.add_argument("--event-wait", type=float, default=10.0, help="seconds, per request")
+    p.add_argument(
+        "--cut",
+        metavar="NODE:REQUEST",
+        help="cut node NODE's link (to G4 and the other nodes) before request REQUEST",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--build", type=Path, default=ROOT / "build/release")
+    p.add_argument("--out", type=Path, help="results and logs (default: a new temp dir)")
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = p.parse_args(argv)
+    args.kvtierd = os.environ.get("KVTIERD") or str(args.build / "src/server/kvtierd")
+    args.kvtier = os.environ.get("KVTIER_CLI") or str(args.build / "tools/kvtier")
+    for router in args.routers.split(","):
+        if router not in ROUTERS:
+            p.error(f"unknown router {router!r}: one of {', '.join(ROUTERS)}")
+    if not 1 <= args.nodes <= 200:
+        p.error("--nodes must be 1 to 200")
+    if args.block_bytes % 4096 or not 4096 <= args.block_bytes <= POOL // 2:
+        p.error(f"--block-bytes must be a multiple of 4096 from 4096 to {POOL // 2}")
+    if args.cut is not None:
+        try:
+            node, request = (int(x) for x in args.cut.split(":"))
+        except ValueError:
+            p.error(f"--cut {args.cut!r}: give NODE:REQUEST, e.g. 1:200")
+        if not (0 <= node < args.nodes and 0 <= request < args.requests):
+            p.error(f"--cut {args.cut!r}: node 0 to {args.nodes - 1}, request below --requests")
+        args.cut = (node, request)
+    if min(args.g2_blocks, args.g3_blocks, args.requests) < 1:
+        p.error("--g2-blocks, --g3-blocks and --requests must be at least 1")
+    for path in (args.kvtierd, args.kvtier):
+        if not os.access(path, os.X_OK):
+            p.error(f"no {path}: build it (scripts/test does), or give --build")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    # A kill leaves nothing behind: the namespaces and processes go with the `with` blocks.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    trace = read_trace(args.trace, args.requests, args.block_tokens)
+    if (why := missing(("ip", "tc", "curl"))) is not None:
+        print(f"fleet_bench: cannot run: {why}", file=sys.stderr)
+        return 2
+    args.out = args.out or Path(tempfile.mkdtemp(prefix="kvtier-fleet-"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    prefix = args.out / "prefix.jsonl"
+    write_trace(trace, prefix)
+    if len(trace.requests) < args.nodes:
+        print(
+            f"fleet_bench: {len(trace.requests)} requests cannot fill {args.nodes} nodes; "
+            "some stay idle",
+            file=sys.stderr,
+        )
+    print(
+        f"fleet_bench: {args.nodes} nodes, {len(trace.requests)} requests of {args.trace}, "
+        f"{args.block_bytes >> 10} KiB blocks, G2 {args.g2_blocks} and G3 {args.g3_blocks} "
+        f"blocks per node, links {args.link}, G4 on MinIO; results in {args.out}"
+    )
+    results: list[dict[str, Any]] = []
+    all_ok = True
+    with fleet_network(args) as (net, s3):
+        for router in args.routers.split(","):
+            # The replay's blocks are the model's real size: a first run says how large.
+            probe = replay_model(args, prefix, router, (4 << 40) // args.g2_blocks)
+            model = replay_model(args, prefix, router, probe["block_bytes"])
+            rate = model["prompt_tokens"] / max(1e-9, model["prefill_seconds_without_cache"])
+            real = run_fleet(net, args, trace, router, s3, rate)
+            table, ok = compare(real, model)
+            ok &= real.wrong_values == 0
+            all_ok &= ok
+            print(
+                f"\n== {router}: {real.requests} requests, {real.block_references} block "
+                f"references in {real.seconds:.1f} s ({real.events} KV events); per node "
+                f"{real.per_node_requests} requests (replay: "
+                f"{[n['requests'] for n in model['per_node']]})"
+            )
+            print(table)
+            if args.cut is not None:
+                print(
+                    f"degraded: node n{args.cut[0]}'s link cut at request {args.cut[1]}: "
+                    f"{real.uploads_cut} of its puts never reached G4, {real.reads_missed} "
+                    "reads of blocks looked up found none; the replay assumes every link up"
+                )
+            if real.uploads_unannounced:
+                print(
+                    f"degraded: {real.uploads_unannounced} uploads not announced within "
+                    f"{args.event_wait} s (a node's link to G4 is slow or cut)"
+                )
+            if real.wrong_values:
+                print(f"WRONG: {real.wrong_values} reads returned other bytes than stored")
+            print(
+                "targets " + ("met" if ok else "MISSED") + f" (hits within {HIT_POINTS} "
+                f"points, G4 traffic within {TRAFFIC_SHARE:.0%})"
+            )
+            results.append({"router": router, "real": real.__dict__, "replay": model, "ok": ok})
+    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 1 if args.check and not all_ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
