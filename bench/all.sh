@@ -6,7 +6,8 @@
 #
 # Usage: bench/all.sh BUILD_DIR [NAME...]
 #   BUILD_DIR  a release build with the benchmark programs (build/release; scripts/test makes it)
-#   NAME       only these benchmarks (shm python peer daemon lmcache disk g4 restart ttft s3 soak)
+#   NAME       only these benchmarks (shm python peer daemon lmcache disk g4 restart ttft s3 soak
+#              fleet)
 # environment: KVTIER_BENCH_OUT (where each benchmark's output is kept; default a new
 #   directory under /tmp, printed at the end); each benchmark's own variables pass through.
 # Exits 1 when a target is not met or could not be measured, else 0. Every benchmark script
@@ -34,6 +35,7 @@ BENCHES=(
   "ttft|$PY bench/ttft_bench.py $BUILD"
   "s3|$PY bench/s3_bench.py $BUILD"
   "soak|$PY bench/soak.py $BUILD --seconds 60"
+  "fleet|$PY bench/fleet_bench.py --build $BUILD"
 )
 
 cd "$ROOT" || exit 1

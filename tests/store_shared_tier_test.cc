@@ -1,6 +1,7 @@
 // Stores of several "nodes" sharing one G4 directory (SharedFsTier): a block put on one node
-// is a hit on another, prefix lookups reach G4 in one round, deletions by session and tenant
-// reach G4, encrypted G4 objects open only with the tenant's key.
+// is a hit on another, prefix lookups reach G4 in one round and go on in G3 past it,
+// deletions by session and tenant reach G4, encrypted G4 objects open only with the tenant's
+// key.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -107,6 +108,38 @@ TEST_F(StoreSharedTierTest, ABlockPutOnOneNodeIsAHitOnAnother) {
   EXPECT_FALSE(Has(c.get(), *c->FindTenant("globex"), 0));
   StoreStats stats = c->Stats();
   EXPECT_GE(stats.shared_hits, 4u);
+}
+
+TEST_F(StoreSharedTierTest, APrefixGoesOnInG3PastABlockOnlyG4Holds) {
+  const auto kOnPut = SharedTierOptions::WritePolicy::kOnPut;
+  const auto kOnDemotion = SharedTierOptions::WritePolicy::kOnDemotion;
+  std::unique_ptr<Store> a = Open(NodeOptions("node-a", 8, kOnPut));
+  ASSERT_TRUE(a);
+  const TenantId acme = *a->FindTenant("acme");
+  ASSERT_TRUE(a->Put(acme, Key(0), Value(0)).ok());
+  a.reset();  // Block 0: in G4 only.
+  Options oc = NodeOptions("node-c", 8, kOnDemotion);
+  oc.disk.dir = (dir_ / "c-disk").string();
+  oc.disk.capacity_bytes = 16 * kMiB;
+  oc.disk.segment_bytes = 1 * kMiB;
+  std::unique_ptr<Store> c = Open(oc);
+  ASSERT_TRUE(c);
+  for (uint64_t k = 1; k < 3; ++k) {
+    PutOptions po;
+    po.parent = Key(k - 1);
+    ASSERT_TRUE(c->Put(acme, Key(k), Value(k), po).ok());
+  }
+  ASSERT_TRUE(c->Flush(acme).ok());
+  c.reset();
+  c = Open(oc);  // Blocks 1 and 2: in C's G3 only (nothing was evicted, so nothing uploaded).
+  ASSERT_TRUE(c);
+  const std::vector<BlockKey> keys = {Key(0), Key(1), Key(2), Key(3)};
+  Result<PrefixMatch> match = c->LookupPrefix(acme, keys);
+  ASSERT_TRUE(match.ok());
+  EXPECT_EQ(match->num_blocks, 3u);
+  EXPECT_EQ(match->tiers,
+            (std::vector<TierLevel>{TierLevel::kG4, TierLevel::kG3, TierLevel::kG3}));
+  for (uint64_t k = 0; k < 3; ++k) EXPECT_TRUE(Has(c.get(), acme, k)) << k;
 }
 
 TEST_F(StoreSharedTierTest, ABurstOfReadsOfOneG4BlockIsServedRightAndCountedOnce) {

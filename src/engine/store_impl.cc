@@ -399,16 +399,23 @@ Result<PrefixMatch> StoreImpl::LookupPrefix(TenantId tenant, std::span<const Blo
     done += on_disk;
   }
   if (shared_ && done < keys.size()) {
-    // The rest from G4 in one round of parallel existence checks, not one per block.
-    std::vector<std::optional<uint64_t>> found = CreatedInShared(tenant, keys.subspan(done));
+    // The rest from G4 in one round of parallel existence checks, not one per block. G3 is
+    // still asked first past a block only G4 holds: it admits selectively, so it may hold
+    // later blocks (read from there, and not missed when G4 lacks them). G2 is not: a chain
+    // leaves G2 tail first.
+    const size_t first = done;
+    std::vector<std::optional<uint64_t>> found = CreatedInShared(tenant, keys.subspan(first));
     const uint64_t now = options_.env->NowMicros();
-    size_t in_shared = 0;
-    while (in_shared < found.size() && found[in_shared] &&
-           !PastMaxAge(tenant, *found[in_shared], now)) {
-      ++in_shared;
+    while (done < keys.size()) {
+      const size_t on_disk = disk_ ? disk_->LookupPrefix(tenant.value, keys.subspan(done)) : 0;
+      match.tiers.insert(match.tiers.end(), on_disk, TierLevel::kG3);
+      done += on_disk;
+      if (done == keys.size()) break;
+      const std::optional<uint64_t>& created = found[done - first];
+      if (!created || PastMaxAge(tenant, *created, now)) break;
+      match.tiers.push_back(TierLevel::kG4);
+      ++done;
     }
-    match.tiers.insert(match.tiers.end(), in_shared, TierLevel::kG4);
-    done += in_shared;
   }
   match.num_blocks = done;
   return match;
