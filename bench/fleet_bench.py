@@ -3,12 +3,14 @@
 
 NODES kvtierd (4 by default), each in a network namespace of its own behind a rate-limited
 link (tc tbf, --link both ways), share G4 on MinIO (in a namespace of its own too). The first
---requests requests of TRACE are sent, one after another, each to the node a router picks:
-the node looks the prompt's blocks up (lookup_prefix), reads the prefix it holds (get_many:
-G3 and G4 hits are promoted to G2 by kvtierd, as an engine's load would) and stores the rest
-(put_many, chained), with blocks scaled down to --block-bytes of random bytes (every read is
-checked against what was stored). Each node has --g2-blocks blocks of G2 and --g3-blocks of
-G3; G4 is written on put.
+--requests requests of TRACE (default: a generated agentic trace, seed --seed) are sent, one
+after another, each to the node a router picks: the node looks the prompt's blocks up
+(lookup_prefix), reads the G3 and G4 part of the prefix it holds (get_many; kvtierd promotes
+them to G2, as an engine's load would) and stores the rest (put_many, chained), blocks scaled
+down to --block-bytes of random bytes (every read is checked against what was stored). Each
+node has --g2-blocks blocks of G2 and room for --g3-blocks in G3; G4 is written on put. A
+hit's source is the tier lookup_prefix names; a G4 hit is the node's own when the node's KV
+events announced the block's upload first.
 
 Routers (--routers, in the fleet replay's definitions, docs/planning.md "Fleet replay"):
 round-robin; least-loaded (queued prefill seconds); session (sticky by conversation);
@@ -16,25 +18,25 @@ kv-aware: the prefix a node holds in its G2 and G3, as a fraction of the prompt,
 decayed load over the fleet's mean, nodes above --load-cap times the mean skipped. Its index
 is Dynamo's KV router index (dynamo._core.RadixTree, ai-dynamo-runtime), fed only from the
 nodes' KV events ([events], vLLM's wire format over ZMQ): each node is one Dynamo worker
-holding the union of its G2 (CPU) and G3 (DISK) blocks. Load is prefill work in trace time,
-each request costing its uncached tokens at the rate the fleet replay's prefill model gives
-this trace prefix (its prompt tokens over its prefill seconds without cache), so routing
-weighs load as the replay does up to that model's attention and reload terms.
+holding its G2 (CPU) and G3 (DISK) blocks. Load is prefill time in trace time, each request
+taking what the fleet replay's prefill model gives for its hits (PrefillTime).
 
 After each request the bench waits for the node's KV events of what it stored (G2) and
 uploaded (G4), up to --event-wait seconds; a block whose upload is not announced by then is
-reported (a node cut from G4 shows up there), and the run goes on.
+reported, and the run goes on. --cut NODE:REQUEST cuts a node's link before a request: what
+it could not upload and what its lookups found but could not read are reported.
 
 The same prefix, written beside the results as prefix.jsonl, goes through `kvtier replay
 --nodes NODES` with the same router and per-node G2 and G3 in blocks; both are printed side
 by side: block hits by source (own G2, own G3, G4 written by the node itself, G4 written by
-another node) as a share of block references, and G4 reads and writes in blocks. The targets:
-hit ratios within 5 points per source and overall, G4 traffic within 20%. With --check the
-exit status is 1 when one is missed.
+another node) as a share of block references, and G4 reads and writes in blocks. The targets,
+one TARGET line each per router (bench/all.sh collects them): hit ratios within 5 points per
+source and in all, G4 traffic (reads and writes) within 20%. With --check the exit status is 1
+when one is missed.
 
-Needs root, ip, tc, MinIO (scripts/test builds it), the release build and build/venv.
-Usage: build/venv/bin/python bench/fleet_bench.py TRACE [--nodes 4] [--requests 400]
-       [--routers kv-aware,session,round-robin] [--out DIR] [--check]
+Needs root, ip, tc, curl, MinIO (scripts/test builds it), the release build and build/venv.
+Usage: build/venv/bin/python bench/fleet_bench.py [TRACE] [--nodes 4] [--requests 400]
+       [--routers kv-aware,session,round-robin] [--build build/release] [--out DIR] [--check]
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import zmq
@@ -387,6 +389,45 @@ class Fleet:
         return out
 
 
+class PrefillTime:
+    """The fleet replay's prefill time of a request (replay_internal::PrefillSecondsWithCache):
+    each tier's hits reloaded over its link, the rest recomputed. Its terms come from `kvtier
+    crossover --json` with the replay's defaults (model, GPU, links G2 pcie-gen5, G3
+    nvme-gen5, G4 400gbe): recompute seconds are a*T + b*T(T+1)/2 (dense, then attention over
+    causal pairs), a reload latency + c*T; two prompt lengths give each."""
+
+    LINKS: ClassVar = {
+        kvtier.Tier.G2: "pcie-gen5",
+        kvtier.Tier.G3: "nvme-gen5",
+        kvtier.Tier.G4: "400gbe",
+    }
+
+    def __init__(self, kvtier_cli: str) -> None:
+        def crossover(tokens: int, link: str) -> dict[str, float]:
+            argv = [kvtier_cli, "crossover", "--tokens", str(tokens), "--link", link, "--json"]
+            out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+            return json.loads(out)  # type: ignore[no-any-return]
+
+        t1, t2 = 1024, 4096
+        p1, p2 = t1 * (t1 + 1) / 2, t2 * (t2 + 1) / 2
+        self.reload: dict[kvtier.Tier, tuple[float, float]] = {}
+        for tier, link in self.LINKS.items():
+            x, y = crossover(t1, link), crossover(t2, link)
+            slope = (y["reload_seconds"] - x["reload_seconds"]) / (t2 - t1)
+            self.reload[tier] = (x["reload_seconds"] - slope * t1, slope)
+        r1, r2 = x["recompute_seconds"], y["recompute_seconds"]
+        self.b = (r2 - r1 * t2 / t1) / (p2 - p1 * t2 / t1)
+        self.a = (r1 - self.b * p1) / t1
+
+    def seconds(self, tokens: int, served: dict[kvtier.Tier, int]) -> float:
+        cached = sum(served.values())
+        reload = sum(
+            lat + c * n for tier, n in served.items() if n for lat, c in [self.reload[tier]]
+        )
+        pairs = tokens * (tokens + 1) / 2 - cached * (cached + 1) / 2
+        return reload + self.a * (tokens - cached) + self.b * pairs
+
+
 @dataclass
 class NodeClock:
     """A node's prefill server in trace time, as the fleet replay's Node keeps it."""
@@ -497,12 +538,17 @@ def value_of(pool: bytes, key: bytes, size: int) -> bytes:
 
 
 def run_fleet(
-    net: Network, args: argparse.Namespace, trace: Trace, router_name: str, s3: str, rate: float
+    net: Network,
+    args: argparse.Namespace,
+    trace: Trace,
+    router_name: str,
+    s3: str,
+    prefill: PrefillTime,
 ) -> Result:
     """The trace prefix on a fresh fleet (new daemons, a new G4 prefix) under one router."""
     fleet = Fleet(net, args, s3, router_name)
     try:
-        return replay_on(fleet, args, trace, router_name, rate)
+        return replay_on(fleet, args, trace, router_name, prefill)
     finally:
         fleet.close()
         for _ in range(args.nodes):  # A clean stop: kvtierd removes its G2 arena.
@@ -512,7 +558,7 @@ def run_fleet(
 
 
 def replay_on(
-    fleet: Fleet, args: argparse.Namespace, trace: Trace, router_name: str, rate: float
+    fleet: Fleet, args: argparse.Namespace, trace: Trace, router_name: str, prefill: PrefillTime
 ) -> Result:
     router = Router(router_name, fleet, trace, args)
     res = Result(router_name, per_node_requests=[0] * args.nodes)
@@ -532,10 +578,12 @@ def replay_on(
         k = router.route(i, r, ids, hashes, now)
         client = fleet.clients[k]
         hits = 0
+        served = dict.fromkeys(PrefillTime.LINKS, 0)  # Hit tokens per tier.
         if keys:
             match = client.lookup_prefix(keys)
             hits = match.num_blocks
             for h, tier in zip(hashes, match.tiers, strict=False):
+                served[tier] += bt
                 if tier == kvtier.Tier.G2:
                     res.hits["own G2"] += 1
                 elif tier == kvtier.Tier.G3:
@@ -584,7 +632,7 @@ def replay_on(
                 res.uploads_unannounced += len(fleet.await_events(k, new_here, new_in_g4))
         res.block_references += len(keys)
         res.per_node_requests[k] += 1
-        service = max(0, r.input_length - hits * bt) / rate
+        service = prefill.seconds(r.input_length, served)
         router.clocks[k].serve(now, service, args.load_half_life)
     res.requests = len(trace.requests)
     res.seconds = time.monotonic() - start
@@ -728,6 +776,7 @@ def main(argv: list[str]) -> int:
         f"{args.block_bytes >> 10} KiB blocks, G2 {args.g2_blocks} and G3 {args.g3_blocks} "
         f"blocks per node, links {args.link}, G4 on MinIO; results in {args.out}"
     )
+    prefill = PrefillTime(args.kvtier)
     results: list[dict[str, Any]] = []
     all_ok = True
     with fleet_network(args) as (net, s3):
@@ -735,8 +784,7 @@ def main(argv: list[str]) -> int:
             # The replay's blocks are the model's real size: a first run says how large.
             probe = replay_model(args, prefix, router, (4 << 40) // args.g2_blocks)
             model = replay_model(args, prefix, router, probe["block_bytes"])
-            rate = model["prompt_tokens"] / max(1e-9, model["prefill_seconds_without_cache"])
-            real = run_fleet(net, args, trace, router, s3, rate)
+            real = run_fleet(net, args, trace, router, s3, prefill)
             table, worst, traffic = compare(real, model)
             print(
                 f"\n== {router}: {real.requests} requests, {real.block_references} block "
