@@ -233,19 +233,27 @@ class NativeHandler final : public ProtocolHandler {
       Reply(out, h.opcode, h.request_id, keys.status());
       return;
     }
-    std::vector<Result<BlockHandle>> items = ctx_->store->GetMany(principal_->tenant, *keys);
-    // A reply never exceeds max_frame_bytes: blocks past that budget come back as
-    // ResourceExhausted, for the client to ask again in another request.
-    uint64_t budget = ctx_->max_frame_bytes - std::min<uint64_t>(ctx_->max_frame_bytes,
-                                                                 16 + 12 * items.size());
+    // A reply never exceeds max_frame_bytes: the blocks from the first one past that budget on
+    // come back as ResourceExhausted, for the client to ask again in another request, and are
+    // not read now (a block read from G3 or G4 and not sent would be read again then, and
+    // again from G4 when its promotion did not stay in G2).
+    const uint64_t budget = ctx_->max_frame_bytes - std::min<uint64_t>(ctx_->max_frame_bytes,
+                                                                       16 + 12 * keys->size());
+    const Status full =
+        Status::ResourceExhausted("reply would exceed max_frame_bytes; request this key again");
+    std::vector<Result<BlockHandle>> items;
+    items.reserve(keys->size());
     uint64_t values = 0;
-    for (Result<BlockHandle>& item : items) {
-      if (!item.ok()) continue;
-      if (values + item->size() > budget) {
-        item = Status::ResourceExhausted("reply would exceed max_frame_bytes; request this key again");
-        continue;
+    bool filled = false;
+    for (const BlockKey& key : *keys) {
+      Result<BlockHandle> item = full;
+      if (!filled) item = ctx_->store->Get(principal_->tenant, key);
+      if (item.ok() && values + item->size() > budget) {
+        filled = true;
+        item = full;
       }
-      values += item->size();
+      if (item.ok()) values += item->size();
+      items.push_back(std::move(item));
     }
     scratch_.clear();
     protocol::EncodeGetDirectory(items, &scratch_);

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -146,6 +147,32 @@ TEST_P(DaemonG4Test, ABlockPutOnNodeAIsAHitOnNodeC) {
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ(*got, Value(k)) << k;
   }
+}
+
+TEST_P(DaemonG4Test, AGetOfMoreThanOneReplyHoldsReadsEachG4BlockOnce) {
+  Daemon& a = StartNode("node-a");
+  // C's G2 holds 4 of the 1 MiB blocks, and so does a reply (max_frame_bytes: the 4 MiB
+  // largest block and 64 KiB): the 12 come back over several replies, each read from G4 once.
+  Daemon& c = StartNode("node-c", "", "[memory]\ncapacity = \"4MiB\"\n");
+  std::unique_ptr<Client> ca = Connect(a), cc = Connect(c);
+  ASSERT_TRUE(ca && cc);
+  std::vector<BlockKey> keys;
+  for (uint64_t k = 0; k < 12; ++k) {
+    ASSERT_TRUE(ca->Put(Key(k), Value(k, kMiB)).ok());
+    keys.push_back(Key(k));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    Result<PrefixMatch> m = cc->LookupPrefix(keys);
+    return m.ok() && m->num_blocks == keys.size();
+  })) << "node C never saw node A's blocks";
+  BlockValues got = cc->GetMany(keys);
+  ASSERT_EQ(got.values.size(), keys.size());
+  for (uint64_t k = 0; k < keys.size(); ++k) {
+    ASSERT_TRUE(got.values[k].ok()) << k << ": " << got.values[k].status().ToString();
+    EXPECT_TRUE(std::ranges::equal(*got.values[k], Value(k, kMiB))) << k;
+  }
+  EXPECT_EQ(Metric(c, "kvtier_tier_hits_total{tier=\"g4\"}"), 12.0)
+      << "a block read for a reply that could not hold it is read again for the next";
 }
 
 TEST_P(DaemonG4Test, ADeletionOnNodeAReachesTheCopiesOnNodesBAndC) {
