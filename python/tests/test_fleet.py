@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, kvtier_cli_path, kvtierd_path
@@ -36,15 +37,13 @@ def bench(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def skip_without_namespaces() -> None:
+def run_fleet(tmp_path: Path, *args: str) -> tuple[str, list[dict[str, Any]]]:
+    """The bench on 300 requests of 60 generated chat sessions and 3 nodes; its output and
+    results.json. Skips where namespaces or MinIO are missing."""
     if (why := missing(("ip", "tc", "curl"))) is not None:
         pytest.skip(f"skipped: {why}")
     if minio_path() is None:
         pytest.skip("skipped: no minio (scripts/test builds it, or set KVTIER_MINIO)")
-
-
-def chat_trace(tmp_path: Path) -> Path:
-    """300 requests of 60 generated chat sessions."""
     trace = tmp_path / "chat.jsonl"
     subprocess.run(
         [kvtier_cli_path(), "trace", "gen", "--workload", "chat", "--sessions", "60"]
@@ -52,49 +51,39 @@ def chat_trace(tmp_path: Path) -> Path:
         check=True,
         capture_output=True,
     )
-    return trace
+    out = tmp_path / "fleet"
+    run = bench(str(trace), "--nodes", "3", "--out", str(out), *args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    results: list[dict[str, Any]] = json.loads((out / "results.json").read_text())
+    return run.stdout, results
 
 
 def test_a_three_node_fleet_matches_the_fleet_replay(tmp_path: Path) -> None:
-    skip_without_namespaces()
-    trace = chat_trace(tmp_path)
-    out = tmp_path / "fleet"
     # Small tiers, so that blocks move through G3 and G4.
-    run = bench(
-        str(trace),
-        *("--nodes", "3", "--requests", "300", "--g2-blocks", "64", "--g3-blocks", "192"),
-        *("--out", str(out)),
+    stdout, results = run_fleet(
+        tmp_path, "--requests", "300", "--g2-blocks", "64", "--g3-blocks", "192"
     )
-    assert run.returncode == 0, run.stdout + run.stderr
-    results = json.loads((out / "results.json").read_text())
     assert [r["router"] for r in results] == ["kv-aware", "session", "round-robin"]
     for r in results:
         real = r["real"]
-        assert real["wrong_values"] == 0, run.stdout
-        assert real["uploads_unannounced"] == 0, run.stdout
-        assert r["ok"], run.stdout
+        assert real["wrong_values"] == 0, stdout
+        assert real["uploads_unannounced"] == 0, stdout
+        assert r["ok"], stdout
         assert sum(real["per_node_requests"]) == 300
-        assert real["hits"]["own G3"] > 0, run.stdout
+        assert real["hits"]["own G3"] > 0, stdout
     # What one node stored, the others found in G4.
-    assert all(r["real"]["hits"]["G4 (other)"] > 0 for r in results), run.stdout
+    assert all(r["real"]["hits"]["G4 (other)"] > 0 for r in results), stdout
 
 
 def test_a_node_cut_from_g4_is_reported_and_serves_what_it_holds(tmp_path: Path) -> None:
-    skip_without_namespaces()
-    trace = chat_trace(tmp_path)
-    out = tmp_path / "fleet"
-    run = bench(
-        str(trace),
-        *("--nodes", "3", "--requests", "120", "--routers", "session", "--cut", "1:60"),
-        *("--out", str(out)),
+    stdout, [result] = run_fleet(
+        tmp_path, "--requests", "120", "--routers", "session", "--cut", "1:60"
     )
-    assert run.returncode == 0, run.stdout + run.stderr
-    [result] = json.loads((out / "results.json").read_text())
     real = result["real"]
-    assert real["wrong_values"] == 0, run.stdout
-    assert real["uploads_cut"] > 0, run.stdout
-    assert "node n1's link cut at request 60" in run.stdout
-    # Its own tiers still served it: hits on the cut node are not all lost.
+    assert real["wrong_values"] == 0, stdout
+    assert real["uploads_cut"] > 0, stdout
+    assert "node n1's link cut at request 60" in stdout
+    # The nodes still serve what their own tiers hold.
     assert real["hits"]["own G2"] > 0
 
 
