@@ -173,6 +173,37 @@ TEST_F(StoreSharedTierTest, ABurstOfReadsOfOneG4BlockIsServedRightAndCountedOnce
   EXPECT_EQ(stats.shared_errors, 0u);
 }
 
+TEST_F(StoreSharedTierTest, ABurstOfReadsOfOneG4BlockReadsItOnceWhenItIsPromoted) {
+  // The same burst with promotion on: a reader either joins the read in flight, or finds the
+  // block in G2, promoted before that read answered anyone; one that missed G2 just before
+  // the promotion finds it there when it would start a read of its own. One G4 read in all.
+  const auto kOnPut = SharedTierOptions::WritePolicy::kOnPut;
+  std::unique_ptr<Store> a = Open(NodeOptions("node-a", 8, kOnPut));
+  std::unique_ptr<Store> b = Open(NodeOptions("node-b", 8, kOnPut));
+  ASSERT_TRUE(a && b);
+  const TenantId acme = *a->FindTenant("acme");
+  ASSERT_TRUE(a->Put(acme, Key(7), Value(7)).ok());
+  a.reset();
+  constexpr int kReaders = 16;
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kReaders; ++i) {
+    threads.emplace_back([&, i] {
+      std::vector<std::byte> out(kBlock);
+      if (i % 2 == 0) {
+        Result<size_t> n = b->Read(acme, Key(7), out);
+        if (n.ok() && *n == kBlock && out == Value(7)) ++right;
+      } else if (Result<BlockHandle> h = b->Get(acme, Key(7)); h.ok() && h->size() == kBlock) {
+        h->CopyTo(out);
+        if (out == Value(7)) ++right;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(right.load(), kReaders);
+  EXPECT_EQ(b->Stats().shared_hits, 1u);
+}
+
 TEST_F(StoreSharedTierTest, EvictedBlocksAreWrittenToG4OnDemotionWithoutG3) {
   const auto kOnDemotion = SharedTierOptions::WritePolicy::kOnDemotion;
   std::unique_ptr<Store> a = Open(NodeOptions("node-a", 2, kOnDemotion));

@@ -225,6 +225,11 @@ struct SharedTierOptions {
   uint64_t notice_poll_ms = 2000;
   uint64_t notice_margin_seconds = 300;
   uint64_t notice_retention_seconds = 7 * 24 * 3600;
+
+  // Every report_ms this node writes its G4 counters to G4 (a cluster record), so that any
+  // node can show the whole fleet's G4 traffic (Store::Fleet, the dashboard's G4 panel);
+  // 0 = it reports nothing and Fleet() is FailedPrecondition.
+  uint64_t report_ms = 10000;
 };
 
 struct Options {

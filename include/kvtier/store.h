@@ -355,6 +355,43 @@ struct StoreStats {
   std::vector<TenantStats> tenants;
 };
 
+// A node's G4 traffic as it last reported it to the cluster (Store::Fleet): the StoreStats
+// counters of the same names, counted since that node started.
+struct NodeReport {
+  std::string node;      // Its shared.node_id.
+  uint64_t time_us = 0;  // When it reported, on its own clock.
+  uint64_t shared_hits = 0;
+  uint64_t shared_misses = 0;
+  uint64_t shared_read_bytes = 0;
+  uint64_t shared_written_bytes = 0;
+  uint64_t shared_puts = 0;
+  uint64_t shared_errors = 0;
+  uint64_t shared_reads_coalesced = 0;
+  uint64_t shared_checks_coalesced = 0;
+
+  // Every counter above with its name in JSON (G4's record, kvtierd's /fleet).
+  struct Counter {
+    const char* name;
+    uint64_t NodeReport::*field;
+  };
+  static const Counter kCounters[];
+};
+inline constexpr NodeReport::Counter NodeReport::kCounters[] = {
+    {"shared_hits", &NodeReport::shared_hits},
+    {"shared_misses", &NodeReport::shared_misses},
+    {"shared_read_bytes", &NodeReport::shared_read_bytes},
+    {"shared_written_bytes", &NodeReport::shared_written_bytes},
+    {"shared_puts", &NodeReport::shared_puts},
+    {"shared_errors", &NodeReport::shared_errors},
+    {"shared_reads_coalesced", &NodeReport::shared_reads_coalesced},
+    {"shared_checks_coalesced", &NodeReport::shared_checks_coalesced},
+};
+
+struct FleetView {
+  std::vector<NodeReport> nodes;  // This node's, current, then the others' by node id.
+  uint64_t read_us = 0;           // When the others' were read from G4; 0 = not yet.
+};
+
 // A block this node holds (Store::ListHeld).
 struct HeldBlock {
   BlockKey key;
@@ -520,6 +557,14 @@ class Store {
 
   virtual StoreStats Stats() const = 0;
   virtual Result<TenantStats> StatsForTenant(TenantId tenant) const = 0;
+
+  // With G4: the G4 traffic of every node sharing it, from the reports each node writes to
+  // G4 every shared.report_ms. This node's is current. The others' are read in the
+  // background, every report_ms while Fleet is being called (until 3 report_ms after the
+  // last call), so the first call after a pause has this node's alone. A node that stops
+  // cleanly removes its report; one that vanished stays listed, with its report's time, for a
+  // day. FailedPrecondition without G4 or with report_ms 0.
+  virtual Result<FleetView> Fleet() = 0;
 
   // What this node holds of `tenant` in G2, then in G3 (a block in both is listed twice),
   // a part at a time for a caller that must not hold the tiers long: each call looks at up to

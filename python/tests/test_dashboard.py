@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,5 +143,61 @@ def test_the_g4_panel_shows_the_other_node_and_its_deletion_notices(
         assert a.metrics()["kvtier_g4_read_bytes_total"] >= 4096
         page.wait_for("document.getElementById('g4-read').textContent !== '0 B'", "A's G4 reads")
         assert page.text("g4-written") == "0 B"  # A published nothing.
+    finally:
+        page.close()
+
+
+def test_the_g4_panel_shows_every_nodes_g4_traffic_from_their_reports(
+    make_daemon: type[Daemon], tmp_path: Path
+) -> None:
+    g4 = tmp_path / "g4"
+    g4.mkdir()
+    shared = f'[shared]\nlocation = "{g4}"\nwrite_policy = "on_put"\nreport_ms = 100\n'
+    a = make_daemon(extra=shared + 'node_id = "node-a"\n')
+    b = make_daemon(extra=shared + 'node_id = "node-b"\n')
+    page = Page(f"http://127.0.0.1:{a.http_port}/", tmp_path / "chromium")
+    try:
+        page.wait_for("document.getElementById('fleet-node-a-name') !== null", "A's own row")
+        assert page.text("fleet-node-a-age") == "this node"
+        # B stores two blocks (uploaded to G4); A reads them from there.
+        with kvtier.Client(b.tcp_url) as client:
+            client.put_many([b"\x01" * 32, b"\x02" * 32], [b"x" * 8192, b"y" * 8192])
+        wait_until(lambda: b.metrics()["kvtier_shared_puts_total"] == 2, "B's uploads")
+        written = b.metrics()["kvtier_g4_written_bytes_total"]
+        with kvtier.Client(a.tcp_url) as client:
+            assert client.get_many([b"\x01" * 32, b"\x02" * 32]) == [b"x" * 8192, b"y" * 8192]
+        # A's panel shows B's traffic as B reported it, and its own; the last row sums them.
+        page.wait_for(
+            f"document.getElementById('fleet-node-b-written')?.textContent === '{binary(written)}'",
+            "B's report of its uploads",
+        )
+        assert page.text("fleet-node-b-objects") == "0"
+        page.wait_for("document.getElementById('fleet-node-a-objects').textContent === '2'", "A")
+        assert page.text("fleet-node-a-read") == binary(16384)
+        assert page.text("fleet-all-objects") == "2"
+        assert page.text("fleet-all-written") == binary(written)
+        assert page.text("fleet-all-read") == binary(16384)
+        fleet = json.loads(
+            urllib.request.urlopen(f"http://127.0.0.1:{a.http_port}/fleet", timeout=10).read()
+        )
+        assert [n["node"] for n in fleet["nodes"]] == ["node-a", "node-b"]
+        assert fleet["nodes"][1]["shared_written_bytes"] == written
+        # B stops cleanly: it leaves the panel.
+        b.close()
+        page.wait_for("document.getElementById('fleet-node-b-name') === null", "B gone")
+        assert page.text("fleet-all-objects") == "2"
+    finally:
+        page.close()
+
+
+def test_the_fleet_row_says_when_there_are_no_reports(daemon: Daemon, tmp_path: Path) -> None:
+    with pytest.raises(urllib.error.HTTPError) as no_g4:
+        urllib.request.urlopen(f"http://127.0.0.1:{daemon.http_port}/fleet", timeout=10)
+    assert no_g4.value.code == 404
+    assert "no G4" in json.loads(no_g4.value.read())["error"]
+    page = Page(f"http://127.0.0.1:{daemon.http_port}/", tmp_path / "chromium")
+    try:
+        page.wait_for("document.getElementById('fleet-status') !== null", "the fleet row")
+        assert "no fleet reports" in page.text("fleet-status")
     finally:
         page.close()

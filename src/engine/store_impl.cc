@@ -82,6 +82,9 @@ StoreImpl::StoreImpl(const Options& options, StoreServices services,
       if (!applied.ok()) options_.env->Log("deletion notices: " + applied.status().ToString());
     });
   }
+  if (shared_ && options_.shared.report_ms != 0) {
+    StartLoop(std::chrono::milliseconds(options_.shared.report_ms), [this] { ReportToFleet(); });
+  }
 }
 
 StoreImpl::~StoreImpl() {
@@ -94,6 +97,15 @@ StoreImpl::~StoreImpl() {
   if (shared_ && disk_) {
     MutexLock l(&notice_mu_);
     SaveNoticeState(options_.env->NowMicros());
+  }
+  if (shared_) {
+    // A node that stops cleanly leaves the fleet's view.
+    std::string report;
+    {
+      MutexLock l(&fleet_mu_);
+      report = fleet_report_name_;
+    }
+    if (!report.empty()) (void)shared_->DeleteRecord(report);
   }
 }
 
@@ -263,13 +275,23 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const 
       return Status::NotFound("block expired (maximum age)");
     }
     *meta = staged->meta;
-    return std::vector<std::byte>(staged->value->begin(), staged->value->end());
+    std::vector<std::byte> block(staged->value->begin(), staged->value->end());
+    Promote(tenant, key, block, *meta, TierLevel::kG4);
+    return block;
   }
   bool followed = false;
   SharedRead read = shared_reads_.Do(
       InFlightKey(tenant, key),
       [&] {
         SharedRead r;
+        // Promoted by a read that finished after this request missed G2: no second G4 read.
+        if (Result<BlockHandle> held = memory_->LeaseForCopy(tenant.value, key, &r.meta);
+            held.ok()) {
+          std::vector<std::byte> copy(held->size());
+          held->CopyTo(copy);
+          r.block = std::move(copy);
+          return r;
+        }
         std::vector<std::optional<SharedObjectInfo>> info =
             shared_->ExistsMany(TenantName(tenant), std::span(&key, 1));
         if (!info[0]) return r;
@@ -286,6 +308,9 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const 
         }
         r.block = std::move(got[0]);
         r.meta = {info[0]->session, info[0]->created_us, info[0]->dtype};
+        // Before the flight ends: a request for the block after it finds the block in G2
+        // instead of reading G4 again.
+        Promote(tenant, key, *r.block, r.meta, TierLevel::kG4);
         return r;
       },
       &followed);
@@ -324,7 +349,7 @@ Result<BlockHandle> StoreImpl::Get(TenantId tenant, const BlockKey& key) {
   TierLevel from;
   Result<std::vector<std::byte>> block = ReadFromLowerTiers(tenant, key, &meta, &from);
   if (!block.ok()) return block.status();
-  Promote(tenant, key, *block, meta, from);
+  if (from == TierLevel::kG3) Promote(tenant, key, *block, meta, from);  // G4's promoted.
   return BlockHandle(std::move(block).value());
 }
 
@@ -357,7 +382,6 @@ Result<size_t> StoreImpl::Read(TenantId tenant, const BlockKey& key, std::span<s
     if (!block.ok()) return block.status();
     if (out.size() < block->size()) return BufferTooSmall(out.size(), block->size());
     std::memcpy(out.data(), block->data(), block->size());
-    Promote(tenant, key, *block, meta, TierLevel::kG4);
     return block->size();
   }
   if (!handle.ok()) return handle.status();

@@ -100,6 +100,7 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   size_t PurgeExpired() override;
   Result<uint64_t> Flush(TenantId tenant) override;
   Result<uint64_t> ApplyDeletionNotices() override ABSL_LOCKS_EXCLUDED(notice_mu_);
+  Result<FleetView> Fleet() override ABSL_LOCKS_EXCLUDED(fleet_mu_);
   StoreStats Stats() const override;
   Result<TenantStats> StatsForTenant(TenantId tenant) const override;
   Result<std::vector<HeldBlock>> ListHeld(TenantId tenant, uint64_t* cursor,
@@ -127,11 +128,13 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // without G3 or on a miss.
   Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key,
                                               BlockMeta* meta);
-  // Reads a block from G4 (a miss when older than the tenant's maximum age).
   // For each key, when its block was first stored if G4 holds it or it is on its way there
   // (staged for upload); nullopt otherwise. One round of existence checks.
   std::vector<std::optional<uint64_t>> CreatedInShared(TenantId tenant,
                                                        std::span<const BlockKey> keys);
+  // Reads a block from G4 (a miss when older than the tenant's maximum age), one read per
+  // node for concurrent requests, and promotes it into G2 (as shared.promote_on_hit says)
+  // before any of them is answered, so that a request after the read finds it there.
   Result<std::vector<std::byte>> ReadFromShared(TenantId tenant, const BlockKey& key,
                                                 BlockMeta* meta);
   // G3, then G4.
@@ -178,6 +181,11 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   void AbortAllocation(uint64_t id) override { memory_->AbortReserved(id); }
   // Records an act in the audit log, when there is one; a failed append is logged, not fatal.
   void Audit(const audit::AuditEvent& event);
+  // Fleet reports (fleet_reports.h): writes this node's and deletes its previous one; reads
+  // the others' while Fleet() is being called. Run every shared.report_ms.
+  void ReportToFleet() ABSL_LOCKS_EXCLUDED(fleet_mu_);
+  // This node's G4 counters now.
+  NodeReport OwnReport(uint64_t now_us) const;
   // Runs `work` every `interval` on a thread of its own until the store closes.
   void StartLoop(std::chrono::milliseconds interval, std::function<void()> work);
 
@@ -231,6 +239,15 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::atomic<uint64_t> notices_pending_{0};  // notice_retries_.size(), for Stats().
   std::atomic<uint64_t> notice_gap_resets_{0};
   std::atomic<uint64_t> other_nodes_seen_{0};  // other_nodes_.size(), for Stats().
+  // Fleet reports: the name of this node's last one in G4, the others' as last read (and
+  // when), whether writing failed last time (logged when it starts and stops failing), and
+  // until when (this node's clock) someone is asking for them.
+  Mutex fleet_mu_;
+  std::string fleet_report_name_ ABSL_GUARDED_BY(fleet_mu_);
+  std::vector<NodeReport> fleet_others_ ABSL_GUARDED_BY(fleet_mu_);
+  uint64_t fleet_read_us_ ABSL_GUARDED_BY(fleet_mu_) = 0;
+  bool fleet_report_failing_ ABSL_GUARDED_BY(fleet_mu_) = false;
+  std::atomic<uint64_t> fleet_wanted_until_us_{0};
   Mutex notice_mu_;
   // The other nodes whose deletion notices this node has read.
   std::unordered_set<std::string> other_nodes_ ABSL_GUARDED_BY(notice_mu_);

@@ -121,6 +121,7 @@ janitor_lease_seconds = 60         # a dead janitor's lease is taken over after 
 notice_poll_ms = 2000              # apply the other nodes' deletions this often; 0 = never
 notice_margin_seconds = 300        # node clocks must agree this closely
 notice_retention_seconds = 604800  # deletion notices kept; a node away longer empties its G2/G3
+report_ms = 10000                  # write this node's G4 traffic to G4 for every dashboard; 0 = never
 sync = true                        # fsync objects before publishing (shared file systems)
 compress = true
 encrypt = false                    # needs [security] master_key; the data keys then live in G4
@@ -437,6 +438,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   shared.Uint("notice_poll_ms", &g4.notice_poll_ms);
   shared.Uint("notice_margin_seconds", &g4.notice_margin_seconds);
   shared.Uint("notice_retention_seconds", &g4.notice_retention_seconds);
+  shared.Uint("report_ms", &g4.report_ms);
   shared.Bool("sync", &g4.sync);
   shared.Bool("compress", &c->store.shared_data.compress);
   shared.Bool("encrypt", &c->store.shared_data.encrypt);

@@ -91,6 +91,20 @@ json StatsJson(const TenantStats& t) {
   return out;
 }
 
+// /fleet: every node's G4 counters (Store::Fleet); "now_us", this node's clock (its own
+// report's time), is what the others' report times are aged by.
+json FleetJson(const FleetView& fleet) {
+  json nodes = json::array();
+  for (const NodeReport& r : fleet.nodes) {
+    json n{{"node", r.node}, {"time_us", r.time_us}};
+    for (const auto& [name, field] : NodeReport::kCounters) n[name] = r.*field;
+    nodes.push_back(std::move(n));
+  }
+  return json{{"now_us", fleet.nodes.front().time_us},
+              {"read_us", fleet.read_us},
+              {"nodes", std::move(nodes)}};
+}
+
 class HttpHandler final : public ProtocolHandler {
  public:
   HttpHandler(const ServerContext* ctx, PeerInfo peer)
@@ -173,6 +187,15 @@ class HttpHandler final : public ProtocolHandler {
       return {200, "text/plain; version=0.0.4; charset=utf-8",
               ctx_->metrics->RenderPrometheus(ctx_->store->Stats(), events ? &*events : nullptr)};
     }
+    if (req.path == "/fleet") {
+      if (req.method != "GET") return {405, "text/plain", "use GET\n"};
+      Result<FleetView> fleet = ctx_->store->Fleet();
+      if (!fleet.ok()) {
+        const bool off = fleet.status().code() == StatusCode::kFailedPrecondition;
+        return JsonError(off ? 404 : 500, fleet.status().ToString());
+      }
+      return Json(200, FleetJson(*fleet));
+    }
     if (req.path == "/" || req.path == "/plan") {
       if (req.method != "GET" && req.method != "HEAD") return {405, "text/plain", "use GET\n"};
       return {200, "text/html; charset=utf-8",
@@ -181,7 +204,8 @@ class HttpHandler final : public ProtocolHandler {
     if (req.path == "/help") {
       return {200, "text/plain; charset=utf-8",
               "kvtierd\n  GET /                 dashboard (HTML)\n  GET /plan             planner (HTML)\n"
-              "  GET /metrics          Prometheus metrics\n  GET /healthz          "
+              "  GET /metrics          Prometheus metrics\n  GET /fleet            every "
+              "node's G4 traffic (JSON)\n  GET /healthz          "
               "liveness\n  GET /admin/tenants    tenant statistics (JSON)\n  POST /admin/pin       "
               "{\"tenant\":..,\"keys\":[hex..]}\n  POST /admin/unpin     same\n  DELETE "
               "/admin/blocks/<hex key>?tenant=<name>\n  DELETE /admin/sessions/<id>?tenant=<name>\n"
