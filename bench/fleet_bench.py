@@ -31,12 +31,20 @@ The same prefix, written beside the results as prefix.jsonl, goes through `kvtie
 by side: block hits by source (own G2, own G3, G4 written by the node itself, G4 written by
 another node) as a share of block references, and G4 reads and writes in blocks. The targets,
 one TARGET line each per router (bench/all.sh collects them): hit ratios within 5 points per
-source and in all, G4 traffic (reads and writes) within 20%. With --check the exit status is 1
-when one is missed.
+source and in all, G4 traffic (reads and writes) within 20%.
+
+Then a burst (--burst BLOCKS, 0 for none): a node outside the fleet stores a prompt of BLOCKS
+blocks, uploaded to G4, and --burst-readers clients on every node of the fleet look it up and
+read it at the same moment. Printed per node: its G4 reads, the reads and existence checks
+that joined another request's instead of asking G4 (kvtierd's single flight) and the checks
+answered by a recent one ([shared] exists_cache_ms); and MinIO's own count of the requests it
+served, per S3 API. The target: one G4 read per block and node. With
+--check the exit status is 1 when a target is missed.
 
 Needs root, ip, tc, curl, MinIO (scripts/test builds it), the release build and build/venv.
 Usage: build/venv/bin/python bench/fleet_bench.py [TRACE] [--nodes 4] [--requests 400]
-       [--routers kv-aware,session,round-robin] [--build build/release] [--out DIR] [--check]
+       [--routers kv-aware,session,round-robin] [--burst 64] [--burst-readers 16]
+       [--build build/release] [--out DIR] [--check]
 """
 
 from __future__ import annotations
@@ -165,6 +173,7 @@ class Fleet:
         self.clients: list[kvtier.Client] = []
         self.http: list[str] = []
         self.names: list[str] = []
+        self.sockets: list[str] = []
         self.ctx = zmq.Context()
         self.subs: list[zmq.Socket[bytes]] = []
         self.cv = threading.Condition()
@@ -242,15 +251,17 @@ class Fleet:
         ports = dict(line.split("=", 1) for line in (d / "ports").read_text().split())
         self.http.append(f"127.0.0.1:{ports['http_port']}")
         self.names.append(name)
-        self.clients.append(
-            kvtier.Client(f"unix://{d}/kvtierd.sock", retry_timeout=0, io_timeout=60)
-        )
+        self.sockets.append(f"unix://{d}/kvtierd.sock")
+        self.clients.append(self.client(k))
         self.net.limit(name, self.args.link)
         # Subscribed before the first request, so that no event of it is missed.
         if not monitor.poll(60_000):
             raise TimeoutError(f"no connection to kvtierd {name}'s KV events")
         sub.disable_monitor()
         monitor.close(linger=0)
+
+    def client(self, k: int) -> kvtier.Client:
+        return kvtier.Client(self.sockets[k], retry_timeout=0, io_timeout=60)
 
     def close(self) -> None:
         self.stop = True
@@ -537,6 +548,20 @@ def value_of(pool: bytes, key: bytes, size: int) -> bytes:
     return pool[offset : offset + size]
 
 
+@contextmanager
+def started(net: Network, args: argparse.Namespace, s3: str, run: str) -> Iterator[Fleet]:
+    """A fresh fleet of args.nodes (new daemons, a new G4 prefix), stopped cleanly after."""
+    fleet = Fleet(net, args, s3, run)
+    try:
+        yield fleet
+    finally:
+        fleet.close()
+        for _ in range(args.nodes):  # A clean stop: kvtierd removes its G2 arena.
+            proc = net.procs.pop()
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
 def run_fleet(
     net: Network,
     args: argparse.Namespace,
@@ -545,16 +570,137 @@ def run_fleet(
     s3: str,
     prefill: PrefillTime,
 ) -> Result:
-    """The trace prefix on a fresh fleet (new daemons, a new G4 prefix) under one router."""
-    fleet = Fleet(net, args, s3, router_name)
-    try:
+    """The trace prefix on a fresh fleet under one router."""
+    with started(net, args, s3, router_name) as fleet:
         return replay_on(fleet, args, trace, router_name, prefill)
-    finally:
-        fleet.close()
-        for _ in range(args.nodes):  # A clean stop: kvtierd removes its G2 arena.
-            proc = net.procs.pop()
-            proc.terminate()
-            proc.wait(timeout=60)
+
+
+# Per node, what a burst is measured by: the node's G4 reads (objects read), the reads and
+# existence checks that joined another request's instead of asking G4, and the checks
+# answered by one of the last [shared] exists_cache_ms.
+BURST_METRICS = {
+    "G4 reads": 'kvtier_tier_hits_total{tier="g4"}',
+    "reads joined": "kvtier_g4_reads_coalesced_total",
+    "checks joined": "kvtier_g4_checks_coalesced_total",
+    "checks cached": "kvtier_g4_checks_cached_total",
+}
+
+
+@dataclass
+class Burst:
+    blocks: int
+    readers: int  # Per node.
+    per_node: list[dict[str, float]] = field(default_factory=list)
+    minio: dict[str, float] = field(default_factory=dict)  # S3 API -> requests MinIO served.
+    lookups_short: int = 0  # Lookups that did not find the whole prompt.
+    misses: int = 0
+    wrong_values: int = 0
+    seconds: float = 0.0
+
+    def reads_per_block_and_node(self) -> float:
+        reads = sum(n["G4 reads"] for n in self.per_node)
+        return reads / max(1, self.blocks * len(self.per_node))
+
+
+def minio_requests(net: Network, s3: str) -> dict[str, float]:
+    """MinIO's own count of the S3 requests it served, per API (its Prometheus metrics, v3)."""
+    url = f"{s3}/minio/metrics/v3/api/requests"
+    text = subprocess.run(
+        net.exec_argv("s3", ["curl", "-sf", url]), capture_output=True, text=True, check=True
+    ).stdout
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("minio_api_requests_total{") and 'name="' in line:
+            api = line.split('name="', 1)[1].split('"', 1)[0]
+            out[api] = out.get(api, 0.0) + float(line.rpartition(" ")[2])
+    return out
+
+
+def run_burst(net: Network, args: argparse.Namespace, s3: str) -> Burst:
+    """--burst: node n{NODES}, outside the fleet (a prefill node, say), stores a prompt of
+    --burst blocks, written to G4 on put; then --burst-readers clients on each of the NODES
+    nodes, none of which holds it, look it up and read it at the same moment. Single flight
+    makes that one G4 read per block and node, whatever the number of readers."""
+    res = Burst(args.burst, args.burst_readers)
+    with_writer = argparse.Namespace(**{**vars(args), "nodes": args.nodes + 1})
+    with started(net, with_writer, s3, "burst") as fleet:
+        pool = random.Random(args.seed).randbytes(POOL)
+        keys = [kvtier.named_key(f"burst/{i}") for i in range(args.burst)]
+        hashes = [block_hash(key) for key in keys]
+        values = [value_of(pool, key, args.block_bytes) for key in keys]
+        parents = [None, *keys[:-1]]
+        fleet.clients[args.nodes].put_many(keys, values, parents=parents, engine_hashes=hashes)
+        if fleet.await_events(args.nodes, hashes, hashes):
+            raise RuntimeError(f"the burst's prompt was not uploaded within {args.event_wait} s")
+        before = [fleet.metrics(k) for k in range(args.nodes)]
+        minio_before = minio_requests(net, s3)
+        clients = [fleet.client(k) for k in range(args.nodes) for _ in range(args.burst_readers)]
+        barrier = threading.Barrier(len(clients))
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def read(client: kvtier.Client) -> None:
+            try:
+                barrier.wait(timeout=60)
+                match = client.lookup_prefix(keys)
+                got = client.get_many(keys)
+            except BaseException as e:  # Raised again below.
+                with lock:
+                    errors.append(e)
+                return
+            with lock:
+                res.lookups_short += match.num_blocks < len(keys)
+                res.misses += sum(v is None for v in got)
+                res.wrong_values += sum(
+                    v is not None and v != w for v, w in zip(got, values, strict=True)
+                )
+
+        threads = [threading.Thread(target=read, args=(c,)) for c in clients]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        res.seconds = time.monotonic() - start
+        for c in clients:
+            c.close()
+        if errors:
+            raise RuntimeError(f"{len(errors)} burst readers failed") from errors[0]
+        for k in range(args.nodes):
+            after = fleet.metrics(k)
+            delta = {m: after.get(m, 0.0) - before[k].get(m, 0.0) for m in BURST_METRICS.values()}
+            res.per_node.append({what: delta[m] for what, m in BURST_METRICS.items()})
+        minio = minio_requests(net, s3)
+        res.minio = {api: n - minio_before.get(api, 0.0) for api, n in minio.items()}
+    return res
+
+
+def print_burst(burst: Burst) -> bool:
+    blocks, nodes = burst.blocks, len(burst.per_node)
+    print(
+        f"\n== burst: a {blocks}-block prompt stored by n{nodes} and uploaded to G4; "
+        f"{burst.readers} readers on each of {nodes} nodes looked it up and read it at once "
+        f"({burst.readers * blocks} block reads asked per node), in {burst.seconds:.2f} s"
+    )
+    print(f"{'node':8}" + "".join(f"{what:>15}" for what in BURST_METRICS))
+    for k, n in enumerate(burst.per_node):
+        print(f"{'n' + str(k):8}" + "".join(f"{n[what]:15.0f}" for what in BURST_METRICS))
+    asked = {api: n for api, n in sorted(burst.minio.items()) if n}
+    per = max(1, blocks * nodes)
+    print(
+        "MinIO served, by S3 API: "
+        + ", ".join(f"{api} {n:.0f} ({n / per:.2f} per block and node)" for api, n in asked.items())
+    )
+    ok = target(
+        "fleet burst G4 reads per block and node", burst.reads_per_block_and_node(), "<=", 1.0
+    )
+    if burst.wrong_values or burst.misses or burst.lookups_short:
+        print(
+            f"WRONG: {burst.wrong_values} reads returned other bytes, {burst.misses} found "
+            f"nothing, {burst.lookups_short} lookups found less than the whole prompt"
+        )
+        ok = False
+    return ok
 
 
 def replay_on(
@@ -683,9 +829,9 @@ def compare(real: Result, model: dict[str, Any]) -> tuple[str, float, float]:
 def fleet_network(args: argparse.Namespace) -> Iterator[tuple[Network, str]]:
     with Network(tag=str(os.getpid() % 100000), dir=args.out) as net:
         s3_address = net.add_host("s3", 1)
-        for k in range(args.nodes):
+        for k in range(args.nodes + (args.burst > 0)):  # The burst's writer is one more.
             net.add_host(f"n{k}", 2 + k)
-        buckets = [f"{BUCKET}-{router}" for router in args.routers.split(",")]
+        buckets = [f"{BUCKET}-{run}" for run in [*args.routers, "burst"]]
         yield net, net.start_minio("s3", s3_address, args.out / "minio", buckets)
 
 
@@ -699,7 +845,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--requests", type=int, default=400, help="the trace's first N requests")
-    p.add_argument("--routers", default="kv-aware,session,round-robin")
+    p.add_argument(
+        "--routers", default="kv-aware,session,round-robin", help='"" runs only the burst'
+    )
     p.add_argument("--block-bytes", type=int, default=32 << 10, help="scaled-down block size")
     p.add_argument("--g2-blocks", type=int, default=384, help="G2 per node, in blocks")
     p.add_argument("--g3-blocks", type=int, default=1024, help="G3 per node, in blocks")
@@ -713,6 +861,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="NODE:REQUEST",
         help="cut node NODE's link (to G4 and the other nodes) before request REQUEST",
     )
+    p.add_argument(
+        "--burst", type=int, default=64, help="blocks of the burst's prompt (0: no burst)"
+    )
+    p.add_argument("--burst-readers", type=int, default=16, help="the burst's readers per node")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--build", type=Path, default=ROOT / "build/release")
     p.add_argument("--out", type=Path, help="results and logs (default: a new temp dir)")
@@ -721,7 +873,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.kvtierd = os.environ.get("KVTIERD") or str(args.build / "src/server/kvtierd")
     args.kvtier = os.environ.get("KVTIER_CLI") or str(args.build / "tools/kvtier")
-    for router in args.routers.split(","):
+    args.routers = [r for r in args.routers.split(",") if r]
+    for router in args.routers:
         if router not in ROUTERS:
             p.error(f"unknown router {router!r}: one of {', '.join(ROUTERS)}")
     if not 1 <= args.nodes <= 200:
@@ -736,8 +889,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if not (0 <= node < args.nodes and 0 <= request < args.requests):
             p.error(f"--cut {args.cut!r}: node 0 to {args.nodes - 1}, request below --requests")
         args.cut = (node, request)
-    if min(args.g2_blocks, args.g3_blocks, args.requests) < 1:
-        p.error("--g2-blocks, --g3-blocks and --requests must be at least 1")
+    if min(args.g2_blocks, args.g3_blocks, args.requests, args.burst_readers) < 1:
+        p.error("--g2-blocks, --g3-blocks, --requests and --burst-readers must be at least 1")
+    if not 0 <= args.burst <= args.g2_blocks:
+        p.error(f"--burst must be 0 to --g2-blocks ({args.g2_blocks}): the writer's G2 holds it")
+    if not (args.routers or args.burst):
+        p.error('nothing to run: --routers "" and --burst 0')
     for path in (args.kvtierd, args.kvtier):
         if not os.access(path, os.X_OK):
             p.error(f"no {path}: build it (scripts/test does), or give --build")
@@ -780,7 +937,7 @@ def main(argv: list[str]) -> int:
     results: list[dict[str, Any]] = []
     all_ok = True
     with fleet_network(args) as (net, s3):
-        for router in args.routers.split(","):
+        for router in args.routers:
             # The replay's blocks are the model's real size: a first run says how large.
             probe = replay_model(args, prefix, router, (4 << 40) // args.g2_blocks)
             model = replay_model(args, prefix, router, probe["block_bytes"])
@@ -822,6 +979,11 @@ def main(argv: list[str]) -> int:
                 ok = False
             all_ok &= ok
             results.append({"router": router, "real": real.__dict__, "replay": model, "ok": ok})
+        if args.burst:
+            burst = run_burst(net, args, s3)
+            ok = print_burst(burst)
+            all_ok &= ok
+            results.append({"burst": burst.__dict__, "ok": ok})
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     if args.json:
         print(json.dumps(results, indent=2))

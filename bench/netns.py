@@ -169,7 +169,7 @@ class Network:
             [minio, "server", str(data), "--address", f"{address}:9000"]
             + ["--console-address", f"{address}:9001", "--quiet"],
             {"MINIO_ROOT_USER": MINIO_USER, "MINIO_ROOT_PASSWORD": MINIO_PASSWORD}
-            | {"MINIO_BROWSER": "off"},
+            | {"MINIO_BROWSER": "off", "MINIO_PROMETHEUS_AUTH_TYPE": "public"},
         )
         url = f"http://{address}:9000"
         probe = self.exec_argv(

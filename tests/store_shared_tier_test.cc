@@ -204,6 +204,62 @@ TEST_F(StoreSharedTierTest, ABurstOfReadsOfOneG4BlockReadsItOnceWhenItIsPromoted
   EXPECT_EQ(b->Stats().shared_hits, 1u);
 }
 
+TEST_F(StoreSharedTierTest, AFoundBlockIsCheckedInG4OnceUntilADeletionOrAFailedRead) {
+  const auto kOnPut = SharedTierOptions::WritePolicy::kOnPut;
+  Options writer = NodeOptions("node-a", 8, kOnPut);
+  writer.shared.notice_poll_ms = 0;
+  std::unique_ptr<Store> a = Open(writer);
+  ASSERT_TRUE(a);
+  const TenantId acme = *a->FindTenant("acme");
+  std::vector<BlockKey> keys;
+  for (uint64_t k = 0; k < 4; ++k) {
+    PutOptions po;
+    if (k > 0) po.parent = Key(k - 1);
+    ASSERT_TRUE(a->Put(acme, Key(k), Value(k), po).ok());
+    keys.push_back(Key(k));
+  }
+  a.reset();  // Closing uploads what is queued.
+  a = Open(writer);
+  // B keeps what it reads out of G2, so that its lookups go to G4 each time; C asks G4 always.
+  Options ob = NodeOptions("node-b", 8, kOnPut);
+  ob.shared.promote_on_hit = false;
+  ob.shared.notice_poll_ms = 0;
+  ob.shared.exists_cache_ms = 3'600'000;
+  Options oc = ob;
+  oc.shared.node_id = "node-c";
+  oc.shared.exists_cache_ms = 0;
+  std::unique_ptr<Store> b = Open(ob);
+  std::unique_ptr<Store> c = Open(oc);
+  ASSERT_TRUE(a && b && c);
+  for (int round = 0; round < 3; ++round) {
+    for (Store* s : {b.get(), c.get()}) {
+      Result<PrefixMatch> match = s->LookupPrefix(acme, keys);
+      ASSERT_TRUE(match.ok());
+      EXPECT_EQ(match->num_blocks, 4u);
+    }
+  }
+  // B asked G4 once per block; the two later rounds were answered by what it found.
+  EXPECT_EQ(b->Stats().shared_checks_cached, 8u);
+  EXPECT_EQ(c->Stats().shared_checks_cached, 0u);
+  // A read needs no second check either.
+  EXPECT_TRUE(Has(b.get(), acme, 3));
+  EXPECT_EQ(b->Stats().shared_checks_cached, 9u);
+
+  // Another node deletes block 1 from G4 (NotFound: that node held no copy of its own); B,
+  // not yet told, still names it...
+  EXPECT_EQ(a->Delete(acme, Key(1)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(b->LookupPrefix(acme, keys)->num_blocks, 4u);
+  EXPECT_EQ(c->LookupPrefix(acme, keys)->num_blocks, 1u);
+  // ...until a read finds it gone, a miss, never other bytes: then B asks G4 again.
+  EXPECT_FALSE(Has(b.get(), acme, 1));
+  EXPECT_EQ(b->LookupPrefix(acme, keys)->num_blocks, 1u);
+  // A deletion on B forgets everything it found before.
+  const uint64_t cached = b->Stats().shared_checks_cached;
+  EXPECT_EQ(b->Delete(acme, Key(3)).code(), StatusCode::kNotFound);  // B held no copy.
+  EXPECT_EQ(b->LookupPrefix(acme, std::span(keys).first(1))->num_blocks, 1u);
+  EXPECT_EQ(b->Stats().shared_checks_cached, cached);
+}
+
 TEST_F(StoreSharedTierTest, EvictedBlocksAreWrittenToG4OnDemotionWithoutG3) {
   const auto kOnDemotion = SharedTierOptions::WritePolicy::kOnDemotion;
   std::unique_ptr<Store> a = Open(NodeOptions("node-a", 2, kOnDemotion));

@@ -201,6 +201,13 @@ struct SharedTierOptions {
   // A G4 hit is copied into G2, so the next read is served from DRAM.
   bool promote_on_hit = true;
 
+  // A G4 existence check that found a block is reused this long by this node's lookups and
+  // reads of it (0 = G4 is asked every time): a burst of lookups of one prompt, or an engine
+  // asking again at each scheduling step, costs one check per block. A deletion on this node,
+  // or another node's applied from its notice, forgets them at once; a block G4 lost in the
+  // meantime (the janitor, another node's deletion) is found missing by the read, a miss.
+  uint64_t exists_cache_ms = 1000;
+
   // Housekeeping, run by whichever node holds the janitor lease: total bytes (0 = no limit),
   // bytes per tenant (0 = no limit), seconds since last access (0 = never expires), and how
   // often the janitor runs (0 = never on this node).

@@ -324,6 +324,7 @@ struct StoreStats {
   uint64_t shared_reads_coalesced = 0;
   // The same for existence checks (a prefix lookup's G4 part), counted per block.
   uint64_t shared_checks_coalesced = 0;
+  uint64_t shared_checks_cached = 0;   // Answered by a check of the last exists_cache_ms.
   uint64_t shared_puts = 0;            // Objects this node published.
   uint64_t shared_read_bytes = 0;      // Block bytes this node read from G4 (decoded).
   uint64_t shared_written_bytes = 0;   // Object bytes it published (encoded, with headers).

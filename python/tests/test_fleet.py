@@ -61,7 +61,7 @@ def run_fleet(tmp_path: Path, *args: str) -> tuple[str, list[dict[str, Any]]]:
 def test_a_three_node_fleet_matches_the_fleet_replay(tmp_path: Path) -> None:
     # Small tiers, so that blocks move through G3 and G4.
     stdout, results = run_fleet(
-        tmp_path, "--requests", "300", "--g2-blocks", "64", "--g3-blocks", "192"
+        tmp_path, "--requests", "300", "--g2-blocks", "64", "--g3-blocks", "192", "--burst", "0"
     )
     assert [r["router"] for r in results] == ["kv-aware", "session", "round-robin"]
     for r in results:
@@ -77,7 +77,7 @@ def test_a_three_node_fleet_matches_the_fleet_replay(tmp_path: Path) -> None:
 
 def test_a_node_cut_from_g4_is_reported_and_serves_what_it_holds(tmp_path: Path) -> None:
     stdout, [result] = run_fleet(
-        tmp_path, "--requests", "120", "--routers", "session", "--cut", "1:60"
+        tmp_path, "--requests", "120", "--routers", "session", "--cut", "1:60", "--burst", "0"
     )
     real = result["real"]
     assert real["wrong_values"] == 0, stdout
@@ -85,6 +85,19 @@ def test_a_node_cut_from_g4_is_reported_and_serves_what_it_holds(tmp_path: Path)
     assert "node n1's link cut at request 60" in stdout
     # The nodes still serve what their own tiers hold.
     assert real["hits"]["own G2"] > 0
+
+
+def test_a_burst_from_every_node_reads_each_block_from_g4_once_per_node(tmp_path: Path) -> None:
+    # 8 readers per node want the same 16 blocks at once; none of the 3 nodes holds them.
+    stdout, [result] = run_fleet(
+        tmp_path, "--routers", "", "--burst", "16", "--burst-readers", "8", "--requests", "1"
+    )
+    burst = result["burst"]
+    assert burst["wrong_values"] == burst["misses"] == burst["lookups_short"] == 0, stdout
+    # Each node read each block from G4 exactly once: 16 reads, not 8 x 16.
+    assert [n["G4 reads"] for n in burst["per_node"]] == [16, 16, 16], stdout
+    assert burst["minio"]["GetObject"] == 3 * 16, stdout
+    assert result["ok"], stdout
 
 
 def test_bad_arguments_are_refused_before_anything_starts(tmp_path: Path) -> None:

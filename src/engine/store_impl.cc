@@ -239,22 +239,62 @@ bool StoreImpl::PastMaxAge(TenantId tenant, uint64_t created_us, uint64_t now_us
   return max_age_us != 0 && now_us > created_us && now_us - created_us > max_age_us;
 }
 
+std::optional<SharedObjectInfo> StoreImpl::KnownInSharedNow(const TenantKey& key,
+                                                            uint64_t now_us) {
+  if (options_.shared.exists_cache_ms == 0) return std::nullopt;
+  MutexLock l(&known_mu_);
+  auto it = known_in_shared_.find(key);
+  if (it == known_in_shared_.end() || it->second.until_us <= now_us) return std::nullopt;
+  shared_checks_cached_.fetch_add(1, std::memory_order_relaxed);
+  return it->second.info;
+}
+
+void StoreImpl::RememberInShared(const TenantKey& key, const SharedObjectInfo& info,
+                                 uint64_t now_us) {
+  if (options_.shared.exists_cache_ms == 0) return;
+  MutexLock l(&known_mu_);
+  if (known_in_shared_.size() >= kMaxKnownInShared) {
+    std::erase_if(known_in_shared_, [&](const auto& e) { return e.second.until_us <= now_us; });
+    if (known_in_shared_.size() >= kMaxKnownInShared) known_in_shared_.clear();
+  }
+  known_in_shared_[key] = {info, now_us + options_.shared.exists_cache_ms * 1000};
+}
+
+void StoreImpl::ForgetInShared(const TenantKey& key) {
+  MutexLock l(&known_mu_);
+  known_in_shared_.erase(key);
+}
+
 std::vector<std::optional<uint64_t>> StoreImpl::CreatedInShared(TenantId tenant,
                                                                std::span<const BlockKey> keys) {
-  std::vector<TenantKey> flight_keys;
-  flight_keys.reserve(keys.size());
-  for (const BlockKey& key : keys) flight_keys.push_back(InFlightKey(tenant, key));
+  const uint64_t now = options_.env->NowMicros();
+  std::vector<std::optional<SharedObjectInfo>> info(keys.size());
+  std::vector<TenantKey> flight_keys;  // Of the keys G4 is asked about.
+  std::vector<size_t> asked;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const TenantKey k = InFlightKey(tenant, keys[i]);
+    info[i] = KnownInSharedNow(k, now);
+    if (info[i]) continue;
+    flight_keys.push_back(k);
+    asked.push_back(i);
+  }
   size_t followed = 0;
-  std::vector<std::optional<SharedObjectInfo>> info = shared_checks_.DoMany(
+  std::vector<std::optional<SharedObjectInfo>> answers = shared_checks_.DoMany(
       flight_keys,
       [&](std::span<const size_t> led) {
         std::vector<BlockKey> ask;
         ask.reserve(led.size());
-        for (size_t i : led) ask.push_back(keys[i]);
-        return shared_->ExistsMany(TenantName(tenant), ask);
+        for (size_t j : led) ask.push_back(keys[asked[j]]);
+        std::vector<std::optional<SharedObjectInfo>> found =
+            shared_->ExistsMany(TenantName(tenant), ask);
+        for (size_t j = 0; j < led.size(); ++j) {
+          if (found[j]) RememberInShared(flight_keys[led[j]], *found[j], now);
+        }
+        return found;
       },
       &followed);
   if (followed > 0) shared_checks_coalesced_.fetch_add(followed, std::memory_order_relaxed);
+  for (size_t j = 0; j < asked.size(); ++j) info[asked[j]] = std::move(answers[j]);
   std::vector<std::optional<uint64_t>> created(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (info[i]) {
@@ -280,8 +320,9 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const 
     return block;
   }
   bool followed = false;
+  const TenantKey flight_key = InFlightKey(tenant, key);
   SharedRead read = shared_reads_.Do(
-      InFlightKey(tenant, key),
+      flight_key,
       [&] {
         SharedRead r;
         // Promoted by a read that finished after this request missed G2: no second G4 read.
@@ -292,22 +333,27 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const 
           r.block = std::move(copy);
           return r;
         }
-        std::vector<std::optional<SharedObjectInfo>> info =
-            shared_->ExistsMany(TenantName(tenant), std::span(&key, 1));
-        if (!info[0]) return r;
-        if (PastMaxAge(tenant, info[0]->created_us, options_.env->NowMicros())) {
+        const uint64_t now = options_.env->NowMicros();
+        std::optional<SharedObjectInfo> info = KnownInSharedNow(flight_key, now);
+        if (!info) {
+          info = std::move(shared_->ExistsMany(TenantName(tenant), std::span(&key, 1))[0]);
+          if (!info) return r;
+          RememberInShared(flight_key, *info, now);
+        }
+        if (PastMaxAge(tenant, info->created_us, now)) {
           r.block = Status::NotFound("block expired (maximum age)");
           return r;
         }
         std::vector<Result<std::vector<std::byte>>> got =
             shared_->GetMany(TenantName(tenant), std::span(&key, 1));
         if (!got[0].ok()) {
-          // Corrupt, unreadable (shredded key) or unreachable: a miss either way.
+          // Corrupt, unreadable (shredded key), gone or unreachable: a miss either way.
+          ForgetInShared(flight_key);
           r.block = Status::NotFound("block not readable from G4: " + got[0].status().ToString());
           return r;
         }
         r.block = std::move(got[0]);
-        r.meta = {info[0]->session, info[0]->created_us, info[0]->dtype};
+        r.meta = {info->session, info->created_us, info->dtype};
         // Before the flight ends: a request for the block after it finds the block in G2
         // instead of reading G4 again.
         Promote(tenant, key, *r.block, r.meta, TierLevel::kG4);
@@ -582,6 +628,7 @@ StoreStats StoreImpl::Stats() const {
     stats.shared_written_bytes = g4.put_bytes;
     stats.shared_reads_coalesced = shared_reads_coalesced_.load(std::memory_order_relaxed);
     stats.shared_checks_coalesced = shared_checks_coalesced_.load(std::memory_order_relaxed);
+    stats.shared_checks_cached = shared_checks_cached_.load(std::memory_order_relaxed);
     stats.shared_puts = g4.puts;
     stats.shared_corrupt = g4.corrupt;
     stats.shared_errors = g4.errors;

@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -229,6 +230,23 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   SingleFlight<TenantKey, std::optional<SharedObjectInfo>, TenantKeyHasher> shared_checks_;
   std::atomic<uint64_t> shared_reads_coalesced_{0};
   std::atomic<uint64_t> shared_checks_coalesced_{0};
+  // Existence checks that found a block, reused for shared.exists_cache_ms, by in-flight key
+  // (a deletion moves the epoch, so they are not found after it). Bounded: past
+  // kMaxKnownInShared entries, the expired go, then all.
+  struct KnownInShared {
+    SharedObjectInfo info;
+    uint64_t until_us;
+  };
+  static constexpr size_t kMaxKnownInShared = 1 << 16;
+  std::optional<SharedObjectInfo> KnownInSharedNow(const TenantKey& key, uint64_t now_us)
+      ABSL_LOCKS_EXCLUDED(known_mu_);
+  void RememberInShared(const TenantKey& key, const SharedObjectInfo& info, uint64_t now_us)
+      ABSL_LOCKS_EXCLUDED(known_mu_);
+  void ForgetInShared(const TenantKey& key) ABSL_LOCKS_EXCLUDED(known_mu_);
+  Mutex known_mu_;
+  std::unordered_map<TenantKey, KnownInShared, TenantKeyHasher> known_in_shared_
+      ABSL_GUARDED_BY(known_mu_);
+  std::atomic<uint64_t> shared_checks_cached_{0};
   std::unordered_map<std::string, uint32_t> tenant_ids_;  // Immutable after construction.
 
   // This node's id in G4 (names its deletion notices).

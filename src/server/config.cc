@@ -113,6 +113,7 @@ node_id = ""                       # this node's unique name; "" = hostname-pid
 write_policy = "on_demotion"       # "on_put" (upload every put at once) or "on_demotion"
 upload_buffer = "256MiB"           # on_demotion: copies of blocks out of G2 awaiting upload; more are dropped
 promote_on_hit = true              # copy G4 hits into G2
+exists_cache_ms = 1000             # reuse a G4 existence check that found a block this long
 capacity = 0                       # bytes of G4 for this root/bucket; 0 = no limit
 tenant_quota = 0                   # bytes per tenant; 0 = no limit
 ttl_seconds = 0                    # delete objects idle this long; 0 = never
@@ -439,6 +440,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   shared.Uint("notice_margin_seconds", &g4.notice_margin_seconds);
   shared.Uint("notice_retention_seconds", &g4.notice_retention_seconds);
   shared.Uint("report_ms", &g4.report_ms);
+  shared.Uint("exists_cache_ms", &g4.exists_cache_ms);
   shared.Bool("sync", &g4.sync);
   shared.Bool("compress", &c->store.shared_data.compress);
   shared.Bool("encrypt", &c->store.shared_data.encrypt);

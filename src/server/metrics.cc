@@ -255,6 +255,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
   p.Single("kvtier_g4_checks_coalesced_total", "counter",
            "G4 existence checks (per block) that joined another request's check in flight.",
            s.shared_checks_coalesced);
+  p.Single("kvtier_g4_checks_cached_total", "counter",
+           "G4 existence checks (per block) answered by a check of the last exists_cache_ms.",
+           s.shared_checks_cached);
   p.Family("kvtier_tier_evictions_total", "counter", "Blocks evicted from a tier below G2.");
   p.Sample("kvtier_tier_evictions_total", "tier=\"g3\"", s.disk_evictions);
 
