@@ -101,15 +101,23 @@ def test_the_dashboard_and_planner_are_served_with_their_assets_inside(daemon: D
         assert "https://" not in page and "src=" not in page
 
 
+def two_nodes(
+    make_daemon: type[Daemon], tmp_path: Path, setting: str
+) -> tuple[Daemon, Daemon, Page]:
+    """Nodes A and B sharing a G4 directory (written on put, `setting` added to [shared]), and
+    A's dashboard."""
+    g4 = tmp_path / "g4"
+    g4.mkdir()
+    shared = f'[shared]\nlocation = "{g4}"\nwrite_policy = "on_put"\n{setting}\n'
+    a = make_daemon(extra=shared + 'node_id = "node-a"\n')
+    b = make_daemon(extra=shared + 'node_id = "node-b"\n')
+    return a, b, Page(f"http://127.0.0.1:{a.http_port}/", tmp_path / "chromium")
+
+
 def test_the_g4_panel_shows_the_other_node_and_its_deletion_notices(
     make_daemon: type[Daemon], tmp_path: Path
 ) -> None:
-    g4 = tmp_path / "g4"
-    g4.mkdir()
-    shared = f'[shared]\nlocation = "{g4}"\nwrite_policy = "on_put"\nnotice_poll_ms = 100\n'
-    a = make_daemon(extra=shared + 'node_id = "node-a"\n')
-    b = make_daemon(extra=shared + 'node_id = "node-b"\n')
-    page = Page(f"http://127.0.0.1:{a.http_port}/", tmp_path / "chromium")
+    a, b, page = two_nodes(make_daemon, tmp_path, "notice_poll_ms = 100")
     try:
         page.wait_for("document.getElementById('g4-nodes') !== null", "the G4 panel")
         assert page.text("g4-nodes") == "1"
@@ -150,12 +158,7 @@ def test_the_g4_panel_shows_the_other_node_and_its_deletion_notices(
 def test_the_g4_panel_shows_every_nodes_g4_traffic_from_their_reports(
     make_daemon: type[Daemon], tmp_path: Path
 ) -> None:
-    g4 = tmp_path / "g4"
-    g4.mkdir()
-    shared = f'[shared]\nlocation = "{g4}"\nwrite_policy = "on_put"\nreport_ms = 100\n'
-    a = make_daemon(extra=shared + 'node_id = "node-a"\n')
-    b = make_daemon(extra=shared + 'node_id = "node-b"\n')
-    page = Page(f"http://127.0.0.1:{a.http_port}/", tmp_path / "chromium")
+    a, b, page = two_nodes(make_daemon, tmp_path, "report_ms = 100")
     try:
         page.wait_for("document.getElementById('fleet-node-a-name') !== null", "A's own row")
         assert page.text("fleet-node-a-age") == "this node"
