@@ -44,26 +44,6 @@ struct Response {
   std::string body;
 };
 
-std::string_view Reason(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-  }
-}
-
 // The value of `name` in a query string "a=1&b=2" (no percent-decoding: values are plain names).
 std::string QueryParam(std::string_view query, std::string_view name) {
   while (!query.empty()) {
@@ -157,7 +137,7 @@ class HttpHandler final : public ProtocolHandler {
   }
 
   void Send(const Response& r, bool keep_alive, OutputQueue* out) {
-    std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " + std::string(Reason(r.status)) +
+    std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " + std::string(HttpReason(r.status)) +
                        "\r\nContent-Type: " + r.content_type +
                        "\r\nContent-Length: " + std::to_string(r.body.size()) +
                        (keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n");

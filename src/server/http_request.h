@@ -98,6 +98,10 @@ class HttpRequestParser {
   std::string error_;
 };
 
+// The reason phrase of an HTTP status code, for the status line ("Error" for codes kvtierd does
+// not send).
+std::string_view HttpReason(int status);
+
 }  // namespace kvtier::server
 
 #endif  // KVTIER_SERVER_HTTP_REQUEST_H_

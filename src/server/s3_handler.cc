@@ -4,9 +4,7 @@
 
 #include <strings.h>
 
-#include <chrono>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "src/server/http_request.h"
 #include "src/server/s3_auth.h"
 #include "src/server/s3_checksum.h"
+#include "src/server/s3_protocol.h"
 #include "src/server/s3_service.h"
 
 namespace kvtier::server {
@@ -29,150 +28,6 @@ constexpr size_t kMaxContentTypeBytes = 255;
 constexpr uint32_t kMaxParts = 10000;
 constexpr uint64_t kMinPartBytes = 5 << 20;
 
-std::string_view Reason(int status) {
-  switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 413: return "Payload Too Large";
-    case 416: return "Requested Range Not Satisfiable";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
-  }
-}
-
-std::string XmlEscape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
-
-std::string XmlUnescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out.push_back(s[i]);
-      continue;
-    }
-    static constexpr std::pair<std::string_view, char> kEntities[] = {
-        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    bool matched = false;
-    for (const auto& [entity, c] : kEntities) {
-      if (s.substr(i, entity.size()) == entity) {
-        out.push_back(c);
-        i += entity.size() - 1;
-        matched = true;
-        break;
-      }
-    }
-    if (!matched) out.push_back('&');
-  }
-  return out;
-}
-
-uint64_t NowMicros() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-// The UTC time `unix_us` in strftime's `format`.
-std::string UtcTime(uint64_t unix_us, const char* format) {
-  const time_t secs = static_cast<time_t>(unix_us / 1000000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  strftime(buf, sizeof(buf), format, &tm);
-  return buf;
-}
-
-// "Wed, 21 Oct 2015 07:28:00 GMT"
-std::string HttpDate(uint64_t unix_us) { return UtcTime(unix_us, "%a, %d %b %Y %H:%M:%S GMT"); }
-
-// "2015-10-21T07:28:00.000Z"
-std::string IsoDate(uint64_t unix_us) {
-  const std::string buf = UtcTime(unix_us, "%Y-%m-%dT%H:%M:%S");
-  char out[80];
-  std::snprintf(out, sizeof(out), "%s.%03uZ", buf.c_str(), static_cast<unsigned>((unix_us / 1000) % 1000));
-  return out;
-}
-
-// One table from Store statuses to S3 errors.
-S3Error ErrorOf(const Status& s, std::string_view not_found_code = "NoSuchKey") {
-  switch (s.code()) {
-    case StatusCode::kNotFound: return {404, std::string(not_found_code), std::string(s.message())};
-    case StatusCode::kInvalidArgument: return {400, "InvalidArgument", std::string(s.message())};
-    case StatusCode::kResourceExhausted: return {503, "SlowDown", std::string(s.message())};
-    case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded:
-    case StatusCode::kAborted: return {503, "ServiceUnavailable", std::string(s.message())};
-    case StatusCode::kPermissionDenied:
-    case StatusCode::kUnauthenticated: return {403, "AccessDenied", std::string(s.message())};
-    case StatusCode::kFailedPrecondition: return {409, "OperationAborted", std::string(s.message())};
-    default: return {500, "InternalError", std::string(s.message())};
-  }
-}
-
-struct Reply {
-  Reply(int status_code = 200, std::vector<std::pair<std::string, std::string>> header_list = {},
-        std::string text = "")
-      : status(status_code), headers(std::move(header_list)), body(std::move(text)) {}
-  // A reply to HEAD: headers only, Content-Length `length`.
-  static Reply Head(int status_code, std::vector<std::pair<std::string, std::string>> header_list,
-                    uint64_t length) {
-    Reply r(status_code, std::move(header_list));
-    r.head_length = length;
-    return r;
-  }
-
-  int status = 200;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-  // A body from the Store instead: `length` bytes of `lease` from `offset`.
-  BlockHandle lease;
-  size_t lease_offset = 0;
-  size_t lease_length = 0;
-  // HEAD: Content-Length says this, no body is sent.
-  std::optional<uint64_t> head_length;
-};
-
-// Whether an If-Match / If-None-Match list ("\"etag\", \"etag2\"" or "*") names `etag`.
-bool EtagListMatches(std::string_view list, std::string_view etag) {
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (item.substr(0, 2) == "W/") item.remove_prefix(2);
-    if (item == "*" || item == etag) return true;
-    if (item.size() + 2 == etag.size() && etag.substr(1, item.size()) == item) return true;
-  }
-  return false;
-}
-
 class S3Handler final : public ProtocolHandler {
  public:
   S3Handler(const ServerContext* ctx, PeerInfo peer)
@@ -185,7 +40,7 @@ class S3Handler final : public ProtocolHandler {
   Proto proto() const override { return Proto::kS3; }
 
   void OnIdleTimeout(OutputQueue* out) override {
-    Send(Reply(408, {}, ErrorXml({400, "RequestTimeout", "Your socket connection to the server was "
+    Send(S3Reply(408, {}, S3ErrorXml({400, "RequestTimeout", "Your socket connection to the server was "
                                                     "not read from or written to within the "
                                                     "timeout period."}, "")),
          /*close=*/true, out);
@@ -218,10 +73,10 @@ class S3Handler final : public ProtocolHandler {
       return {Action::kNeedMore, 0, needed};
     }
     RequestTimer timer(ctx_->metrics, Proto::kS3, Op::kOther);
-    for (const auto& [tenant, key] : ctx_->s3->ExpiredLocks(NowMicros())) {
+    for (const auto& [tenant, key] : ctx_->s3->ExpiredLocks(UnixMicros())) {
       (void)ctx_->store->Unpin(tenant, key);  // Gone already (deleted, expired): nothing to do.
     }
-    Reply reply = Handle(input, &timer);
+    S3Reply reply = Handle(input, &timer);
     const bool close = !parser_.request().keep_alive;
     const size_t consumed = parser_.consumed();
     Send(std::move(reply), close, out);
@@ -248,7 +103,7 @@ class S3Handler final : public ProtocolHandler {
       ctx_->metrics->AuthRefused(Proto::kS3);
       return S3Error{503, "SlowDown", std::string(admit.message())};
     }
-    const int64_t now = static_cast<int64_t>(NowMicros() / 1000000);
+    const int64_t now = static_cast<int64_t>(UnixMicros() / 1000000);
     if (std::optional<S3Error> e = VerifyS3Signature(r, ctx_->s3->keys(), now, &auth_); e) {
       if (e->status == 403) {
         ctx_->metrics->AuthFailure(Proto::kS3);
@@ -273,28 +128,14 @@ class S3Handler final : public ProtocolHandler {
   }
 
   Outcome Fail(const S3Error& e, OutputQueue* out) {
-    Send(Reply(e.status, {}, ErrorXml(e, parser_.request().path)), /*close=*/true, out);
+    Send(S3Reply(e.status, {}, S3ErrorXml(e, parser_.request().path)), /*close=*/true, out);
     return {Action::kClose, 0, 0};
   }
 
-  static std::string ErrorXml(const S3Error& e, std::string_view resource) {
-    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + e.code + "</Code><Message>" +
-           XmlEscape(e.message) + "</Message><Resource>" + XmlEscape(resource) +
-           "</Resource></Error>";
-  }
-
-  static Reply ErrorReply(const S3Error& e, std::string_view resource) {
-    Reply r;
-    r.status = e.status;
-    r.headers.emplace_back("Content-Type", "application/xml");
-    r.body = ErrorXml(e, resource);
-    return r;
-  }
-
-  void Send(Reply reply, bool close, OutputQueue* out) {
+  void Send(S3Reply reply, bool close, OutputQueue* out) {
     std::string head = "HTTP/1.1 " + std::to_string(reply.status) + " " +
-                       std::string(Reason(reply.status)) + "\r\nServer: kvtierd\r\nDate: " +
-                       HttpDate(NowMicros()) + "\r\nx-amz-request-id: " + RequestId() + "\r\n";
+                       std::string(HttpReason(reply.status)) + "\r\nServer: kvtierd\r\nDate: " +
+                       HttpDate(UnixMicros()) + "\r\nx-amz-request-id: " + RequestId() + "\r\n";
     for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";
     const uint64_t length = reply.head_length ? *reply.head_length
                             : reply.lease.valid() ? reply.lease_length
@@ -317,11 +158,11 @@ class S3Handler final : public ProtocolHandler {
     return buf;
   }
 
-  Reply Handle(std::span<std::byte> input, RequestTimer* timer) {
+  S3Reply Handle(std::span<std::byte> input, RequestTimer* timer) {
     const HttpRequest& r = parser_.request();
     std::optional<std::string> path = PercentDecode(r.path);
     if (!path || path->empty() || (*path)[0] != '/') {
-      return ErrorReply({400, "InvalidURI", "Couldn't parse the specified URI."}, r.path);
+      return S3ErrorReply({400, "InvalidURI", "Couldn't parse the specified URI."}, r.path);
     }
     const size_t slash = path->find('/', 1);
     const std::string bucket = path->substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
@@ -332,14 +173,14 @@ class S3Handler final : public ProtocolHandler {
       return NotImplemented(r);
     }
     if (!ValidBucketName(bucket)) {
-      return ErrorReply({400, "InvalidBucketName", "The specified bucket is not valid."}, *path);
+      return S3ErrorReply({400, "InvalidBucketName", "The specified bucket is not valid."}, *path);
     }
     if (key.empty()) return BucketOp(input, tenant, bucket, timer);
     if (key.size() > 1024) {
-      return ErrorReply({400, "KeyTooLongError", "Your key is too long."}, *path);
+      return S3ErrorReply({400, "KeyTooLongError", "Your key is too long."}, *path);
     }
     if (!ctx_->s3->HasBucket(tenant, bucket)) {
-      return ErrorReply({404, "NoSuchBucket", "The specified bucket does not exist"}, *path);
+      return S3ErrorReply({404, "NoSuchBucket", "The specified bucket does not exist"}, *path);
     }
     if (!r.query.empty() && (QueryValue("tagging") || QueryValue("acl") ||
                              QueryValue("attributes") || QueryValue("retention"))) {
@@ -356,8 +197,8 @@ class S3Handler final : public ProtocolHandler {
       if (r.method == "POST") return CompleteUpload(input, tenant, bucket, key, *upload);
       if (r.method == "DELETE") {
         Status s = ctx_->s3->EndUpload(tenant, *upload, bucket, key);
-        if (!s.ok()) return ErrorReply(UploadError(s), *path);
-        return Reply(204);
+        if (!s.ok()) return S3ErrorReply(S3UploadError(s), *path);
+        return S3Reply(204);
       }
       if (r.method == "GET") return ListParts(tenant, bucket, key, *upload);
       return NotImplemented(r);
@@ -378,55 +219,46 @@ class S3Handler final : public ProtocolHandler {
     return NotImplemented(r);
   }
 
-  static Reply NotImplemented(const HttpRequest& r) {
-    return ErrorReply({501, "NotImplemented", "A header or query you provided implies "
+  static S3Reply NotImplemented(const HttpRequest& r) {
+    return S3ErrorReply({501, "NotImplemented", "A header or query you provided implies "
                                               "functionality that is not implemented (" +
                                                   r.method + " " + r.target + ")"},
                       r.path);
   }
 
-  Reply ListBuckets(TenantId tenant) {
-    std::string xml =
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListAllMyBucketsResult "
-        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Owner><ID>" +
-        XmlEscape(principal_->tenant_name) + "</ID><DisplayName>" + XmlEscape(principal_->tenant_name) +
-        "</DisplayName></Owner><Buckets>";
-    for (const S3Service::Bucket& b : ctx_->s3->ListBuckets(tenant)) {
-      xml += "<Bucket><Name>" + XmlEscape(b.name) + "</Name><CreationDate>" + IsoDate(b.created_us) +
-             "</CreationDate></Bucket>";
-    }
-    xml += "</Buckets></ListAllMyBucketsResult>";
-    return {200, {{"Content-Type", "application/xml"}}, std::move(xml)};
+  S3Reply ListBuckets(TenantId tenant) {
+    return {200, {{"Content-Type", "application/xml"}},
+            ListAllMyBucketsXml(principal_->tenant_name, ctx_->s3->ListBuckets(tenant))};
   }
 
-  Reply BucketOp(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
+  S3Reply BucketOp(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
                  RequestTimer* timer) {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket;
     if (r.method == "PUT" && r.query.empty()) {
       timer->set_op(Op::kAdmin);
-      if (Status s = ctx_->s3->CreateBucket(tenant, bucket, NowMicros()); !s.ok()) {
-        return ErrorReply(ErrorOf(s), resource);
+      if (Status s = ctx_->s3->CreateBucket(tenant, bucket, UnixMicros()); !s.ok()) {
+        return S3ErrorReply(S3ErrorOf(s), resource);
       }
       return {200, {{"Location", resource}}, ""};
     }
     const bool exists = ctx_->s3->HasBucket(tenant, bucket);
     const S3Error no_such{404, "NoSuchBucket", "The specified bucket does not exist"};
     if (r.method == "HEAD" && r.query.empty()) {
-      if (!exists) return Reply::Head(404, {}, 0);
-      return Reply::Head(200, {{"x-amz-bucket-region", ctx_->config->s3.region}}, 0);
+      if (!exists) return S3Reply::Head(404, {}, 0);
+      return S3Reply::Head(200, {{"x-amz-bucket-region", ctx_->config->s3.region}}, 0);
     }
     if (r.method == "DELETE" && r.query.empty()) {
       timer->set_op(Op::kAdmin);
       Status s = ctx_->s3->DeleteBucket(tenant, bucket);
-      if (s.code() == StatusCode::kNotFound) return ErrorReply(no_such, resource);
+      if (s.code() == StatusCode::kNotFound) return S3ErrorReply(no_such, resource);
       if (s.code() == StatusCode::kFailedPrecondition) {
-        return ErrorReply({409, "BucketNotEmpty", "The bucket you tried to delete is not empty"}, resource);
+        return S3ErrorReply({409, "BucketNotEmpty", "The bucket you tried to delete is not empty"}, resource);
       }
-      if (!s.ok()) return ErrorReply(ErrorOf(s), resource);
+      if (!s.ok()) return S3ErrorReply(S3ErrorOf(s), resource);
       return {204, {}, ""};
     }
-    if (!exists) return ErrorReply(no_such, resource);
+    if (!exists) return S3ErrorReply(no_such, resource);
     if (r.method == "GET" && QueryValue("location")) {
       return {200, {{"Content-Type", "application/xml"}},
               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
@@ -445,28 +277,26 @@ class S3Handler final : public ProtocolHandler {
     return NotImplemented(r);
   }
 
-  Reply ListObjects(TenantId tenant, const std::string& bucket) {
-    const std::string prefix = QueryValue("prefix").value_or("");
-    const std::string delimiter = QueryValue("delimiter").value_or("");
-    const std::string token = QueryValue("continuation-token").value_or("");
-    const std::string start_after = QueryValue("start-after").value_or("");
-    size_t max = ctx_->config->s3.max_list_keys;
+  S3Reply ListObjects(TenantId tenant, const std::string& bucket) {
+    S3Listing l;
+    l.bucket = bucket;
+    l.prefix = QueryValue("prefix").value_or("");
+    l.delimiter = QueryValue("delimiter").value_or("");
+    l.token = QueryValue("continuation-token").value_or("");
+    l.start_after = QueryValue("start-after").value_or("");
+    l.max = ctx_->config->s3.max_list_keys;
     if (std::optional<std::string> m = QueryValue("max-keys"); m && !m->empty()) {
       if (m->size() > 9 || m->find_first_not_of("0123456789") != std::string::npos) {
-        return ErrorReply({400, "InvalidArgument", "max-keys must be a non-negative integer"}, "/" + bucket);
+        return S3ErrorReply({400, "InvalidArgument", "max-keys must be a non-negative integer"}, "/" + bucket);
       }
-      max = std::min<size_t>(max, std::stoul(*m));
+      l.max = std::min<size_t>(l.max, std::stoul(*m));
     }
     // The continuation token is the last name returned; the names are listed in order.
-    std::string after = !token.empty() ? token : start_after;
-    std::vector<std::string> keys_xml;
-    std::vector<std::string> prefixes;
-    std::string last;
-    bool truncated = false;
+    std::string after = !l.token.empty() ? l.token : l.start_after;
     std::vector<BlockKey> probe;
-    while (keys_xml.size() + prefixes.size() < max) {
-      const size_t want = max - keys_xml.size() - prefixes.size();
-      auto names = ctx_->s3->ListNames(tenant, bucket, prefix, after, want + 1);
+    while (l.objects.size() + l.prefixes.size() < l.max) {
+      const size_t want = l.max - l.objects.size() - l.prefixes.size();
+      auto names = ctx_->s3->ListNames(tenant, bucket, l.prefix, after, want + 1);
       if (names.empty()) break;
       // Names whose objects were evicted or expired are forgotten as they are met.
       probe.clear();
@@ -478,46 +308,26 @@ class S3Handler final : public ProtocolHandler {
           ctx_->s3->NameRemoved(tenant, bucket, names[i].first);
           continue;
         }
-        if (keys_xml.size() + prefixes.size() == max) {
-          truncated = true;
+        if (l.objects.size() + l.prefixes.size() == l.max) {
+          l.truncated = true;
           break;
         }
         const std::string& name = names[i].first;
-        if (!delimiter.empty()) {
-          const size_t d = name.find(delimiter, prefix.size());
+        if (!l.delimiter.empty()) {
+          const size_t d = name.find(l.delimiter, l.prefix.size());
           if (d != std::string::npos) {
-            std::string common = name.substr(0, d + delimiter.size());
-            if (prefixes.empty() || prefixes.back() != common) prefixes.push_back(common);
-            last = name;
+            std::string common = name.substr(0, d + l.delimiter.size());
+            if (l.prefixes.empty() || l.prefixes.back() != common) l.prefixes.push_back(common);
+            l.last = name;
             continue;
           }
         }
-        const S3ObjectHeader& h = names[i].second;
-        keys_xml.push_back("<Contents><Key>" + XmlEscape(name) + "</Key><LastModified>" +
-                           IsoDate(h.modified_us) + "</LastModified><ETag>" + XmlEscape(h.ETag()) +
-                           "</ETag><Size>" + std::to_string(h.size) +
-                           "</Size><StorageClass>STANDARD</StorageClass></Contents>");
-        last = name;
+        l.objects.push_back({name, names[i].second});
+        l.last = name;
       }
-      if (truncated || names.size() < want + 1) break;
+      if (l.truncated || names.size() < want + 1) break;
     }
-    std::string xml =
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult "
-        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>" + XmlEscape(bucket) +
-        "</Name><Prefix>" + XmlEscape(prefix) + "</Prefix><KeyCount>" +
-        std::to_string(keys_xml.size() + prefixes.size()) + "</KeyCount><MaxKeys>" +
-        std::to_string(max) + "</MaxKeys>";
-    if (!delimiter.empty()) xml += "<Delimiter>" + XmlEscape(delimiter) + "</Delimiter>";
-    xml += std::string("<IsTruncated>") + (truncated ? "true" : "false") + "</IsTruncated>";
-    if (!token.empty()) xml += "<ContinuationToken>" + XmlEscape(token) + "</ContinuationToken>";
-    if (truncated) xml += "<NextContinuationToken>" + XmlEscape(last) + "</NextContinuationToken>";
-    if (!start_after.empty()) xml += "<StartAfter>" + XmlEscape(start_after) + "</StartAfter>";
-    for (const std::string& k : keys_xml) xml += k;
-    for (const std::string& p : prefixes) {
-      xml += "<CommonPrefixes><Prefix>" + XmlEscape(p) + "</Prefix></CommonPrefixes>";
-    }
-    xml += "</ListBucketResult>";
-    return {200, {{"Content-Type", "application/xml"}}, std::move(xml)};
+    return {200, {{"Content-Type", "application/xml"}}, ListBucketResultXml(l)};
   }
 
   // The request body, decoded (aws-chunked) and checked against every checksum the client
@@ -600,18 +410,18 @@ class S3Handler final : public ProtocolHandler {
     return body;
   }
 
-  Reply PutObject(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
+  S3Reply PutObject(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
                   const std::string& key) {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket + "/" + key;
     S3Error error;
     std::optional<std::span<std::byte>> body = CheckedObjectBody(input, &error);
-    if (!body) return ErrorReply(error, resource);
+    if (!body) return S3ErrorReply(error, resource);
     S3ObjectHeader header;
     header.size = body->size();
     header.content_type = ContentType();
     header.digest = ContentDigest(*body);
-    header.modified_us = NowMicros();
+    header.modified_us = UnixMicros();
     // The same bytes again keep the header they were stored with, so the value is the same
     // and the Store leaves it as it is.
     if (std::optional<S3ObjectHeader> old = ctx_->s3->Named(tenant, bucket, key);
@@ -638,44 +448,35 @@ class S3Handler final : public ProtocolHandler {
     Status s;
     if (const std::string* none = r.Header("if-none-match"); none != nullptr) {
       if (*none != "*") {
-        return ErrorReply({501, "NotImplemented", "If-None-Match on PUT takes only '*'"}, resource);
+        return S3ErrorReply({501, "NotImplemented", "If-None-Match on PUT takes only '*'"}, resource);
       }
       // Conditional creates of the same key are serialized, so exactly one of them wins.
       MutexLock lock(ctx_->s3->conditional_mutex());
       Result<PrefixMatch> m = ctx_->store->LookupPrefix(tenant, std::span(&block, 1));
       if (m.ok() && m->num_blocks > 0) {
-        return ErrorReply({412, "PreconditionFailed", "At least one of the pre-conditions you "
+        return S3ErrorReply({412, "PreconditionFailed", "At least one of the pre-conditions you "
                                                       "specified did not hold"}, resource);
       }
       s = ctx_->store->Replace(tenant, block, value);
       // A lock: kept, not evicted, until it is deleted, replaced or held lock_seconds.
       if (s.ok() && ctx_->config->s3.lock_seconds > 0 && ctx_->store->Pin(tenant, block).ok()) {
-        ctx_->s3->LockCreated(tenant, block, NowMicros());
+        ctx_->s3->LockCreated(tenant, block, UnixMicros());
       }
     } else {
       ReleaseLock(tenant, block);
       s = ctx_->store->Replace(tenant, block, value);
     }
     if (!s.ok()) {
-      S3Error e = ErrorOf(s);
+      S3Error e = S3ErrorOf(s);
       if (s.code() == StatusCode::kInvalidArgument) e.code = "EntityTooLarge";
-      return ErrorReply(e, resource);
+      return S3ErrorReply(e, resource);
     }
     ctx_->s3->NameStored(tenant, bucket, key, header);
-    Reply reply{200, {{"ETag", header.ETag()}}, ""};
+    S3Reply reply{200, {{"ETag", header.ETag()}}, ""};
     for (const auto& [name, value_text] : r.headers) {
       if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value_text);
     }
     return reply;
-  }
-
-  static S3Error UploadError(const Status& s) {
-    if (s.code() == StatusCode::kNotFound) {
-      return {404, "NoSuchUpload", "The specified multipart upload does not exist. The upload ID "
-                                   "may be invalid, or the upload may have been aborted or completed."};
-    }
-    if (s.code() == StatusCode::kFailedPrecondition) return {409, "OperationAborted", std::string(s.message())};
-    return ErrorOf(s);
   }
 
   std::string ContentType() const {
@@ -683,8 +484,8 @@ class S3Handler final : public ProtocolHandler {
     return type != nullptr ? type->substr(0, kMaxContentTypeBytes) : "binary/octet-stream";
   }
 
-  Reply StartUpload(TenantId tenant, const std::string& bucket, const std::string& key) {
-    const std::string id = ctx_->s3->StartUpload(tenant, bucket, key, ContentType(), NowMicros());
+  S3Reply StartUpload(TenantId tenant, const std::string& bucket, const std::string& key) {
+    const std::string id = ctx_->s3->StartUpload(tenant, bucket, key, ContentType(), UnixMicros());
     return {200, {{"Content-Type", "application/xml"}},
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUploadResult "
             "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>" + XmlEscape(bucket) +
@@ -692,7 +493,7 @@ class S3Handler final : public ProtocolHandler {
                 "</UploadId></InitiateMultipartUploadResult>"};
   }
 
-  Reply UploadPart(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
+  S3Reply UploadPart(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
                    const std::string& key, const std::string& upload) {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket + "/" + key;
@@ -701,32 +502,32 @@ class S3Handler final : public ProtocolHandler {
     if (number_text.empty() || number_text.size() > 5 ||
         number_text.find_first_not_of("0123456789") != std::string::npos ||
         (number = static_cast<uint32_t>(std::stoul(number_text))) < 1 || number > kMaxParts) {
-      return ErrorReply({400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive"}, resource);
+      return S3ErrorReply({400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive"}, resource);
     }
     S3Error error;
     std::optional<std::span<std::byte>> body = CheckedObjectBody(input, &error);
-    if (!body) return ErrorReply(error, resource);
+    if (!body) return S3ErrorReply(error, resource);
     S3Service::Part part;
     part.bytes.assign(body->begin(), body->end());
     part.digest = ContentDigest(*body);
-    part.modified_us = NowMicros();
+    part.modified_us = UnixMicros();
     S3ObjectHeader etag;
     etag.digest = part.digest;
     if (Status s = ctx_->s3->AddPart(tenant, upload, bucket, key, number, std::move(part)); !s.ok()) {
-      return ErrorReply(UploadError(s), resource);
+      return S3ErrorReply(S3UploadError(s), resource);
     }
-    Reply reply(200, {{"ETag", etag.ETag()}});
+    S3Reply reply(200, {{"ETag", etag.ETag()}});
     for (const auto& [name, value] : r.headers) {
       if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value);
     }
     return reply;
   }
 
-  Reply ListParts(TenantId tenant, const std::string& bucket, const std::string& key,
+  S3Reply ListParts(TenantId tenant, const std::string& bucket, const std::string& key,
                   const std::string& upload) {
     Result<std::vector<std::pair<uint32_t, S3Service::Part>>> parts =
         ctx_->s3->ListParts(tenant, upload, bucket, key);
-    if (!parts.ok()) return ErrorReply(UploadError(parts.status()), "/" + bucket + "/" + key);
+    if (!parts.ok()) return S3ErrorReply(S3UploadError(parts.status()), "/" + bucket + "/" + key);
     std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListPartsResult "
                       "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>" + XmlEscape(bucket) +
                       "</Bucket><Key>" + XmlEscape(key) + "</Key><UploadId>" + XmlEscape(upload) +
@@ -743,12 +544,12 @@ class S3Handler final : public ProtocolHandler {
   }
 
   // <CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"…"</ETag></Part>…
-  Reply CompleteUpload(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
+  S3Reply CompleteUpload(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
                        const std::string& key, const std::string& upload_id) {
     const std::string resource = "/" + bucket + "/" + key;
     S3Error error;
     std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
-    if (!body) return ErrorReply(error, resource);
+    if (!body) return S3ErrorReply(error, resource);
     const S3Error malformed{400, "MalformedXML", "The XML you provided was not well-formed or did "
                                                  "not validate against our published schema"};
     const std::string_view xml(reinterpret_cast<const char*>(body->data()), body->size());
@@ -757,22 +558,22 @@ class S3Handler final : public ProtocolHandler {
       const size_t open = xml.find("<Part>", pos);
       if (open == std::string_view::npos) break;
       const size_t close = xml.find("</Part>", open);
-      if (close == std::string_view::npos) return ErrorReply(malformed, resource);
+      if (close == std::string_view::npos) return S3ErrorReply(malformed, resource);
       const std::string_view part = xml.substr(open, close - open);
       pos = close + 7;
       std::optional<std::string> number = XmlElement(part, "PartNumber");
       std::optional<std::string> etag = XmlElement(part, "ETag");
       if (!number || !etag || number->empty() || number->size() > 5 ||
           number->find_first_not_of("0123456789") != std::string::npos) {
-        return ErrorReply(malformed, resource);
+        return S3ErrorReply(malformed, resource);
       }
       wanted.emplace_back(static_cast<uint32_t>(std::stoul(*number)), *etag);
     }
-    if (wanted.empty()) return ErrorReply(malformed, resource);
+    if (wanted.empty()) return S3ErrorReply(malformed, resource);
     Result<std::shared_ptr<S3Service::Upload>> upload =
         ctx_->s3->BeginComplete(tenant, upload_id, bucket, key);
-    if (!upload.ok()) return ErrorReply(UploadError(upload.status()), resource);
-    Reply reply = AssembleUpload(**upload, wanted, tenant, bucket, key, resource);
+    if (!upload.ok()) return S3ErrorReply(S3UploadError(upload.status()), resource);
+    S3Reply reply = AssembleUpload(**upload, wanted, tenant, bucket, key, resource);
     if (reply.status == 200) {
       (void)ctx_->s3->EndUpload(tenant, upload_id, bucket, key);
     } else {
@@ -781,37 +582,37 @@ class S3Handler final : public ProtocolHandler {
     return reply;
   }
 
-  Reply AssembleUpload(const S3Service::Upload& upload,
+  S3Reply AssembleUpload(const S3Service::Upload& upload,
                        const std::vector<std::pair<uint32_t, std::string>>& wanted, TenantId tenant,
                        const std::string& bucket, const std::string& key, const std::string& resource) {
     uint64_t total = 0;
     std::vector<const S3Service::Part*> parts;
     for (size_t i = 0; i < wanted.size(); ++i) {
       if (i > 0 && wanted[i].first <= wanted[i - 1].first) {
-        return ErrorReply({400, "InvalidPartOrder", "The list of parts was not in ascending order. "
+        return S3ErrorReply({400, "InvalidPartOrder", "The list of parts was not in ascending order. "
                                                     "Parts must be ordered by part number."}, resource);
       }
       auto it = upload.parts.find(wanted[i].first);
       S3ObjectHeader etag;
       if (it != upload.parts.end()) etag.digest = it->second.digest;
       if (it == upload.parts.end() || !EtagListMatches(wanted[i].second, etag.ETag())) {
-        return ErrorReply({400, "InvalidPart", "One or more of the specified parts could not be "
+        return S3ErrorReply({400, "InvalidPart", "One or more of the specified parts could not be "
                                                "found, or its entity tag did not match."}, resource);
       }
       if (i + 1 < wanted.size() && it->second.bytes.size() < kMinPartBytes) {
-        return ErrorReply({400, "EntityTooSmall", "Your proposed upload is smaller than the minimum "
+        return S3ErrorReply({400, "EntityTooSmall", "Your proposed upload is smaller than the minimum "
                                                   "allowed object size."}, resource);
       }
       total += it->second.bytes.size();
       parts.push_back(&it->second);
     }
     if (total > ctx_->config->EffectiveMaxObjectBytes()) {
-      return ErrorReply({400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed "
+      return S3ErrorReply({400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed "
                                                 "object size."}, resource);
     }
     S3ObjectHeader header;
     header.size = total;
-    header.modified_us = NowMicros();
+    header.modified_us = UnixMicros();
     header.content_type = upload.content_type;
     header.parts = static_cast<uint32_t>(parts.size());
     std::vector<uint8_t> digests;
@@ -826,7 +627,7 @@ class S3Handler final : public ProtocolHandler {
     }
     ReleaseLock(tenant, S3ObjectKey(bucket, key));
     if (Status s = ctx_->store->Replace(tenant, S3ObjectKey(bucket, key), value); !s.ok()) {
-      return ErrorReply(ErrorOf(s), resource);
+      return S3ErrorReply(S3ErrorOf(s), resource);
     }
     ctx_->s3->NameStored(tenant, bucket, key, header);
     return {200, {{"Content-Type", "application/xml"}},
@@ -836,18 +637,7 @@ class S3Handler final : public ProtocolHandler {
                 "</Key><ETag>" + XmlEscape(header.ETag()) + "</ETag></CompleteMultipartUploadResult>"};
   }
 
-  // The text of the first <name>…</name> in `xml`, unescaped.
-  static std::optional<std::string> XmlElement(std::string_view xml, std::string_view name) {
-    const std::string open = "<" + std::string(name) + ">";
-    const std::string close = "</" + std::string(name) + ">";
-    const size_t a = xml.find(open);
-    if (a == std::string_view::npos) return std::nullopt;
-    const size_t b = xml.find(close, a);
-    if (b == std::string_view::npos) return std::nullopt;
-    return XmlUnescape(xml.substr(a + open.size(), b - a - open.size()));
-  }
-
-  Reply GetObject(TenantId tenant, const std::string& bucket, const std::string& key, bool head) {
+  S3Reply GetObject(TenantId tenant, const std::string& bucket, const std::string& key, bool head) {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket + "/" + key;
     const S3Error no_such{404, "NoSuchKey", "The specified key does not exist."};
@@ -855,10 +645,10 @@ class S3Handler final : public ProtocolHandler {
     if (!handle.ok()) {
       if (handle.status().code() == StatusCode::kNotFound) {
         ctx_->s3->NameRemoved(tenant, bucket, key);
-        if (head) return Reply::Head(404, {}, 0);
-        return ErrorReply(no_such, resource);
+        if (head) return S3Reply::Head(404, {}, 0);
+        return S3ErrorReply(no_such, resource);
       }
-      return ErrorReply(ErrorOf(handle.status()), resource);
+      return S3ErrorReply(S3ErrorOf(handle.status()), resource);
     }
     // The header may span extents: gather its first bytes.
     std::array<std::byte, S3ObjectHeader::kFixedBytes + kMaxContentTypeBytes> first{};
@@ -873,16 +663,16 @@ class S3Handler final : public ProtocolHandler {
     std::optional<S3ObjectHeader> header =
         S3ObjectHeader::Decode(std::span(first.data(), got), handle->size(), &header_bytes);
     if (!header) {
-      return ErrorReply({500, "InternalError", "the value under this key is not an S3 object"}, resource);
+      return S3ErrorReply({500, "InternalError", "the value under this key is not an S3 object"}, resource);
     }
     const std::string etag = header->ETag();
-    Reply reply;
+    S3Reply reply;
     reply.headers = {{"ETag", etag},
                      {"Last-Modified", HttpDate(header->modified_us)},
                      {"Content-Type", header->content_type},
                      {"Accept-Ranges", "bytes"}};
     if (const std::string* match = r.Header("if-match"); match != nullptr && !EtagListMatches(*match, etag)) {
-      return ErrorReply({412, "PreconditionFailed", "At least one of the pre-conditions you "
+      return S3ErrorReply({412, "PreconditionFailed", "At least one of the pre-conditions you "
                                                     "specified did not hold"}, resource);
     }
     if (const std::string* none = r.Header("if-none-match"); none != nullptr && EtagListMatches(*none, etag)) {
@@ -893,9 +683,9 @@ class S3Handler final : public ProtocolHandler {
     uint64_t offset = 0;
     uint64_t length = header->size;
     if (const std::string* range = r.Header("range"); range != nullptr) {
-      std::optional<std::pair<uint64_t, uint64_t>> span = ParseRange(*range, header->size);
+      std::optional<std::pair<uint64_t, uint64_t>> span = ParseS3Range(*range, header->size);
       if (!span) {
-        reply = ErrorReply({416, "InvalidRange", "The requested range is not satisfiable"}, resource);
+        reply = S3ErrorReply({416, "InvalidRange", "The requested range is not satisfiable"}, resource);
         reply.headers.emplace_back("Content-Range", "bytes */" + std::to_string(header->size));
         return reply;
       }
@@ -918,54 +708,26 @@ class S3Handler final : public ProtocolHandler {
     return reply;
   }
 
-  // "bytes=a-b", "bytes=a-", "bytes=-n" within an object of `size` bytes: (offset, length);
-  // nullopt when unsatisfiable. A range S3 ignores (malformed, several ranges) is the whole.
-  static std::optional<std::pair<uint64_t, uint64_t>> ParseRange(std::string_view range, uint64_t size) {
-    auto whole = std::make_optional(std::pair<uint64_t, uint64_t>{0, size});
-    if (range.substr(0, 6) != "bytes=" || range.find(',') != std::string_view::npos) return whole;
-    range.remove_prefix(6);
-    const size_t dash = range.find('-');
-    if (dash == std::string_view::npos) return whole;
-    auto number = [](std::string_view s) -> std::optional<uint64_t> {
-      if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string_view::npos) {
-        return std::nullopt;
-      }
-      return std::stoull(std::string(s));
-    };
-    const std::optional<uint64_t> first = number(range.substr(0, dash));
-    const std::optional<uint64_t> last = number(range.substr(dash + 1));
-    if (!first && !last) return whole;
-    if (!first) {  // The last n bytes.
-      if (*last == 0) return std::nullopt;
-      const uint64_t n = std::min(*last, size);
-      return std::pair{size - n, n};
-    }
-    if (*first >= size) return std::nullopt;
-    if (last && *last < *first) return whole;
-    const uint64_t end = last ? std::min(*last, size - 1) : size - 1;
-    return std::pair{*first, end - *first + 1};
-  }
-
   // Unpins `block` if it is a lock, before it is deleted or replaced.
   void ReleaseLock(TenantId tenant, const BlockKey& block) {
     if (ctx_->s3->LockReleased(tenant, block)) (void)ctx_->store->Unpin(tenant, block);
   }
 
-  Reply DeleteObject(TenantId tenant, const std::string& bucket, const std::string& key) {
+  S3Reply DeleteObject(TenantId tenant, const std::string& bucket, const std::string& key) {
     const BlockKey block = S3ObjectKey(bucket, key);
     ReleaseLock(tenant, block);
     Status s = ctx_->store->Delete(tenant, block);
-    if (!s.ok() && s.code() != StatusCode::kNotFound) return ErrorReply(ErrorOf(s), "/" + bucket + "/" + key);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return S3ErrorReply(S3ErrorOf(s), "/" + bucket + "/" + key);
     ctx_->s3->NameRemoved(tenant, bucket, key);
     return {204, {}, ""};
   }
 
   // <Delete><Quiet>true</Quiet><Object><Key>k</Key></Object>...</Delete>
-  Reply DeleteObjects(std::span<std::byte> input, TenantId tenant, const std::string& bucket) {
+  S3Reply DeleteObjects(std::span<std::byte> input, TenantId tenant, const std::string& bucket) {
     const std::string resource = "/" + bucket;
     S3Error error;
     std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
-    if (!body) return ErrorReply(error, resource);
+    if (!body) return S3ErrorReply(error, resource);
     const std::string_view xml(reinterpret_cast<const char*>(body->data()), body->size());
     const bool quiet = xml.find("<Quiet>true</Quiet>") != std::string_view::npos;
     std::vector<std::string> keys;
@@ -974,13 +736,13 @@ class S3Handler final : public ProtocolHandler {
       if (open == std::string_view::npos) break;
       const size_t close = xml.find("</Key>", open);
       if (close == std::string_view::npos) {
-        return ErrorReply({400, "MalformedXML", "The XML you provided was not well-formed"}, resource);
+        return S3ErrorReply({400, "MalformedXML", "The XML you provided was not well-formed"}, resource);
       }
       keys.push_back(XmlUnescape(xml.substr(open + 5, close - open - 5)));
       pos = close + 6;
     }
     if (keys.empty() || keys.size() > 1000) {
-      return ErrorReply({400, "MalformedXML", "Delete takes 1 to 1000 keys"}, resource);
+      return S3ErrorReply({400, "MalformedXML", "Delete takes 1 to 1000 keys"}, resource);
     }
     std::vector<BlockKey> blocks;
     for (const std::string& k : keys) {
@@ -996,7 +758,7 @@ class S3Handler final : public ProtocolHandler {
         ctx_->s3->NameRemoved(tenant, bucket, keys[i]);
         if (!quiet) out += "<Deleted><Key>" + XmlEscape(keys[i]) + "</Key></Deleted>";
       } else {
-        const S3Error e = ErrorOf(s);
+        const S3Error e = S3ErrorOf(s);
         out += "<Error><Key>" + XmlEscape(keys[i]) + "</Key><Code>" + e.code + "</Code><Message>" +
                XmlEscape(e.message) + "</Message></Error>";
       }
