@@ -67,7 +67,8 @@ from typing import Any, ClassVar
 
 import msgspec
 import zmq
-from netns import MINIO_PASSWORD, MINIO_USER, ROOT, Network, missing, wait_for
+from minio_peer import ROOT
+from netns import MINIO_PASSWORD, MINIO_USER, Network, missing, wait_for
 from targets import target
 
 import kvtier

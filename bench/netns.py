@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minio_peer import minio_command, minio_env, minio_path
+
 SUBNET = "10.77.0"
 MINIO_USER, MINIO_PASSWORD = "kvtier-test", "kvtier-test-secret"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str) -> None:
@@ -34,11 +35,6 @@ def missing(tools: tuple[str, ...] = ("ip", "tc", "nft")) -> str | None:
         if shutil.which(tool) is None:
             return f"no {tool} (iproute2, nftables)"
     return None
-
-
-def minio_path() -> str | None:
-    path = os.environ.get("KVTIER_MINIO") or str(ROOT / "build/go/bin/minio")
-    return path if os.access(path, os.X_OK) else shutil.which("minio")
 
 
 def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
@@ -166,10 +162,8 @@ class Network:
             (data / bucket).mkdir(parents=True, exist_ok=True)
         self.spawn(
             name,
-            [minio, "server", str(data), "--address", f"{address}:9000"]
-            + ["--console-address", f"{address}:9001", "--quiet"],
-            {"MINIO_ROOT_USER": MINIO_USER, "MINIO_ROOT_PASSWORD": MINIO_PASSWORD}
-            | {"MINIO_BROWSER": "off", "MINIO_PROMETHEUS_AUTH_TYPE": "public"},
+            minio_command(minio, data, f"{address}:9000", f"{address}:9001") + ["--quiet"],
+            minio_env(MINIO_USER, MINIO_PASSWORD),
         )
         url = f"http://{address}:9000"
         probe = self.exec_argv(

@@ -26,22 +26,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from minio_peer import free_port, start_local_minio
 from targets import not_measured, target
 
 VALUE = 2 << 20
 HAVE_NIXL = importlib.util.find_spec("nixl_cu12") is not None
 KEY_ID, SECRET = "AKIDBENCH", "bench-secret-key"
 BUCKET = "bench"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def s3_client(url: str, key: str, secret: str) -> Any:
@@ -152,17 +146,6 @@ def measure(
     return out
 
 
-def wait_for(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except OSError:
-            time.sleep(0.1)  # Polling a starting server, bounded by the deadline.
-    raise SystemExit(f"{url} did not come up")
-
-
 def main() -> int:
     build = Path(sys.argv[1]).resolve()
     objects = int(sys.argv[2]) if len(sys.argv) > 2 else 32
@@ -186,10 +169,6 @@ def main() -> int:
             stdout=log,
             stderr=log,
         )
-        minio_bin = os.environ.get("KVTIER_MINIO") or str(
-            Path(__file__).resolve().parents[1] / "build/go/bin/minio"
-        )
-        minio = None
         procs = [daemon]
         try:
             deadline = time.monotonic() + 60
@@ -223,32 +202,10 @@ def main() -> int:
                     objects,
                     rounds,
                 )
-                if os.access(minio_bin, os.X_OK):
-                    minio_port = free_port()
-                    (d / "minio").mkdir()
-                    minio = subprocess.Popen(
-                        [
-                            minio_bin,
-                            "server",
-                            str(d / "minio"),
-                            "--address",
-                            f"127.0.0.1:{minio_port}",
-                            "--console-address",
-                            f"127.0.0.1:{free_port()}",
-                            "--quiet",
-                        ],
-                        env={
-                            **os.environ,
-                            "MINIO_ROOT_USER": KEY_ID,
-                            "MINIO_ROOT_PASSWORD": SECRET,
-                            "MINIO_BROWSER": "off",
-                        },
-                        stdout=subprocess.DEVNULL,
-                        stderr=open(d / "minio.log", "wb"),  # noqa: SIM115
-                    )
+                started = start_local_minio(d / "minio", KEY_ID, SECRET, d / "minio.log")
+                if started is not None:
+                    minio, minio_url = started
                     procs.append(minio)
-                    minio_url = f"http://127.0.0.1:{minio_port}"
-                    wait_for(minio_url + "/minio/health/ready", minio)
                     s3_client(minio_url, KEY_ID, SECRET).create_bucket(Bucket=BUCKET)
                     for name in s3_clients:
                         kind = name.replace("s3", "minio")
@@ -270,7 +227,7 @@ def main() -> int:
             ok &= target(f"s3 {op} ({via}) p99 vs MinIO's", s3[2] / minio_r[2], "<=", 1.0)
         else:
             not_measured(
-                f"s3 {op} vs MinIO", f"no MinIO at {minio_bin} (scripts/deps.sh builds it)"
+                f"s3 {op} vs MinIO", "no MinIO (scripts/test builds it, or set KVTIER_MINIO)"
             )
     return 0 if ok else 1
 

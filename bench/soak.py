@@ -32,7 +32,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from minio_peer import free_port, start_local_minio
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 from targets import target
@@ -62,12 +62,6 @@ def value_of(name: str) -> bytes:
     digest = hashlib.blake2b(name.encode(), digest_size=64).digest()
     size = SIZES[digest[0] % len(SIZES)]
     return (digest * (size // 64 + 1))[:size]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Worker:
@@ -305,41 +299,10 @@ class Kvtierd:
         }
 
 
-def start_minio(build: Path, d: Path) -> tuple[subprocess.Popen[bytes] | None, str]:
+def start_minio(d: Path) -> tuple[subprocess.Popen[bytes] | None, str]:
     """MinIO with an empty bucket; (None, "") when it is not built."""
-    minio = os.environ.get("KVTIER_MINIO") or str(build.parent / "go/bin/minio")
-    if not os.access(minio, os.X_OK):
-        return None, ""
-    (d / "minio" / BUCKET).mkdir(parents=True)
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            minio,
-            "server",
-            str(d / "minio"),
-            "--address",
-            f"127.0.0.1:{port}",
-            "--console-address",
-            f"127.0.0.1:{free_port()}",
-            "--quiet",
-        ],
-        env={
-            **os.environ,
-            "MINIO_ROOT_USER": MINIO_USER,
-            "MINIO_ROOT_PASSWORD": MINIO_PASSWORD,
-            "MINIO_BROWSER": "off",
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=open(d / "minio.log", "ab"),  # noqa: SIM115
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/minio/health/ready", timeout=1)
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "MinIO did not start"
-            time.sleep(0.1)  # Polling for readiness.
+    started = start_local_minio(d / "minio", MINIO_USER, MINIO_PASSWORD, d / "minio.log", [BUCKET])
+    return started if started is not None else (None, "")
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -360,7 +323,7 @@ def main() -> int:
     build = args.build.resolve()
     with tempfile.TemporaryDirectory(prefix="kvtier-soak-") as tmp:
         d = Path(tmp)
-        minio, endpoint = start_minio(build, d)
+        minio, endpoint = start_minio(d)
         if minio is not None:
             g4 = (
                 f'location = "s3://{BUCKET}"\ns3_endpoint = "{endpoint}"\n'

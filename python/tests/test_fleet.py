@@ -21,7 +21,8 @@ import pytest
 from conftest import ROOT, kvtier_cli_path, kvtierd_path
 
 sys.path.insert(0, str(ROOT / "bench"))
-from netns import minio_path, missing
+from minio_peer import minio_path
+from netns import missing
 
 BENCH = ROOT / "bench/fleet_bench.py"
 

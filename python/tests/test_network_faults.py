@@ -25,14 +25,8 @@ from conftest import ROOT, kvtierd_path, wait_until
 import kvtier
 
 sys.path.insert(0, str(ROOT / "bench"))
-from netns import (
-    MINIO_PASSWORD,
-    MINIO_USER,
-    SUBNET,
-    Network,
-    minio_path,
-    missing,
-)
+from minio_peer import minio_path
+from netns import MINIO_PASSWORD, MINIO_USER, SUBNET, Network, missing
 
 BUCKET = "kvtier-g4"
 
