@@ -23,7 +23,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
-from conftest import Daemon, self_signed_cert
+from conftest import Daemon, self_signed_cert, wait_until
 
 S3 = '[s3]\nlisten = "127.0.0.1:0"\nmax_object_bytes = "4MiB"\n'
 ACME = ("AKIDACME", "acme-s3-secret")
@@ -432,3 +432,20 @@ def test_s3_over_tls(make_daemon: Any, tmp_path: Any) -> None:
     assert s3.get_object(Bucket="sealed", Key="k")["Body"].read() == data
     # A TLS listener refuses plaintext.
     assert not raw(d, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 200")
+
+
+def test_a_lock_is_pinned_for_lock_seconds_then_unpinned(make_daemon: Any) -> None:
+    d = make_daemon(extra=S3 + "lock_seconds = 1\n")
+    s3 = client(d)
+    s3.create_bucket(Bucket="locks")
+    s3.put_object(Bucket="locks", Key="leader", Body=b"node-1", IfNoneMatch="*")
+    pinned = [k for k in d.metrics() if k.startswith("kvtier_tenant_pinned_blocks{")]
+    assert sum(d.metrics()[k] for k in pinned) == 1
+    # The first S3 request after lock_seconds unpins it; the object stays.
+    wait_until(
+        lambda: (
+            s3.head_bucket(Bucket="locks") is not None and sum(d.metrics()[k] for k in pinned) == 0
+        ),
+        "the lock unpinned",
+    )
+    assert s3.get_object(Bucket="locks", Key="leader")["Body"].read() == b"node-1"

@@ -380,6 +380,7 @@ Result<std::vector<std::pair<uint32_t, S3Service::Part>>> S3Service::ListParts(
 void S3Service::LockCreated(TenantId tenant, const BlockKey& key, uint64_t now_us) {
   MutexLock lock(&mu_);
   locks_.push_back({tenant, key, now_us});
+  NoteOldestLockLocked();
 }
 
 bool S3Service::LockReleased(TenantId tenant, const BlockKey& key) {
@@ -387,13 +388,21 @@ bool S3Service::LockReleased(TenantId tenant, const BlockKey& key) {
   for (auto it = locks_.begin(); it != locks_.end(); ++it) {
     if (it->tenant == tenant && it->key == key) {
       locks_.erase(it);
+      NoteOldestLockLocked();
       return true;
     }
   }
   return false;
 }
 
+void S3Service::NoteOldestLockLocked() {
+  oldest_lock_us_.store(locks_.empty() ? UINT64_MAX : locks_.front().created_us,
+                        std::memory_order_relaxed);
+}
+
 std::vector<std::pair<TenantId, BlockKey>> S3Service::ExpiredLocks(uint64_t now_us) {
+  const uint64_t oldest = oldest_lock_us_.load(std::memory_order_relaxed);
+  if (oldest == UINT64_MAX || now_us - std::min(now_us, oldest) < lock_us_) return {};
   MutexLock lock(&mu_);
   std::vector<std::pair<TenantId, BlockKey>> out;
   size_t n = 0;
@@ -402,6 +411,7 @@ std::vector<std::pair<TenantId, BlockKey>> S3Service::ExpiredLocks(uint64_t now_
     ++n;
   }
   locks_.erase(locks_.begin(), locks_.begin() + static_cast<ptrdiff_t>(n));
+  NoteOldestLockLocked();
   return out;
 }
 

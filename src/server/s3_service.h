@@ -10,6 +10,7 @@
 #define KVTIER_SERVER_S3_SERVICE_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -185,6 +186,10 @@ class S3Service {
   };
   uint64_t lock_us_ = 0;
   std::vector<Lock> locks_ ABSL_GUARDED_BY(mu_);  // Oldest first; few (locks, not data).
+  // locks_.front().created_us, or none held: UINT64_MAX. Read without mu_ by ExpiredLocks,
+  // which every S3 request calls, so that a request with no lock due takes no lock itself.
+  std::atomic<uint64_t> oldest_lock_us_{UINT64_MAX};
+  void NoteOldestLockLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace kvtier::server
