@@ -122,6 +122,19 @@ kvtier_install_minio() {
     "$go" install "github.com/minio/minio@$KVTIER_MINIO_VERSION" && touch "$stamp"
 }
 
+# The Rust AWS SDK's test client (tests/rust_s3_client, every crate pinned by its Cargo.lock,
+# fetched from crates.io into cargo's own cache), built into $KVTIER_CACHE/cargo-target
+# (build/cargo-target); quick when it is up to date. python/tests/test_s3_rust.py skips
+# without it.
+kvtier_build_rust_s3_client() {
+  kvtier_link cargo-target "$KVTIER_CACHE/cargo-target"
+  local cargo
+  cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+  [ -x "$cargo" ] || { echo "kvtier: no cargo"; return 1; }
+  CARGO_TARGET_DIR="$KVTIER_ROOT/build/cargo-target" "$cargo" build -q --release --locked \
+    --manifest-path "$KVTIER_ROOT/tests/rust_s3_client/Cargo.toml"
+}
+
 kvtier_install_deps() {
   kvtier_install_s3rver || echo "kvtier: s3rver could not be installed; the S3 tests will skip"
   local missing=()
