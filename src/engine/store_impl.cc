@@ -265,15 +265,14 @@ void StoreImpl::ForgetInShared(const TenantKey& key) {
   known_in_shared_.erase(key);
 }
 
-std::vector<std::optional<uint64_t>> StoreImpl::CreatedInShared(TenantId tenant,
-                                                               std::span<const BlockKey> keys) {
-  const uint64_t now = options_.env->NowMicros();
+std::vector<std::optional<SharedObjectInfo>> StoreImpl::InfoInShared(
+    TenantId tenant, std::span<const BlockKey> keys, uint64_t now_us) {
   std::vector<std::optional<SharedObjectInfo>> info(keys.size());
   std::vector<TenantKey> flight_keys;  // Of the keys G4 is asked about.
   std::vector<size_t> asked;
   for (size_t i = 0; i < keys.size(); ++i) {
     const TenantKey k = InFlightKey(tenant, keys[i]);
-    info[i] = KnownInSharedNow(k, now);
+    info[i] = KnownInSharedNow(k, now_us);
     if (info[i]) continue;
     flight_keys.push_back(k);
     asked.push_back(i);
@@ -288,13 +287,20 @@ std::vector<std::optional<uint64_t>> StoreImpl::CreatedInShared(TenantId tenant,
         std::vector<std::optional<SharedObjectInfo>> found =
             shared_->ExistsMany(TenantName(tenant), ask);
         for (size_t j = 0; j < led.size(); ++j) {
-          if (found[j]) RememberInShared(flight_keys[led[j]], *found[j], now);
+          if (found[j]) RememberInShared(flight_keys[led[j]], *found[j], now_us);
         }
         return found;
       },
       &followed);
   if (followed > 0) shared_checks_coalesced_.fetch_add(followed, std::memory_order_relaxed);
   for (size_t j = 0; j < asked.size(); ++j) info[asked[j]] = std::move(answers[j]);
+  return info;
+}
+
+std::vector<std::optional<uint64_t>> StoreImpl::CreatedInShared(TenantId tenant,
+                                                               std::span<const BlockKey> keys) {
+  const std::vector<std::optional<SharedObjectInfo>> info =
+      InfoInShared(tenant, keys, options_.env->NowMicros());
   std::vector<std::optional<uint64_t>> created(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (info[i]) {
@@ -334,12 +340,9 @@ Result<std::vector<std::byte>> StoreImpl::ReadFromShared(TenantId tenant, const 
           return r;
         }
         const uint64_t now = options_.env->NowMicros();
-        std::optional<SharedObjectInfo> info = KnownInSharedNow(flight_key, now);
-        if (!info) {
-          info = std::move(shared_->ExistsMany(TenantName(tenant), std::span(&key, 1))[0]);
-          if (!info) return r;
-          RememberInShared(flight_key, *info, now);
-        }
+        const std::optional<SharedObjectInfo> info =
+            std::move(InfoInShared(tenant, std::span(&key, 1), now)[0]);
+        if (!info) return r;
         if (PastMaxAge(tenant, info->created_us, now)) {
           r.block = Status::NotFound("block expired (maximum age)");
           return r;

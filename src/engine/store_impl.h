@@ -129,8 +129,14 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   // without G3 or on a miss.
   Result<std::vector<std::byte>> ReadFromDisk(TenantId tenant, const BlockKey& key,
                                               BlockMeta* meta);
+  // For each key, what G4 holds of it (nullopt: nothing): a check of the last
+  // shared.exists_cache_ms that found it, or one round of existence checks for the rest,
+  // shared with concurrent callers' (single flight).
+  std::vector<std::optional<SharedObjectInfo>> InfoInShared(TenantId tenant,
+                                                            std::span<const BlockKey> keys,
+                                                            uint64_t now_us);
   // For each key, when its block was first stored if G4 holds it or it is on its way there
-  // (staged for upload); nullopt otherwise. One round of existence checks.
+  // (staged for upload); nullopt otherwise. One round of existence checks (InfoInShared).
   std::vector<std::optional<uint64_t>> CreatedInShared(TenantId tenant,
                                                        std::span<const BlockKey> keys);
   // Reads a block from G4 (a miss when older than the tenant's maximum age), one read per
