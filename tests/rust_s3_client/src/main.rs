@@ -39,6 +39,21 @@ async fn get(s3: &Client, bucket: &str, key: &str, range: Option<&str>) -> Vec<u
     }
 }
 
+/// A plain PutObject of `body` (the SDK's default checksum); its error's code, if any.
+async fn put(s3: &Client, bucket: &str, key: &str, body: Vec<u8>) -> Result<(), Option<String>> {
+    match s3
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.code().map(String::from)),
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -79,14 +94,8 @@ async fn main() {
     // A block as KVBM writes one: a PUT with the SDK's default checksum (CRC32, in an
     // aws-chunked body with a trailer).
     let block = pattern(256 << 10, 7);
-    let put = s3
-        .put_object()
-        .bucket(bucket)
-        .key("kvbm/blocks/0")
-        .body(ByteStream::from(block.clone()))
-        .send()
-        .await;
-    check(put.is_ok(), "PutObject of 256 KiB, default checksum");
+    let stored = put(&s3, bucket, "kvbm/blocks/0", block.clone()).await;
+    check(stored.is_ok(), "PutObject of 256 KiB, default checksum");
     check(
         get(&s3, bucket, "kvbm/blocks/0", None).await == block,
         "GetObject: the same bytes",
@@ -186,31 +195,15 @@ async fn main() {
     // A larger object in one PUT (KVBM writes a layer's blocks whole), and one over the
     // endpoint's max_object_bytes (the test's 4 MiB): EntityTooLarge, nothing stored.
     let big = pattern(3 << 20, 3);
-    let put = s3
-        .put_object()
-        .bucket(bucket)
-        .key("kvbm/blocks/big")
-        .body(ByteStream::from(big.clone()))
-        .send()
-        .await;
-    check(put.is_ok(), "PutObject of 3 MiB");
+    let stored_big = put(&s3, bucket, "kvbm/blocks/big", big.clone()).await;
+    check(stored_big.is_ok(), "PutObject of 3 MiB");
     check(
         get(&s3, bucket, "kvbm/blocks/big", None).await == big,
         "GetObject of 3 MiB: the same bytes",
     );
-    let too_big = s3
-        .put_object()
-        .bucket(bucket)
-        .key("kvbm/blocks/too-big")
-        .body(ByteStream::from(pattern(6 << 20, 5)))
-        .send()
-        .await;
+    let too_big = put(&s3, bucket, "kvbm/blocks/too-big", pattern(6 << 20, 5)).await;
     check(
-        too_big
-            .err()
-            .and_then(|e| e.code().map(String::from))
-            .as_deref()
-            == Some("EntityTooLarge"),
+        too_big.err().flatten().as_deref() == Some("EntityTooLarge"),
         "PutObject of 6 MiB: EntityTooLarge",
     );
     let absent = s3
