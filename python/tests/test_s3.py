@@ -9,6 +9,7 @@ import hashlib
 import http.client
 import io
 import os
+import select
 import socket
 import threading
 from collections.abc import Iterator
@@ -61,17 +62,30 @@ def signed(
     keys: tuple[str, str] = ACME,
 ) -> tuple[int, bytes]:
     """Sends one request signed by botocore (payload unsigned) and returns (status, body)."""
-    url = f"http://127.0.0.1:{d.s3_port}{path}"
-    request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
-    request.headers["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD"
-    S3SigV4Auth(Credentials(*keys), "s3", "us-east-1").add_auth(request)
-    prepared = request.prepare()
     conn = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=30)
-    conn.request(method, path, body=body, headers=dict(prepared.headers))
+    conn.request(
+        method, path, body=body, headers=signed_headers(d, method, path, body, headers, keys)
+    )
     response = conn.getresponse()
     out = (response.status, response.read())
     conn.close()
     return out
+
+
+def signed_headers(
+    d: Daemon,
+    method: str,
+    path: str,
+    body: bytes,
+    headers: dict[str, str] | None = None,
+    keys: tuple[str, str] = ACME,
+) -> dict[str, str]:
+    """The headers of a request signed by botocore, its payload unsigned."""
+    url = f"http://127.0.0.1:{d.s3_port}{path}"
+    request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
+    request.headers["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD"
+    S3SigV4Auth(Credentials(*keys), "s3", "us-east-1").add_auth(request)
+    return dict(request.prepare().headers)
 
 
 def raw(d: Daemon, data: bytes) -> bytes:
@@ -449,3 +463,34 @@ def test_a_lock_is_pinned_for_lock_seconds_then_unpinned(make_daemon: Any) -> No
         "the lock unpinned",
     )
     assert s3.get_object(Bucket="locks", Key="leader")["Body"].read() == b"node-1"
+
+
+def test_an_upload_trickled_in_times_out_stores_nothing_and_others_are_served(
+    make_daemon: Any,
+) -> None:
+    """Slowloris: a byte every 20 ms keeps the connection from ever being idle; the request
+    timeout (1 s here, plus a second per MiB received) ends it with S3's RequestTimeout."""
+    d = make_daemon(extra='request_timeout_seconds = 1\nmin_request_rate = "1MiB"\n' + S3)
+    s3 = client(d)
+    s3.create_bucket(Bucket="slow")
+    body = os.urandom(64 << 10)
+    headers = signed_headers(d, "PUT", "/slow/k", body, {"Content-Length": str(len(body))})
+    head = f"PUT /slow/k HTTP/1.1\r\nHost: 127.0.0.1:{d.s3_port}\r\n".encode()
+    head += b"".join(f"{k}: {v}\r\n".encode() for k, v in headers.items()) + b"\r\n"
+    with socket.create_connection(("127.0.0.1", d.s3_port), timeout=30) as sock:
+        sock.sendall(head)
+        sent = 0
+        # The whole body would take over 20 minutes; the daemon gives up long before.
+        while sent < len(body) - 1 and not select.select([sock], [], [], 0.02)[0]:
+            sock.sendall(body[sent : sent + 1])
+            sent += 1
+            if sent == 8:  # Meanwhile, another client is served.
+                s3.put_object(Bucket="slow", Key="other", Body=b"fine")
+        assert sent < len(body) - 1, "the upload was never cut off"
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"<Code>RequestTimeout</Code>" in reply
+    assert error_code(lambda: s3.head_object(Bucket="slow", Key="k")) == "404"
+    assert s3.get_object(Bucket="slow", Key="other")["Body"].read() == b"fine"
+    assert d.metrics()['kvtier_request_timeouts_total{protocol="s3"}'] == 1

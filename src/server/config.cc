@@ -32,6 +32,8 @@ http_listen = "127.0.0.1:7381"     # /metrics, /healthz, /admin/ ("" = off)
 threads = 0                        # event-loop threads; 0 = one per core, at most 8
 max_connections = 4096
 idle_timeout_seconds = 300         # close connections silent this long; 0 = never
+request_timeout_seconds = 60       # a request must arrive whole within this long of its first byte,
+min_request_rate = "64KiB"         # ... plus a second per this many bytes of it received; 0 = never
 max_frame_bytes = 0                # largest request; 0 = max_block_bytes + 64KiB
 max_batch = 4096                   # most keys in one native request
 max_output_bytes = "64MiB"         # replies queued per connection before reading pauses
@@ -342,6 +344,8 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   server.Uint("threads", &c->threads);
   server.Uint("max_connections", &c->max_connections);
   server.Uint("idle_timeout_seconds", &c->idle_timeout_seconds);
+  server.Uint("request_timeout_seconds", &c->request_timeout_seconds);
+  server.Size("min_request_rate", &c->min_request_rate);
   server.Uint("slow_request_ms", &c->slow_request_ms);
   server.Size("max_frame_bytes", &c->max_frame_bytes);
   server.Uint("max_batch", &c->max_batch);
@@ -618,6 +622,9 @@ Status ServerConfig::Validate() const {
     return Status::InvalidArgument("tls.require_client_cert needs tls.ca_file");
   }
   if (max_batch == 0) return Status::InvalidArgument("server.max_batch must be at least 1");
+  if (request_timeout_seconds > 0 && min_request_rate == 0) {
+    return Status::InvalidArgument("server.min_request_rate must be at least 1 byte (per second)");
+  }
   if (events.enabled) {
     if (events.endpoint.empty()) return Status::InvalidArgument("events.endpoint must be set when events are enabled");
     if (events.buffer_steps == 0 && !events.replay_endpoint.empty()) {

@@ -130,6 +130,11 @@ struct ServerConfig {
   uint32_t max_connections = 4096;
   // A connection that sends and receives nothing for this long is closed. 0 = never.
   uint32_t idle_timeout_seconds = 300;
+  // A request must arrive whole within this long of its first byte, plus a second for each
+  // min_request_rate bytes of it received: a client that trickles a request (slow uploads,
+  // slowloris) is told and closed, however often it sends a byte. 0 = never.
+  uint32_t request_timeout_seconds = 60;
+  uint64_t min_request_rate = 64 * kKiB;  // Bytes per second; at least 1.
   // Largest native request body and RESP command. Larger ones close the connection with an
   // error. Bounds the input buffer of each connection. 0 = max_block_bytes + 64 KiB.
   uint64_t max_frame_bytes = 0;

@@ -119,6 +119,27 @@ class Connection {
     Pump();
   }
 
+  // Whether the request at the front of the input, incomplete, has taken longer than `timeout`
+  // from its first byte plus a second for each `rate` bytes of it received. Time while the loop
+  // did not read it (replies queued for a client that does not read them) does not count.
+  bool RequestOverdue(Clock::time_point now, std::chrono::seconds timeout, uint64_t rate) {
+    if (state_ != State::kOpen || in_.empty() || needed_ <= in_.size()) return false;
+    if (out_.pending_bytes() > MaxOutput()) {
+      unread_until_ = now;
+      return false;
+    }
+    const auto allowed = timeout + std::chrono::seconds(in_.size() / rate);
+    return now - std::max(request_began_, unread_until_) > allowed;
+  }
+
+  void OnRequestTimeout() {
+    loop_->ctx_->metrics->RequestTimedOut(handler_->proto());
+    handler_->OnRequestTimeout(&out_);
+    in_.Consume(in_.size());
+    state_ = State::kClosing;
+    Pump();
+  }
+
   void BeginClose() {
     if (state_ == State::kHandshaking) {
       state_ = State::kDead;
@@ -360,6 +381,7 @@ class Connection {
   OutputQueue out_;
   Clock::time_point last_activity_;
   Clock::time_point request_began_;  // First byte of the request at the front of in_.
+  Clock::time_point unread_until_;  // Last seen not reading for backpressure.
 };
 
 std::string RefusalMessage(Proto proto) {
@@ -544,13 +566,19 @@ void EventLoop::CloseConnection(Connection* conn) {
 
 void EventLoop::SweepIdle(Clock::time_point now) {
   const auto idle = std::chrono::seconds(ctx_->config->idle_timeout_seconds);
+  const auto request_timeout = std::chrono::seconds(ctx_->config->request_timeout_seconds);
+  const uint64_t rate = std::max<uint64_t>(ctx_->config->min_request_rate, 1);
   const auto linger = idle.count() > 0 ? std::min<std::chrono::seconds>(idle, kMaxLinger) : kMaxLinger;
   std::vector<Connection*> all;
   for (auto& [raw, conn] : connections_) {
     auto quiet = now - raw->last_activity();
     if (raw->state() == Connection::State::kOpen) {
       raw->RecoverFromLowWater(now);
-      if (idle.count() > 0 && quiet > idle) raw->OnIdle();
+      if (idle.count() > 0 && quiet > idle) {
+        raw->OnIdle();
+      } else if (request_timeout.count() > 0 && raw->RequestOverdue(now, request_timeout, rate)) {
+        raw->OnRequestTimeout();
+      }
     } else if (raw->state() == Connection::State::kHandshaking) {
       // A handshake gets the idle timeout (or the linger bound when there is none).
       if (quiet > (idle.count() > 0 ? idle : std::chrono::seconds(kMaxLinger))) raw->Kill();

@@ -154,6 +154,10 @@ class ProtocolHandler {
   // client, if the protocol has one (it is written on a best-effort basis).
   virtual void OnIdleTimeout(OutputQueue* out) = 0;
 
+  // The connection is being closed because the request at the front of the input did not
+  // arrive whole in time (server.request_timeout_seconds): as OnIdleTimeout.
+  virtual void OnRequestTimeout(OutputQueue* out) = 0;
+
   // The protocol this handler speaks (for metrics).
   virtual Proto proto() const = 0;
 };

@@ -129,6 +129,10 @@ class HttpHandler final : public ProtocolHandler {
 
   void OnIdleTimeout(OutputQueue*) override {}
 
+  void OnRequestTimeout(OutputQueue* out) override {
+    Send({408, "text/plain; charset=utf-8", "request not received whole in time\n"}, false, out);
+  }
+
  private:
   Outcome Fail(int status, std::string_view message, OutputQueue* out) {
     ctx_->metrics->ProtocolError(Proto::kHttp);

@@ -166,6 +166,10 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
             &ProtoCounters::auth_refused);
   per_proto("kvtier_idle_closed_total", "counter", "Connections closed by the idle timeout.",
             &ProtoCounters::idle_closed);
+  per_proto("kvtier_request_timeouts_total", "counter",
+            "Connections closed because a request did not arrive whole within "
+            "server.request_timeout_seconds (and min_request_rate).",
+            &ProtoCounters::request_timeouts);
   per_proto("kvtier_slow_requests_total", "counter",
             "Requests slower than server.slow_request_ms from first byte to reply.",
             &ProtoCounters::slow_requests);

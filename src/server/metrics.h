@@ -52,6 +52,7 @@ class Metrics {
   void AuthLockout(Proto p) { Add(&per_proto_[Index(p)].auth_lockouts, 1); }
   void AuthRefused(Proto p) { Add(&per_proto_[Index(p)].auth_refused, 1); }
   void IdleClosed(Proto p) { Add(&per_proto_[Index(p)].idle_closed, 1); }
+  void RequestTimedOut(Proto p) { Add(&per_proto_[Index(p)].request_timeouts, 1); }
   void LowWaterStall() { Add(&low_water_stalls_, 1); }
   void SlowRequest(Proto p) { Add(&per_proto_[Index(p)].slow_requests, 1); }
   void BytesReceived(Proto p, uint64_t n) { Add(&per_proto_[Index(p)].bytes_in, n); }
@@ -79,6 +80,7 @@ class Metrics {
     std::atomic<uint64_t> auth_lockouts{0};
     std::atomic<uint64_t> auth_refused{0};
     std::atomic<uint64_t> idle_closed{0};
+    std::atomic<uint64_t> request_timeouts{0};
     std::atomic<uint64_t> slow_requests{0};
     std::atomic<uint64_t> bytes_in{0};
     std::atomic<uint64_t> bytes_out{0};

@@ -77,6 +77,12 @@ class NativeHandler final : public ProtocolHandler {
           Status::DeadlineExceeded("connection idle for longer than idle_timeout_seconds"));
   }
 
+  void OnRequestTimeout(OutputQueue* out) override {
+    Reply(out, static_cast<uint8_t>(Opcode::kError), 0,
+          Status::DeadlineExceeded("request not received whole within request_timeout_seconds "
+                                   "(and a second per min_request_rate bytes)"));
+  }
+
  private:
   // Returns false when the connection must close after the reply.
   bool Handle(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {

@@ -73,6 +73,12 @@ class RespHandler final : public ProtocolHandler {
 
   void OnIdleTimeout(OutputQueue*) override {}  // Redis closes idle clients silently.
 
+  void OnRequestTimeout(OutputQueue* out) override {
+    std::string reply;
+    AppendError("ERR request not received whole within request_timeout_seconds", &reply);
+    out->Append(reply);
+  }
+
  private:
   // Redis keys are byte strings of any length, within the tenant of the connection.
   static BlockKey KeyFor(std::string_view key) { return NamedBlockKey(key); }

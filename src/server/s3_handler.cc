@@ -39,12 +39,14 @@ class S3Handler final : public ProtocolHandler {
 
   Proto proto() const override { return Proto::kS3; }
 
+  // S3's answer to a connection that went quiet and to a request that came too slowly alike.
   void OnIdleTimeout(OutputQueue* out) override {
-    Send(S3Reply(408, {}, S3ErrorXml({400, "RequestTimeout", "Your socket connection to the server was "
+    Send(S3Reply(400, {}, S3ErrorXml({400, "RequestTimeout", "Your socket connection to the server was "
                                                     "not read from or written to within the "
                                                     "timeout period."}, "")),
          /*close=*/true, out);
   }
+  void OnRequestTimeout(OutputQueue* out) override { OnIdleTimeout(out); }
 
   Outcome HandleOne(std::span<std::byte> input, OutputQueue* out) override {
     const HttpRequestParser::State state = parser_.Parse(input);

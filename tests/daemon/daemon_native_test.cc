@@ -1,5 +1,7 @@
 // kvtierd's native protocol end to end, through the C++ client and through raw bytes.
 
+#include <poll.h>
+
 #include <algorithm>
 #include <future>
 #include <string>
@@ -379,6 +381,37 @@ TEST(DaemonIdleTest, IdleClientIsToldAndClosedOthersCarryOn) {
   auto c = Connect(d.tcp_endpoint());
   ASSERT_NE(c, nullptr);
   EXPECT_TRUE(c->Ping().ok());
+}
+
+// A client that trickles a request, a byte at a time, is never idle: the request timeout ends
+// it (slowloris), stores nothing of it, and everyone else is served meanwhile.
+TEST(DaemonIdleTest, ARequestTrickledInIsToldAndClosedOthersCarryOn) {
+  Daemon d("idle_timeout_seconds = 30\nrequest_timeout_seconds = 1\nmin_request_rate = \"1MiB\"\n");
+  int slow = ConnectTcp(d.native_port());
+  SendAll(slow, HelloFrame(1));
+  ASSERT_TRUE(ReadReply(slow).status.ok());
+  std::vector<protocol::PutEntry> entries = {{TestKey(7), std::nullopt, 4096, 0, std::nullopt}};
+  std::string body;
+  protocol::EncodePutDirectory(entries, &body);
+  body.append(4096, 'x');
+  const std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2, body);
+  // A byte every 20 ms: the whole frame would take over 80 s; the server gives up long before.
+  size_t sent = 0;
+  pollfd p{.fd = slow, .events = POLLIN, .revents = 0};
+  while (sent + 1 < frame.size() && poll(&p, 1, 20) == 0) SendAll(slow, frame.substr(sent++, 1));
+  ASSERT_LT(sent + 1, frame.size()) << "the request was never cut off";
+  RawReply r = ReadReply(slow);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status.message().find("request_timeout_seconds"), std::string_view::npos);
+  EXPECT_TRUE(ClosedByPeer(slow));
+  close(slow);
+  EXPECT_EQ(Metric(d, "kvtier_request_timeouts_total{protocol=\"native\"}"), 1);
+  EXPECT_EQ(Metric(d, "kvtier_idle_closed_total{protocol=\"native\"}"), 0);
+  auto c = Connect(d.tcp_endpoint());
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->Ping().ok());
+  EXPECT_FALSE(c->Get(TestKey(7)).ok());
 }
 
 TEST(DaemonSlowClientTest, ClientThatDoesNotReadIsThrottledNotFatal) {
