@@ -121,6 +121,13 @@ TEST(ConfigTest, TyposAndBadValuesAreNamed) {
                   .ok());
   EXPECT_EQ(c.store.disk.durability, DiskTierOptions::Durability::kSynced);
   EXPECT_EQ(c.store.shared.write_policy, SharedTierOptions::WritePolicy::kOnPut);
+  // A request deadline needs a rate to grow by.
+  c = Defaults();
+  ASSERT_TRUE(ApplyConfigToml("[server]\nmin_request_rate = 0\n", "x.toml", &c).ok());
+  s = c.Validate();
+  EXPECT_NE(s.message().find("server.min_request_rate"), std::string_view::npos) << s.ToString();
+  c.request_timeout_seconds = 0;
+  EXPECT_TRUE(c.Validate().ok());
 }
 
 TEST(ConfigTest, ValidateRejectsDuplicateTokensAndUnknownAnonymousTenant) {
