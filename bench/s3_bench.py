@@ -55,9 +55,24 @@ def s3_client(url: str, key: str, secret: str) -> Any:
 # One client's latencies (seconds), and when its first request began and its last ended: the
 # clients' set-up (imports, connections, agents) is outside every measurement.
 Timings = tuple[list[float], float, float]
+# Time the clients get for their set-up before they all begin at once: a client that began
+# late would stretch the run by its lateness (a native run of 512 MiB lasts ~0.2 s).
+SETUP_S = 3.0
+# How often a NIXL client asks whether its transfer is done. Asking in a loop would take a
+# core from the server on this 2-core machine; vLLM's obj tier asks once per scheduler step.
+POLL_S = 0.0001
 
 
-def nixl_worker(url: str, key: str, secret: str, names: list[str], rounds: int, op: str) -> Timings:
+def start_together(start_at: float) -> float:
+    """Waits until `start_at` (perf_counter, CLOCK_MONOTONIC: one clock for every process)."""
+    while (left := start_at - time.perf_counter()) > 0:
+        time.sleep(left)  # Waiting for the common start, not for another process.
+    return time.perf_counter()
+
+
+def nixl_worker(
+    url: str, key: str, secret: str, names: list[str], rounds: int, op: str, start_at: float
+) -> Timings:
     import numpy as np
     from nixl_cu12._api import nixl_agent, nixl_agent_config
 
@@ -72,7 +87,7 @@ def nixl_worker(url: str, key: str, secret: str, names: list[str], rounds: int, 
     agent.register_memory([(0, VALUE, i + 1, n) for i, n in enumerate(names)], "OBJ")
     local = agent.get_xfer_descs([(buf.ctypes.data, VALUE, 0)], "DRAM")
     latencies = []
-    begin = time.perf_counter()
+    begin = start_together(start_at)
     for _ in range(rounds):
         for i in range(len(names)):
             remote = agent.get_xfer_descs([(0, VALUE, i + 1)], "OBJ")
@@ -82,6 +97,7 @@ def nixl_worker(url: str, key: str, secret: str, names: list[str], rounds: int, 
             )
             state = agent.transfer(handle)
             while state == "PROC":
+                time.sleep(POLL_S)
                 state = agent.check_xfer_state(handle)
             assert state == "DONE", state
             latencies.append(time.perf_counter() - t)
@@ -89,20 +105,20 @@ def nixl_worker(url: str, key: str, secret: str, names: list[str], rounds: int, 
     return latencies, begin, time.perf_counter()
 
 
-def worker(args: tuple[str, str, str, str, int, int, int, str]) -> Timings:
-    """One client's puts or gets."""
-    kind, url, key, secret, client_id, objects, rounds, op = args
+def worker(args: tuple[str, str, str, str, int, int, int, str, float]) -> Timings:
+    """One client's puts or gets, begun at `start_at`."""
+    kind, url, key, secret, client_id, objects, rounds, op, start_at = args
     body = os.urandom(VALUE)
     names = [f"c{client_id}/o{i}" for i in range(objects)]
     if kind.endswith("nixl"):
-        return nixl_worker(url, key, secret, names, rounds, op)
+        return nixl_worker(url, key, secret, names, rounds, op, start_at)
     latencies = []
     if kind == "native":
         import kvtier
 
         c = kvtier.Client(url)
         keys = [kvtier.named_key(n) for n in names]
-        begin = time.perf_counter()
+        begin = start_together(start_at)
         for _ in range(rounds):
             for k in keys:
                 t = time.perf_counter()
@@ -114,7 +130,8 @@ def worker(args: tuple[str, str, str, str, int, int, int, str]) -> Timings:
                 latencies.append(time.perf_counter() - t)
         return latencies, begin, time.perf_counter()
     s3 = s3_client(url, key, secret)
-    begin = time.perf_counter()
+    s3.head_bucket(Bucket=BUCKET)  # Connected before the start.
+    begin = start_together(start_at)
     for _ in range(rounds):
         for n in names:
             t = time.perf_counter()
@@ -131,8 +148,12 @@ def measure(
 ) -> dict[str, tuple[float, float, float]]:
     out = {}
     for op in ("put", "get"):
-        jobs = [(kind, url, key, secret, i, objects, rounds, op) for i in range(clients)]
+        start_at = time.perf_counter() + SETUP_S
+        jobs = [(kind, url, key, secret, i, objects, rounds, op, start_at) for i in range(clients)]
         results = pool.map(worker, jobs)
+        late = max(r[1] for r in results) - start_at
+        if late > 0.01:
+            print(f"{kind} {op}: a client began {late * 1e3:.0f} ms late (set-up over {SETUP_S} s)")
         # From the first request to the last (perf_counter is CLOCK_MONOTONIC: one clock for
         # every process).
         elapsed = max(r[2] for r in results) - min(r[1] for r in results)
