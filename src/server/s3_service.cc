@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <openssl/rand.h>
@@ -14,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvtier/env.h"
 #include "src/common/byte_codec.h"
+#include "src/server/s3_checksum.h"
 
 namespace kvtier::server {
 namespace {
@@ -22,6 +25,11 @@ namespace {
 constexpr char kMagic[4] = {'K', 'V', 'S', '3'};
 constexpr uint8_t kVersion = 1;
 constexpr std::string_view kBucketsFile = "s3_buckets.json";
+constexpr std::string_view kNamesFile = "s3_names.log";
+constexpr uint8_t kNameStored = 1;
+constexpr uint8_t kNameRemoved = 2;
+// The journal is rewritten once it holds this many records more than twice the live names.
+constexpr uint64_t kNamesSlack = 4096;
 
 using json = nlohmann::json;
 
@@ -53,6 +61,41 @@ Status WriteFileAtomically(const std::string& path, const std::string& text) {
     ::close(dfd);
   }
   return Status::OK();
+}
+
+// One record of the names journal: u32 payload length | u32 CRC32C of the payload | payload:
+//   u8 op | u8 tenant length | tenant | u8 bucket length | bucket | u16 key length | key
+//   [stored only: u64 value size | S3ObjectHeader]
+// Empty when a name does not fit the format (it is then not journaled).
+std::string NameRecord(uint8_t op, std::string_view tenant, std::string_view bucket,
+                       std::string_view key, const S3ObjectHeader* header) {
+  if (tenant.size() > UINT8_MAX || bucket.size() > UINT8_MAX || key.size() > UINT16_MAX) return "";
+  const size_t header_bytes = header != nullptr ? 8 + header->encoded_size() : 0;
+  const size_t payload = 5 + tenant.size() + bucket.size() + key.size() + header_bytes;
+  std::string out(8 + payload, '\0');
+  const std::span<std::byte> bytes(reinterpret_cast<std::byte*>(out.data()), out.size());
+  ByteWriter w(bytes.subspan(8));
+  w.U8(op);
+  w.U8(static_cast<uint8_t>(tenant.size()));
+  w.Raw(tenant.data(), tenant.size());
+  w.U8(static_cast<uint8_t>(bucket.size()));
+  w.Raw(bucket.data(), bucket.size());
+  w.U16(static_cast<uint16_t>(key.size()));
+  w.Raw(key.data(), key.size());
+  if (header != nullptr) {
+    w.U64(header->encoded_size() + header->size);
+    header->EncodeTo(bytes.subspan(8 + w.pos()));
+  }
+  ByteWriter head(bytes.first(8));
+  head.U32(static_cast<uint32_t>(payload));
+  head.U32(Crc32c(0, bytes.subspan(8)));
+  return out;
+}
+
+std::string ReadString(ByteReader* r, size_t length) {
+  std::string s(length, '\0');
+  r->Raw(s.data(), s.size());
+  return s;
 }
 
 }  // namespace
@@ -147,29 +190,132 @@ Result<std::unique_ptr<S3Service>> S3Service::Open(const ServerConfig& config, c
       s->anonymous_ = S3Principal{*id, t.options.name, "", ""};
     }
   }
-  std::ifstream in(s->path_);
-  if (!in) return s;  // No bucket yet.
-  std::stringstream text;
-  text << in.rdbuf();
-  json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc["buckets"].is_array()) {
-    return Status::InvalidArgument(s->path_ + " is corrupt (not the bucket list kvtierd writes)");
-  }
+  s->names_path_ = config.data_dir + "/" + std::string(kNamesFile);
   MutexLock lock(&s->mu_);
-  for (const json& b : doc["buckets"]) {
-    if (!b.is_object() || !b["tenant"].is_string() || !b["name"].is_string() ||
-        !b["created_us"].is_number_unsigned()) {
-      return Status::InvalidArgument(s->path_ + " has a malformed bucket entry");
+  if (std::ifstream in(s->path_); in) {
+    std::stringstream text;
+    text << in.rdbuf();
+    json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object() || !doc["buckets"].is_array()) {
+      return Status::InvalidArgument(s->path_ + " is corrupt (not the bucket list kvtierd writes)");
     }
-    Result<TenantId> id = store.FindTenant(b["tenant"].get<std::string>());
-    if (!id.ok()) {
-      // A tenant no longer configured: its buckets stay in the file for when it returns.
-      s->orphans_.push_back(b);
-      continue;
+    for (const json& b : doc["buckets"]) {
+      if (!b.is_object() || !b["tenant"].is_string() || !b["name"].is_string() ||
+          !b["created_us"].is_number_unsigned()) {
+        return Status::InvalidArgument(s->path_ + " has a malformed bucket entry");
+      }
+      Result<TenantId> id = store.FindTenant(b["tenant"].get<std::string>());
+      if (!id.ok()) {
+        // A tenant no longer configured: its buckets stay in the file for when it returns.
+        s->orphans_.push_back(b);
+        continue;
+      }
+      s->buckets_[id->value][b["name"].get<std::string>()].created_us = b["created_us"].get<uint64_t>();
     }
-    s->buckets_[id->value][b["name"].get<std::string>()].created_us = b["created_us"].get<uint64_t>();
   }
+  s->ReplayNamesLocked(store);
+  s->RewriteNamesLocked();
   return s;
+}
+
+S3Service::~S3Service() {
+  MutexLock lock(&mu_);
+  if (names_fd_ >= 0) ::close(names_fd_);
+}
+
+void S3Service::ReplayNamesLocked(const Store& store) {
+  std::ifstream in(names_path_, std::ios::binary);
+  if (!in) return;
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data.data()), data.size());
+  size_t pos = 0;
+  uint64_t records = 0;
+  while (bytes.size() - pos >= 8) {
+    ByteReader head(bytes.subspan(pos, 8));
+    const uint32_t length = head.U32();
+    const uint32_t crc = head.U32();
+    if (bytes.size() - pos - 8 < length) break;
+    const std::span<const std::byte> payload = bytes.subspan(pos + 8, length);
+    if (Crc32c(0, payload) != crc) break;
+    ByteReader r(payload);
+    const uint8_t op = r.U8();
+    const std::string tenant = ReadString(&r, r.U8());
+    const std::string bucket = ReadString(&r, r.U8());
+    const std::string key = ReadString(&r, r.U16());
+    std::optional<S3ObjectHeader> header;
+    if (op == kNameStored) {
+      const uint64_t value_size = r.U64();
+      size_t header_bytes = 0;
+      header = S3ObjectHeader::Decode(payload.subspan(std::min(r.pos(), payload.size())),
+                                      value_size, &header_bytes);
+      if (!header) break;
+    } else if (op != kNameRemoved) {
+      break;
+    }
+    if (!r.ok()) break;
+    pos += 8 + length;
+    ++records;
+    Result<TenantId> id = store.FindTenant(tenant);
+    if (!id.ok()) continue;  // A tenant no longer configured: its names go.
+    auto t = buckets_.find(id->value);
+    if (t == buckets_.end()) continue;
+    auto b = t->second.find(bucket);
+    if (b == t->second.end()) continue;
+    if (header) {
+      b->second.objects.insert_or_assign(key, *header);
+    } else if (auto o = b->second.objects.find(key); o != b->second.objects.end()) {
+      b->second.objects.erase(o);
+    }
+  }
+  if (pos < bytes.size()) {
+    Env::Default()->Log("kvtierd: " + names_path_ + " ends in a damaged record at byte " +
+                        std::to_string(pos) + " (a write cut short?); the " +
+                        std::to_string(records) + " records before it are kept");
+  }
+}
+
+void S3Service::RewriteNamesLocked() {
+  if (names_fd_ >= 0) ::close(names_fd_);
+  names_fd_ = -1;
+  std::string text;
+  uint64_t live = 0;
+  for (const auto& [tenant, buckets] : buckets_) {
+    for (const auto& [bucket, state] : buckets) {
+      for (const auto& [key, header] : state.objects) {
+        text += NameRecord(kNameStored, tenant_names_[tenant], bucket, key, &header);
+        ++live;
+      }
+    }
+  }
+  names_records_ = names_live_ = live;
+  Status written = WriteFileAtomically(names_path_, text);
+  if (written.ok()) {
+    names_fd_ = ::open(names_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (names_fd_ < 0) written = Status::Unavailable(names_path_ + ": " + std::strerror(errno));
+  }
+  if (!written.ok() && !names_warned_) {
+    names_warned_ = true;
+    Env::Default()->Log("kvtierd: S3 object names are not journaled (listings will not outlive a "
+                        "restart): " + written.ToString());
+  }
+}
+
+void S3Service::JournalLocked(uint8_t op, TenantId tenant, std::string_view bucket,
+                              std::string_view key, const S3ObjectHeader* header) {
+  if (names_fd_ < 0) return;
+  const std::string record = NameRecord(op, tenant_names_[tenant.value], bucket, key, header);
+  size_t done = 0;
+  while (done < record.size()) {
+    const ssize_t n = ::write(names_fd_, record.data() + done, record.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A record cut short would end the journal's replay there: start it afresh instead.
+      RewriteNamesLocked();
+      return;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (++names_records_ > 2 * names_live_ + kNamesSlack) RewriteNamesLocked();
 }
 
 Status S3Service::SaveLocked() {
@@ -229,7 +375,8 @@ void S3Service::NameStored(TenantId tenant, std::string_view bucket, std::string
   if (t == buckets_.end()) return;
   auto b = t->second.find(bucket);
   if (b == t->second.end()) return;
-  b->second.objects.insert_or_assign(std::string(key), header);
+  if (b->second.objects.insert_or_assign(std::string(key), header).second) ++names_live_;
+  JournalLocked(kNameStored, tenant, bucket, key, &header);
 }
 
 void S3Service::NameRemoved(TenantId tenant, std::string_view bucket, std::string_view key) {
@@ -238,7 +385,11 @@ void S3Service::NameRemoved(TenantId tenant, std::string_view bucket, std::strin
   if (t == buckets_.end()) return;
   auto b = t->second.find(bucket);
   if (b == t->second.end()) return;
-  if (auto o = b->second.objects.find(key); o != b->second.objects.end()) b->second.objects.erase(o);
+  auto o = b->second.objects.find(key);
+  if (o == b->second.objects.end()) return;
+  b->second.objects.erase(o);
+  --names_live_;
+  JournalLocked(kNameRemoved, tenant, bucket, key, nullptr);
 }
 
 std::optional<S3ObjectHeader> S3Service::Named(TenantId tenant, std::string_view bucket,

@@ -1,6 +1,7 @@
 // The state behind kvtierd's S3 endpoint that the Store does not hold: which buckets each
 // tenant has (kept in <data_dir>/s3_buckets.json, so they outlive restarts) and the names of
-// the objects put through this daemon (for ListObjectsV2). Objects themselves are Store values
+// the objects put through this daemon (for ListObjectsV2; journaled in <data_dir>/s3_names.log,
+// so that listings outlive restarts too). Objects themselves are Store values
 // (S3ObjectHeader + bytes) under a key derived from tenant, bucket and object name, so they
 // share G2/G3/G4, eviction, retention and deletion with every other block.
 //
@@ -69,8 +70,11 @@ bool ValidBucketName(std::string_view name);
 
 class S3Service {
  public:
-  // Loads the bucket list from `config`'s data directory. InvalidArgument when it is corrupt.
+  // Loads the bucket list and the object names from `config`'s data directory. InvalidArgument
+  // when the bucket list is corrupt; the names journal is read up to its first damaged record
+  // (a write cut short by a crash), and rewritten whole.
   static Result<std::unique_ptr<S3Service>> Open(const ServerConfig& config, const Store& store);
+  ~S3Service();
 
   const S3Keys& keys() const { return keys_; }
   // The tenant unsigned requests act as; nullptr unless [s3] allow_anonymous.
@@ -87,7 +91,9 @@ class S3Service {
   // NotFound when it does not exist; FailedPrecondition while it lists objects.
   Status DeleteBucket(TenantId tenant, std::string_view name);
 
-  // Object names put here, with their headers.
+  // Object names put here, with their headers. Each is appended to the names journal (written,
+  // not synced: a name stored just before a power loss may be missing from later listings,
+  // never a name's object from the Store).
   void NameStored(TenantId tenant, std::string_view bucket, std::string_view key,
                   const S3ObjectHeader& header);
   void NameRemoved(TenantId tenant, std::string_view bucket, std::string_view key);
@@ -154,6 +160,12 @@ class S3Service {
  private:
   S3Service() = default;
   Status SaveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The names journal: replayed by Open, appended to by NameStored and NameRemoved, and
+  // rewritten with only the live names (at Open, and once it holds twice as many records).
+  void ReplayNamesLocked(const Store& store) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JournalLocked(uint8_t op, TenantId tenant, std::string_view bucket, std::string_view key,
+                     const S3ObjectHeader* header) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RewriteNamesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The upload `id` if it is this tenant's object's, else nullptr.
   Upload* FindUploadLocked(TenantId tenant, std::string_view id, std::string_view bucket,
                            std::string_view key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -167,6 +179,7 @@ class S3Service {
   using TenantBuckets = std::map<std::string, BucketState, std::less<>>;
 
   std::string path_;
+  std::string names_path_;
   std::vector<std::string> tenant_names_;  // By TenantId value.
   S3Keys keys_;
   std::optional<S3Principal> anonymous_;
@@ -175,6 +188,10 @@ class S3Service {
   std::map<uint32_t, TenantBuckets> buckets_ ABSL_GUARDED_BY(mu_);
   // Buckets of tenants no longer configured: kept in the file for when they come back.
   std::vector<nlohmann::json> orphans_ ABSL_GUARDED_BY(mu_);
+  int names_fd_ ABSL_GUARDED_BY(mu_) = -1;  // Open for appending; -1 when it cannot be.
+  uint64_t names_records_ ABSL_GUARDED_BY(mu_) = 0;  // Records in the journal.
+  uint64_t names_live_ ABSL_GUARDED_BY(mu_) = 0;  // Names held (of configured tenants).
+  bool names_warned_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t max_upload_bytes_ = 0;
   uint64_t upload_ttl_us_ = 0;
   std::map<std::string, std::shared_ptr<Upload>, std::less<>> uploads_ ABSL_GUARDED_BY(mu_);
