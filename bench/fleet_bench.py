@@ -19,7 +19,8 @@ decayed load over the fleet's mean, nodes above --load-cap times the mean skippe
 is Dynamo's KV router index (dynamo._core.RadixTree, ai-dynamo-runtime), fed only from the
 nodes' KV events ([events], vLLM's wire format over ZMQ): each node is one Dynamo worker
 holding its G2 (CPU) and G3 (DISK) blocks. Load is prefill time in trace time, each request
-taking what the fleet replay's prefill model gives for its hits (PrefillTime).
+taking what the fleet replay's prefill model gives for its hits (PrefillTime); the model's
+flags (--model, --gpu, --tp, --mfu, --dtype, the tiers' links...) go to both.
 
 After each request the bench waits for the node's KV events of what it stored (G2) and
 uploaded (G4), up to --event-wait seconds; a block whose upload is not announced by then is
@@ -63,7 +64,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from fleet_nodes import BUCKET, POOL, Fleet, block_hash, started, value_of
 from minio_peer import ROOT
@@ -155,29 +156,40 @@ def mix(x: int) -> int:
     return x ^ (x >> 31)
 
 
+# The prefill model's flags, passed as given to both `kvtier crossover` (PrefillTime) and
+# `kvtier replay`, so that the real fleet's load and the model's are the same model's.
+MODEL_FLAGS = ("model", "gpu", "tp", "mfu", "attention_mfu", "dtype")
+
+
+def model_argv(args: argparse.Namespace) -> list[str]:
+    out = []
+    for name in MODEL_FLAGS:
+        out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    return out + (["--fp8-compute"] if args.fp8_compute else [])
+
+
 class PrefillTime:
     """The fleet replay's prefill time of a request (replay_internal::PrefillSecondsWithCache):
     each tier's hits reloaded over its link, the rest recomputed. Its terms come from `kvtier
-    crossover --json` with the replay's defaults (model, GPU, links G2 pcie-gen5, G3
-    nvme-gen5, G4 400gbe): recompute seconds are a*T + b*T(T+1)/2 (dense, then attention over
-    causal pairs), a reload latency + c*T; two prompt lengths give each."""
+    crossover --json` with the replay's model flags (model_argv) and each tier's link:
+    recompute seconds are a*T + b*T(T+1)/2 (dense, then attention over causal pairs), a reload
+    latency + c*T; two prompt lengths give each."""
 
-    LINKS: ClassVar = {
-        kvtier.Tier.G2: "pcie-gen5",
-        kvtier.Tier.G3: "nvme-gen5",
-        kvtier.Tier.G4: "400gbe",
-    }
+    TIERS = (kvtier.Tier.G2, kvtier.Tier.G3, kvtier.Tier.G4)
 
-    def __init__(self, kvtier_cli: str) -> None:
+    def __init__(self, args: argparse.Namespace) -> None:
+        links = dict(zip(self.TIERS, (args.g2_link, args.g3_link, args.g4_link), strict=True))
+
         def crossover(tokens: int, link: str) -> dict[str, float]:
-            argv = [kvtier_cli, "crossover", "--tokens", str(tokens), "--link", link, "--json"]
+            argv = [args.kvtier, "crossover", "--tokens", str(tokens), "--link", link, "--json"]
+            argv += model_argv(args)
             out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
             return json.loads(out)  # type: ignore[no-any-return]
 
         t1, t2 = 1024, 4096
         p1, p2 = t1 * (t1 + 1) / 2, t2 * (t2 + 1) / 2
         self.reload: dict[kvtier.Tier, tuple[float, float]] = {}
-        for tier, link in self.LINKS.items():
+        for tier, link in links.items():
             x, y = crossover(t1, link), crossover(t2, link)
             slope = (y["reload_seconds"] - x["reload_seconds"]) / (t2 - t1)
             self.reload[tier] = (x["reload_seconds"] - slope * t1, slope)
@@ -460,7 +472,7 @@ def replay_on(
         k = router.route(i, r, ids, hashes, now)
         client = fleet.clients[k]
         hits = 0
-        served = dict.fromkeys(PrefillTime.LINKS, 0)  # Hit tokens per tier.
+        served = dict.fromkeys(PrefillTime.TIERS, 0)  # Hit tokens per tier.
         if keys:
             match = client.lookup_prefix(keys)
             hits = match.num_blocks
@@ -534,6 +546,8 @@ def replay_model(
     argv += ["--capacity", f"{args.g2_blocks * block_bytes}B"]
     argv += ["--g3-capacity", f"{args.g3_blocks * block_bytes}B", "--g4", "on_put", "--json"]
     argv += ["--load-cap", str(args.load_cap), "--load-half-life", str(args.load_half_life)]
+    argv += ["--g2-link", args.g2_link, "--g3-link", args.g3_link, "--g4-link", args.g4_link]
+    argv += model_argv(args)
     out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"fleet_bench: {' '.join(argv)} failed: {out.stderr.strip()}")
@@ -591,6 +605,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--load-cap", type=float, default=1.2)
     p.add_argument("--load-half-life", type=float, default=300.0)
     p.add_argument("--block-tokens", type=int, default=512, help="of a trace without header")
+    m = p.add_argument_group("the prefill model (as `kvtier replay`'s flags of the same names)")
+    m.add_argument("--model", default="llama-3.1-70b")
+    m.add_argument("--gpu", default="h100")
+    m.add_argument("--tp", type=int, default=1)
+    m.add_argument("--mfu", type=float, default=0.5)
+    m.add_argument("--attention-mfu", type=float, default=0.0)
+    m.add_argument("--dtype", default="bf16")
+    m.add_argument("--fp8-compute", action="store_true")
+    m.add_argument("--g2-link", default="pcie-gen5")
+    m.add_argument("--g3-link", default="nvme-gen5")
+    m.add_argument("--g4-link", default="400gbe")
     p.add_argument("--event-wait", type=float, default=10.0, help="seconds, per request")
     p.add_argument(
         "--cut",
@@ -669,7 +694,7 @@ def main(argv: list[str]) -> int:
         f"{args.block_bytes >> 10} KiB blocks, G2 {args.g2_blocks} and G3 {args.g3_blocks} "
         f"blocks per node, links {args.link}, G4 on MinIO; results in {args.out}"
     )
-    prefill = PrefillTime(args.kvtier)
+    prefill = PrefillTime(args)
     results: list[dict[str, Any]] = []
     all_ok = True
     with fleet_network(args) as (net, s3):
