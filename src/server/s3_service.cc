@@ -218,11 +218,6 @@ Result<std::unique_ptr<S3Service>> S3Service::Open(const ServerConfig& config, c
   return s;
 }
 
-S3Service::~S3Service() {
-  MutexLock lock(&mu_);
-  if (names_fd_ >= 0) ::close(names_fd_);
-}
-
 void S3Service::ReplayNamesLocked(const Store& store) {
   std::ifstream in(names_path_, std::ios::binary);
   if (!in) return;
@@ -275,8 +270,8 @@ void S3Service::ReplayNamesLocked(const Store& store) {
 }
 
 void S3Service::RewriteNamesLocked() {
-  if (names_fd_ >= 0) ::close(names_fd_);
-  names_fd_ = -1;
+  if (names_.fd >= 0) ::close(names_.fd);
+  names_.fd = -1;
   std::string text;
   uint64_t live = 0;
   for (const auto& [tenant, buckets] : buckets_) {
@@ -290,8 +285,8 @@ void S3Service::RewriteNamesLocked() {
   names_records_ = names_live_ = live;
   Status written = WriteFileAtomically(names_path_, text);
   if (written.ok()) {
-    names_fd_ = ::open(names_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (names_fd_ < 0) written = Status::Unavailable(names_path_ + ": " + std::strerror(errno));
+    names_.fd = ::open(names_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (names_.fd < 0) written = Status::Unavailable(names_path_ + ": " + std::strerror(errno));
   }
   if (!written.ok() && !names_warned_) {
     names_warned_ = true;
@@ -302,11 +297,11 @@ void S3Service::RewriteNamesLocked() {
 
 void S3Service::JournalLocked(uint8_t op, TenantId tenant, std::string_view bucket,
                               std::string_view key, const S3ObjectHeader* header) {
-  if (names_fd_ < 0) return;
+  if (names_.fd < 0) return;
   const std::string record = NameRecord(op, tenant_names_[tenant.value], bucket, key, header);
   size_t done = 0;
   while (done < record.size()) {
-    const ssize_t n = ::write(names_fd_, record.data() + done, record.size() - done);
+    const ssize_t n = ::write(names_.fd, record.data() + done, record.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       // A record cut short would end the journal's replay there: start it afresh instead.

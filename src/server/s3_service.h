@@ -10,6 +10,8 @@
 #ifndef KVTIER_SERVER_S3_SERVICE_H_
 #define KVTIER_SERVER_S3_SERVICE_H_
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -74,7 +76,6 @@ class S3Service {
   // when the bucket list is corrupt; the names journal is read up to its first damaged record
   // (a write cut short by a crash), and rewritten whole.
   static Result<std::unique_ptr<S3Service>> Open(const ServerConfig& config, const Store& store);
-  ~S3Service();
 
   const S3Keys& keys() const { return keys_; }
   // The tenant unsigned requests act as; nullptr unless [s3] allow_anonymous.
@@ -188,7 +189,18 @@ class S3Service {
   std::map<uint32_t, TenantBuckets> buckets_ ABSL_GUARDED_BY(mu_);
   // Buckets of tenants no longer configured: kept in the file for when they come back.
   std::vector<nlohmann::json> orphans_ ABSL_GUARDED_BY(mu_);
-  int names_fd_ ABSL_GUARDED_BY(mu_) = -1;  // Open for appending; -1 when it cannot be.
+  // The names journal's file, open for appending (-1 when it cannot be); closed with the
+  // service.
+  struct JournalFd {
+    int fd = -1;
+    JournalFd() = default;
+    JournalFd(const JournalFd&) = delete;
+    JournalFd& operator=(const JournalFd&) = delete;
+    ~JournalFd() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  JournalFd names_ ABSL_GUARDED_BY(mu_);
   uint64_t names_records_ ABSL_GUARDED_BY(mu_) = 0;  // Records in the journal.
   uint64_t names_live_ ABSL_GUARDED_BY(mu_) = 0;  // Names held (of configured tenants).
   bool names_warned_ ABSL_GUARDED_BY(mu_) = false;
