@@ -1,5 +1,9 @@
 #include "src/server/s3_checksum.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <openssl/evp.h>
 
 #include <array>
@@ -25,13 +29,11 @@ struct CrcTables {
   }
 };
 
+// The register `crc` (not inverted) carried over `n` bytes at `p` by the tables.
 template <typename T, T kPolynomial>
-T ReflectedCrc(T crc, std::span<const std::byte> data) {
+T TableCrc(T crc, const uint8_t* p, size_t n) {
   static const CrcTables<T, kPolynomial> kTables;
   const auto& t = kTables.t;
-  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
-  size_t n = data.size();
-  crc = ~crc;
   for (; n >= 8; p += 8, n -= 8) {
     uint64_t word;
     std::memcpy(&word, p, 8);  // Little-endian: the first byte is the lowest.
@@ -41,7 +43,99 @@ T ReflectedCrc(T crc, std::span<const std::byte> data) {
                          t[1][(v >> 48) & 0xff] ^ t[0][v >> 56]);
   }
   for (; n > 0; ++p, --n) crc = static_cast<T>((crc >> 8) ^ t[0][(crc ^ *p) & 0xff]);
-  return ~crc;
+  return crc;
+}
+
+#if defined(__x86_64__)
+// Folding with carry-less multiplication (PCLMULQDQ), for any reflected CRC up to 64 bits wide:
+// 16-byte lanes are carried forward over the data by multiplying their two halves with x^k mod
+// P, so that the message shrinks to one 16-byte block with the same CRC, which the tables
+// finish (with the tail). With the reflected bit order, a lane's low half A and high half B
+// stand for A(x) x^64 + B(x); moved D bits on, that is A x^(D+64) + B x^D mod P, and the
+// multiplier's extra factor x is taken out of the constants: x^(D+63) and x^(D-1).
+struct FoldConstants {
+  __m128i by16;  // D = 128: one lane onto the next.
+  __m128i by64;  // D = 512: each of four lanes onto its successor four lanes on.
+};
+
+// x^k mod P, reflected into 64 bits (bit i: the coefficient of x^(63 - i)). `normal` is P
+// without its x^width term, in the usual (unreflected) bit order.
+uint64_t ReflectedXPowMod(uint64_t normal, int width, int k) {
+  const uint64_t top = uint64_t{1} << (width - 1);
+  const uint64_t mask = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+  uint64_t r = 1;
+  for (int i = 0; i < k; ++i) r = ((r << 1) & mask) ^ ((r & top) != 0 ? normal : 0);
+  uint64_t reflected = 0;
+  for (int i = 0; i < 64; ++i) reflected |= ((r >> i) & 1) << (63 - i);
+  return reflected;
+}
+
+template <typename T, T kPolynomial>
+const FoldConstants& FoldConstantsOf() {
+  static const FoldConstants k = [] {
+    constexpr int kWidth = 8 * sizeof(T);
+    uint64_t normal = 0;  // kPolynomial is reflected: reverse it into the usual order.
+    for (int i = 0; i < kWidth; ++i) normal |= ((uint64_t{kPolynomial} >> i) & 1) << (kWidth - 1 - i);
+    auto pair = [&](int distance) {
+      return _mm_set_epi64x(static_cast<int64_t>(ReflectedXPowMod(normal, kWidth, distance - 1)),
+                            static_cast<int64_t>(ReflectedXPowMod(normal, kWidth, distance + 63)));
+    };
+    return FoldConstants{pair(128), pair(512)};
+  }();
+  return k;
+}
+
+__attribute__((target("pclmul,sse4.1"))) inline __m128i Fold(__m128i lane, __m128i k, __m128i next) {
+  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lane, k, 0x00),
+                                     _mm_clmulepi64_si128(lane, k, 0x11)),
+                       next);
+}
+
+// REQUIRES: *n >= 64. Folds the register `crc` and all but the last *n % 16 bytes at *p into
+// the 16 bytes `out` (whose CRC from a zero register is theirs); advances *p and *n past them.
+__attribute__((target("pclmul,sse4.1"))) void FoldLanes(uint64_t crc, const uint8_t** p, size_t* n,
+                                                        const FoldConstants& k, uint8_t out[16]) {
+  auto load = [](const uint8_t* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); };
+  const uint8_t* at = *p;
+  // The register enters as if XORed into the first bytes of the data.
+  __m128i x0 = _mm_xor_si128(load(at), _mm_cvtsi64_si128(static_cast<int64_t>(crc)));
+  __m128i x1 = load(at + 16), x2 = load(at + 32), x3 = load(at + 48);
+  at += 64;
+  size_t left = *n - 64;
+  for (; left >= 64; at += 64, left -= 64) {
+    x0 = Fold(x0, k.by64, load(at));
+    x1 = Fold(x1, k.by64, load(at + 16));
+    x2 = Fold(x2, k.by64, load(at + 32));
+    x3 = Fold(x3, k.by64, load(at + 48));
+  }
+  x1 = Fold(x0, k.by16, x1);
+  x2 = Fold(x1, k.by16, x2);
+  x3 = Fold(x2, k.by16, x3);
+  for (; left >= 16; at += 16, left -= 16) x3 = Fold(x3, k.by16, load(at));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), x3);
+  *p = at;
+  *n = left;
+}
+
+bool HaveCarrylessMultiply() {
+  static const bool have = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return have;
+}
+#endif
+
+template <typename T, T kPolynomial>
+T ReflectedCrc(T crc, std::span<const std::byte> data) {
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  size_t n = data.size();
+  crc = ~crc;
+#if defined(__x86_64__)
+  if (n >= 64 && HaveCarrylessMultiply()) {
+    uint8_t folded[16];
+    FoldLanes(crc, &p, &n, FoldConstantsOf<T, kPolynomial>(), folded);
+    crc = TableCrc<T, kPolynomial>(0, folded, sizeof(folded));
+  }
+#endif
+  return ~TableCrc<T, kPolynomial>(crc, p, n);
 }
 
 std::string Lower(std::string_view s) {
