@@ -139,6 +139,11 @@ def test_objects_round_trip_through_boto3(s3d: Daemon) -> None:
         error_code(lambda: s3.get_object(Bucket="kv-blocks", Key="layer/0/block 1")) == "NoSuchKey"
     )
     assert error_code(lambda: s3.head_object(Bucket="kv-blocks", Key="layer/0/block 1")) == "404"
+    # An empty object (Dynamo KVBM marks a stored block with one) is an object like any other.
+    empty_etag = s3.put_object(Bucket="kv-blocks", Key="5:abc.meta", Body=b"")["ETag"]
+    assert s3.head_object(Bucket="kv-blocks", Key="5:abc.meta")["ContentLength"] == 0
+    got = s3.get_object(Bucket="kv-blocks", Key="5:abc.meta")
+    assert got["Body"].read() == b"" and got["ETag"] == empty_etag
 
 
 @pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"])
@@ -444,6 +449,15 @@ def test_a_lock_object_is_never_evicted_until_it_is_deleted(make_daemon: Any) ->
     assert s3.get_object(Bucket="locks", Key="leader")["Body"].read() == b"node-1"
     taken = lambda: s3.put_object(Bucket="locks", Key="leader", Body=b"node-2", IfNoneMatch="*")  # noqa: E731
     assert error_code(taken) == "PreconditionFailed"
+    # Taken over as Dynamo KVBM takes a stale lock: If-Match on the ETag it read. One takeover
+    # wins; the lock stays a lock (never evicted); another with the same ETag gets 412.
+    etag = s3.head_object(Bucket="locks", Key="leader")["ETag"]
+    s3.put_object(Bucket="locks", Key="leader", Body=b"node-3", IfMatch=etag)
+    late = lambda: s3.put_object(Bucket="locks", Key="leader", Body=b"node-4", IfMatch=etag)  # noqa: E731
+    assert error_code(late) == "PreconditionFailed"
+    for i in range(48):
+        s3.put_object(Bucket="locks", Key=f"fill/{i}", Body=blob + bytes([i, 1]))
+    assert s3.get_object(Bucket="locks", Key="leader")["Body"].read() == b"node-3"
     s3.delete_object(Bucket="locks", Key="leader")
     taken()
     assert s3.get_object(Bucket="locks", Key="leader")["Body"].read() == b"node-2"

@@ -27,6 +27,8 @@ constexpr size_t kMaxContentTypeBytes = 255;
 // S3's multipart rules: part numbers 1 to 10000, every part but the last at least 5 MiB.
 constexpr uint32_t kMaxParts = 10000;
 constexpr uint64_t kMinPartBytes = 5 << 20;
+const S3Error kPreconditionFailed{412, "PreconditionFailed",
+                                  "At least one of the pre-conditions you specified did not hold"};
 
 class S3Handler final : public ProtocolHandler {
  public:
@@ -432,35 +434,47 @@ class S3Handler final : public ProtocolHandler {
       header.modified_us = old->modified_us;
     }
     // The header goes just before the body, over request bytes already parsed, so that the
-    // value is stored from the input buffer without a copy; a copy when there is no room.
+    // value is stored from the input buffer without a copy; a copy when there is no room, and
+    // for an empty body (which has no place in the input: the value is the header alone).
     const size_t header_bytes = header.encoded_size();
-    const size_t body_offset = static_cast<size_t>(body->data() - input.data());
     std::vector<std::byte> copy;
     std::span<const std::byte> value;
-    if (body_offset >= header_bytes) {
-      header.EncodeTo(input.subspan(body_offset - header_bytes, header_bytes));
-      value = input.subspan(body_offset - header_bytes, header_bytes + body->size());
+    if (const size_t at = body->empty() ? 0 : static_cast<size_t>(body->data() - input.data());
+        at >= header_bytes) {
+      header.EncodeTo(input.subspan(at - header_bytes, header_bytes));
+      value = input.subspan(at - header_bytes, header_bytes + body->size());
     } else {
       copy.resize(header_bytes + body->size());
       header.EncodeTo(copy);
-      std::memcpy(copy.data() + header_bytes, body->data(), body->size());
+      if (!body->empty()) std::memcpy(copy.data() + header_bytes, body->data(), body->size());
       value = copy;
     }
     const BlockKey block = S3ObjectKey(bucket, key);
+    const std::string* none = r.Header("if-none-match");
+    const std::string* match = r.Header("if-match");
     Status s;
-    if (const std::string* none = r.Header("if-none-match"); none != nullptr) {
-      if (*none != "*") {
+    if (none != nullptr || match != nullptr) {
+      if (none != nullptr && *none != "*") {
         return S3ErrorReply({501, "NotImplemented", "If-None-Match on PUT takes only '*'"}, resource);
       }
-      // Conditional creates of the same key are serialized, so exactly one of them wins.
+      // Conditional writes of the same key are serialized, so exactly one of them wins: a
+      // create (If-None-Match: *) when the key is absent, a compare-and-swap (If-Match: ETag)
+      // when the object under it has that ETag (a missing object has none, as RFC 7232 says).
       MutexLock lock(ctx_->s3->conditional_mutex());
-      Result<PrefixMatch> m = ctx_->store->LookupPrefix(tenant, std::span(&block, 1));
-      if (m.ok() && m->num_blocks > 0) {
-        return S3ErrorReply({412, "PreconditionFailed", "At least one of the pre-conditions you "
-                                                      "specified did not hold"}, resource);
+      if (none != nullptr) {
+        Result<PrefixMatch> m = ctx_->store->LookupPrefix(tenant, std::span(&block, 1));
+        if (m.ok() && m->num_blocks > 0) return S3ErrorReply(kPreconditionFailed, resource);
+      }
+      if (match != nullptr) {
+        Result<BlockHandle> held = ctx_->store->Get(tenant, block);
+        size_t at = 0;
+        std::optional<S3ObjectHeader> current = held.ok() ? S3ObjectHeader::Of(*held, &at) : std::nullopt;
+        if (!current || !EtagListMatches(*match, current->ETag())) return S3ErrorReply(kPreconditionFailed, resource);
+        ReleaseLock(tenant, block);
       }
       s = ctx_->store->Replace(tenant, block, value);
-      // A lock: kept, not evicted, until it is deleted, replaced or held lock_seconds.
+      // A lock (Dynamo KVBM's lock objects are created with If-None-Match: * and taken over
+      // with If-Match): kept, not evicted, until it is deleted, replaced or held lock_seconds.
       if (s.ok() && ctx_->config->s3.lock_seconds > 0 && ctx_->store->Pin(tenant, block).ok()) {
         ctx_->s3->LockCreated(tenant, block, UnixMicros());
       }
@@ -652,18 +666,8 @@ class S3Handler final : public ProtocolHandler {
       }
       return S3ErrorReply(S3ErrorOf(handle.status()), resource);
     }
-    // The header may span extents: gather its first bytes.
-    std::array<std::byte, S3ObjectHeader::kFixedBytes + kMaxContentTypeBytes> first{};
-    size_t got = 0;
-    for (std::span<const std::byte> extent : handle->extents()) {
-      const size_t take = std::min(extent.size(), first.size() - got);
-      std::memcpy(first.data() + got, extent.data(), take);
-      got += take;
-      if (got == first.size()) break;
-    }
     size_t header_bytes = 0;
-    std::optional<S3ObjectHeader> header =
-        S3ObjectHeader::Decode(std::span(first.data(), got), handle->size(), &header_bytes);
+    std::optional<S3ObjectHeader> header = S3ObjectHeader::Of(*handle, &header_bytes);
     if (!header) {
       return S3ErrorReply({500, "InternalError", "the value under this key is not an S3 object"}, resource);
     }
@@ -674,8 +678,7 @@ class S3Handler final : public ProtocolHandler {
                      {"Content-Type", header->content_type},
                      {"Accept-Ranges", "bytes"}};
     if (const std::string* match = r.Header("if-match"); match != nullptr && !EtagListMatches(*match, etag)) {
-      return S3ErrorReply({412, "PreconditionFailed", "At least one of the pre-conditions you "
-                                                    "specified did not hold"}, resource);
+      return S3ErrorReply(kPreconditionFailed, resource);
     }
     if (const std::string* none = r.Header("if-none-match"); none != nullptr && EtagListMatches(*none, etag)) {
       reply.status = 304;

@@ -136,6 +136,18 @@ std::optional<S3ObjectHeader> S3ObjectHeader::Decode(std::span<const std::byte> 
   return h;
 }
 
+std::optional<S3ObjectHeader> S3ObjectHeader::Of(const BlockHandle& handle, size_t* header_bytes) {
+  std::array<std::byte, kFixedBytes + UINT8_MAX> first{};  // The header's largest size.
+  size_t got = 0;
+  for (std::span<const std::byte> extent : handle.extents()) {
+    const size_t take = std::min(extent.size(), first.size() - got);
+    std::memcpy(first.data() + got, extent.data(), take);
+    got += take;
+    if (got == first.size()) break;
+  }
+  return Decode(std::span(first.data(), got), handle.size(), header_bytes);
+}
+
 std::string S3ObjectHeader::ETag() const {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";

@@ -56,6 +56,8 @@ struct S3ObjectHeader {
   // header's bytes); nullopt when it is no valid header (a value that is no S3 object).
   static std::optional<S3ObjectHeader> Decode(std::span<const std::byte> prefix, size_t value_size,
                                               size_t* header_bytes);
+  // The header of the value `handle` holds (it may span extents); nullopt as Decode.
+  static std::optional<S3ObjectHeader> Of(const BlockHandle& handle, size_t* header_bytes);
   std::string ETag() const;  // "\"<32 hex digits>\"", or "\"<32 hex digits>-<parts>\"".
 };
 

@@ -1,6 +1,6 @@
 //! The Rust AWS SDK (aws-sdk-s3, as NVIDIA Dynamo KVBM's G4 object client uses it: a custom
-//! endpoint, path-style addressing, static credentials, conditional creates) against kvtierd's
-//! S3 endpoint. Usage: kvtier-rust-s3-client ENDPOINT ACCESS_KEY SECRET BUCKET. Prints one line
+//! endpoint, path-style addressing, static credentials, conditional creates and its lock
+//! manager's protocol) against kvtierd's S3 endpoint. Usage: kvtier-rust-s3-client ENDPOINT ACCESS_KEY SECRET BUCKET. Prints one line
 //! per check; exits 1 at the first that fails. Built and run by python/tests/test_s3_rust.py.
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
@@ -52,6 +52,36 @@ async fn put(s3: &Client, bucket: &str, key: &str, body: Vec<u8>) -> Result<(), 
         Ok(_) => Ok(()),
         Err(e) => Err(e.code().map(String::from)),
     }
+}
+
+/// A conditional PutObject (If-None-Match and/or If-Match); its error's code, if any.
+async fn put_if(
+    s3: &Client,
+    bucket: &str,
+    key: &str,
+    body: Vec<u8>,
+    if_none_match: Option<&str>,
+    if_match: Option<&str>,
+) -> Result<(), Option<String>> {
+    let mut req = s3.put_object().bucket(bucket).key(key).body(ByteStream::from(body));
+    if let Some(v) = if_none_match {
+        req = req.if_none_match(v);
+    }
+    if let Some(v) = if_match {
+        req = req.if_match(v);
+    }
+    match req.send().await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.code().map(String::from)),
+    }
+}
+
+/// The body of one of KVBM's lock objects: who holds it and until when (RFC 3339).
+fn lock_body(instance: &str, deadline: &str) -> Vec<u8> {
+    format!(
+        r#"{{"instance_id":"{instance}","acquired_at":"2026-12-05T00:00:00Z","deadline":"{deadline}"}}"#
+    )
+    .into_bytes()
 }
 
 #[tokio::main]
@@ -213,5 +243,76 @@ async fn main() {
         .send()
         .await;
     check(absent.is_err(), "... and nothing stored");
+
+    // Dynamo KVBM's S3 lock manager, step by step as its code does it: `{hash}.lock` created
+    // with If-None-Match: *, holding JSON with a deadline; a lock past its deadline taken over
+    // with If-Match on the ETag the taker read; `{hash}.meta`, empty, marking the block stored
+    // under `{rank}/{hash}`; the lock deleted on release.
+    let hash = "5:abc123:def456";
+    let (lock_key, meta_key) = (format!("{hash}.lock"), format!("{hash}.meta"));
+    let holder = lock_body("instance-a", "2026-12-05T00:05:00Z");
+    check(
+        put_if(&s3, bucket, &lock_key, holder.clone(), Some("*"), None).await.is_ok(),
+        "KVBM lock: taken with a conditional create",
+    );
+    let busy = put_if(&s3, bucket, &lock_key, lock_body("instance-b", "x"), Some("*"), None).await;
+    check(
+        busy.err().flatten().as_deref() == Some("PreconditionFailed"),
+        "KVBM lock: another instance finds it held (412)",
+    );
+    let held = s3
+        .get_object()
+        .bucket(bucket)
+        .key(&lock_key)
+        .send()
+        .await
+        .expect("GET of the lock");
+    let etag = held.e_tag().map(String::from).expect("the lock's ETag");
+    let body = held.body.collect().await.expect("the lock's body").into_bytes();
+    check(body.as_ref() == holder.as_slice(), "KVBM lock: its JSON read back with its ETag");
+    let taker = lock_body("instance-b", "2026-12-05T00:10:00Z");
+    check(
+        put_if(&s3, bucket, &lock_key, taker.clone(), None, Some(&etag)).await.is_ok(),
+        "KVBM lock: past its deadline, taken over with If-Match: its ETag",
+    );
+    let late = put_if(&s3, bucket, &lock_key, lock_body("instance-c", "y"), None, Some(&etag)).await;
+    check(
+        late.err().flatten().as_deref() == Some("PreconditionFailed"),
+        "KVBM lock: a second takeover with the same ETag loses (412)",
+    );
+    check(
+        get(&s3, bucket, &lock_key, None).await == taker,
+        "KVBM lock: it holds the one takeover that won",
+    );
+    let vanished = put_if(&s3, bucket, "9:gone.lock", taker.clone(), None, Some(&etag)).await;
+    check(
+        vanished.err().flatten().as_deref() == Some("PreconditionFailed"),
+        "KVBM lock: If-Match on a missing key is 412",
+    );
+    let block_key = format!("0/{hash}");
+    check(
+        put(&s3, bucket, &block_key, pattern(64 << 10, 9)).await.is_ok(),
+        "KVBM block under {rank}/{hash}",
+    );
+    check(
+        put(&s3, bucket, &meta_key, Vec::new()).await.is_ok(),
+        "KVBM meta: an empty object",
+    );
+    let meta = s3.head_object().bucket(bucket).key(&meta_key).send().await;
+    check(
+        meta.map(|h| h.content_length() == Some(0)).unwrap_or(false),
+        "KVBM meta: HeadObject finds it, 0 bytes",
+    );
+    for what in ["KVBM lock: released by DeleteObject", "... and deleting it again is fine"] {
+        check(
+            s3.delete_object()
+                .bucket(bucket)
+                .key(&lock_key)
+                .send()
+                .await
+                .is_ok(),
+            what,
+        );
+    }
     println!("all checks passed");
 }
