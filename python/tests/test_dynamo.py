@@ -17,6 +17,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ for argv in json.loads(sys.argv[1]):
         e = parse_args(args).engine_args
         t = e.kv_transfer_config
         out.append({{"model": e.model, "kv_connector": t.kv_connector, "kv_role": t.kv_role,
-                    "extra": t.kv_connector_extra_config}})
+                    "extra": t.kv_connector_extra_config,
+                    "module_path": t.kv_connector_module_path}})
     else:
         from dynamo.sglang import args as sglang_args
 
@@ -67,7 +69,7 @@ def readme_commands() -> list[list[str]]:
     section = text.split("## Dynamo on kvtier\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     commands = [shlex.split(b.replace("\\\n", " ")) for b in blocks]
-    assert len(commands) == 4 and all(c[:2] == ["python", "-m"] for c in commands)
+    assert len(commands) == 5 and all(c[:2] == ["python", "-m"] for c in commands)
     return commands
 
 
@@ -89,7 +91,7 @@ def parsed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
     lines = [x for x in run.stdout.splitlines() if x.startswith(MARK)]
     assert run.returncode == 0 and lines, run.stdout[-2000:] + run.stderr[-4000:]
     results = json.loads(lines[0][len(MARK) :])
-    assert [r.get("model", r.get("model_path")) for r in results] == [str(model)] * 4
+    assert [r.get("model", r.get("model_path")) for r in results] == [str(model)] * 5
 
     def kind(r: dict[str, Any]) -> str:
         tiers = (r.get("extra") or {}).get("secondary_tiers")
@@ -196,3 +198,29 @@ def test_the_sglang_workers_hicache_moves_pages_through_kvtierd(
     back = other_host.alloc(4 * PAGE)
     assert other.batch_get_v1(keys, back, info) == [True] * 4
     assert page_bytes(other_host, back) == page_bytes(host, src)
+
+
+def test_the_vllm_worker_hands_kvbm_its_connector_and_kvbms_g4_is_s3_on_kvtierd(
+    parsed: dict[str, dict[str, Any]],
+) -> None:
+    """KVBM's connector (the kvbm wheel, not installed here) named as Dynamo passes it on; and
+    README's KVBM G4 configuration in the layout of Dynamo's lib/kvbm-config (ObjectConfig:
+    `client`, tagged by `type`, S3ObjectConfig's fields), pointed at kvtierd's S3 endpoint."""
+    worker = parsed["DynamoConnector"]
+    assert worker["module_path"] == "kvbm.vllm_integration.connector"
+    assert worker["kv_role"] == "kv_both"
+    section = (ROOT / "README.md").read_text().split("## Dynamo on kvtier\n", 1)[1]
+    [block] = re.findall(r"```toml\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on.
+    config = tomllib.loads(textwrap.dedent(block))
+    assert config == {
+        "object": {
+            "client": {
+                "type": "s3",
+                "endpoint_url": "http://127.0.0.1:9000",
+                "bucket": "kvbm-blocks",
+                "region": "us-east-1",
+                "force_path_style": True,
+            }
+        }
+    }
