@@ -33,21 +33,27 @@ constexpr uint64_t kNamesSlack = 4096;
 
 using json = nlohmann::json;
 
+// Writes all of `text` to `fd`; false (errno set) when a write fails.
+bool WriteAll(int fd, std::string_view text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 // Writes `text` to `path` so that a crash leaves the old file or the new one, whole.
 Status WriteFileAtomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      return Status::Unavailable("cannot write " + tmp + ": " + why);
-    }
-    done += static_cast<size_t>(n);
+  if (!WriteAll(fd, text)) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return Status::Unavailable("cannot write " + tmp + ": " + why);
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
@@ -310,17 +316,10 @@ void S3Service::RewriteNamesLocked() {
 void S3Service::JournalLocked(uint8_t op, TenantId tenant, std::string_view bucket,
                               std::string_view key, const S3ObjectHeader* header) {
   if (names_.fd < 0) return;
-  const std::string record = NameRecord(op, tenant_names_[tenant.value], bucket, key, header);
-  size_t done = 0;
-  while (done < record.size()) {
-    const ssize_t n = ::write(names_.fd, record.data() + done, record.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      // A record cut short would end the journal's replay there: start it afresh instead.
-      RewriteNamesLocked();
-      return;
-    }
-    done += static_cast<size_t>(n);
+  if (!WriteAll(names_.fd, NameRecord(op, tenant_names_[tenant.value], bucket, key, header))) {
+    // A record cut short would end the journal's replay there: start it afresh instead.
+    RewriteNamesLocked();
+    return;
   }
   if (++names_records_ > 2 * names_live_ + kNamesSlack) RewriteNamesLocked();
 }
