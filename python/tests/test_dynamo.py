@@ -63,11 +63,16 @@ print({MARK!r} + json.dumps(out))
 """
 
 
-def readme_commands() -> list[list[str]]:
-    """The `python -m dynamo.*` commands of README's "Dynamo on kvtier", as argv lists."""
+def readme_blocks(language: str) -> list[str]:
+    """The code blocks in `language` of README's "Dynamo on kvtier"."""
     text = (ROOT / "README.md").read_text()
     section = text.split("## Dynamo on kvtier\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def readme_commands() -> list[list[str]]:
+    """The `python -m dynamo.*` commands of README's "Dynamo on kvtier", as argv lists."""
+    blocks = readme_blocks("sh")
     commands = [shlex.split(b.replace("\\\n", " ")) for b in blocks]
     assert len(commands) == 5 and all(c[:2] == ["python", "-m"] for c in commands)
     return commands
@@ -209,8 +214,7 @@ def test_the_vllm_worker_hands_kvbm_its_connector_and_kvbms_g4_is_s3_on_kvtierd(
     worker = parsed["DynamoConnector"]
     assert worker["module_path"] == "kvbm.vllm_integration.connector"
     assert worker["kv_role"] == "kv_both"
-    section = (ROOT / "README.md").read_text().split("## Dynamo on kvtier\n", 1)[1]
-    [block] = re.findall(r"```toml\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    [block] = readme_blocks("toml")
     tomllib = pytest.importorskip("tomllib")  # Python 3.11 on.
     config = tomllib.loads(textwrap.dedent(block))
     assert config == {
