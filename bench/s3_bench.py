@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kvtierd's S3 endpoint against MinIO on the same machine, and against kvtierd's native
-protocol, in one run: 2 MiB objects, CLIENTS client processes, each putting then getting its
-own OBJECTS objects ROUNDS times, through two S3 clients:
+protocol, in one run: 2 MiB objects, CLIENTS client processes, each putting then getting
+OBJECTS x ROUNDS objects of its own, through two S3 clients:
 
   nixl    NIXL's OBJ plugin (nixl-cu12, aws-sdk-cpp inside): what vLLM's obj tier and Dynamo use
   boto3   the AWS SDK for Python (SigV4, default flexible checksums: CRC32 by awscrt)
@@ -12,6 +12,9 @@ scripts/deps.sh builds; its data directory on this machine's disk, as it is depl
 It prints throughput (MB/s over all clients), p50 and p99 latency per operation, and the
 targets, measured with the NIXL client (boto3's when NIXL is missing): kvtierd's S3 >= 1.5x
 MinIO and >= 0.7x native for PUT and GET, p99 <= MinIO's.
+Every PUT writes a new object, as an engine offloading new KV does: the same bytes stored again
+under a name are a no-op on both protocols (native skips a key it holds, S3 compares the body),
+which would measure neither.
 Usage: build/venv/bin/python bench/s3_bench.py BUILD_DIR [objects] [rounds] [clients]
 """
 
@@ -75,7 +78,7 @@ def start_together(start_at: float) -> float:
 
 
 def nixl_worker(
-    url: str, key: str, secret: str, names: list[str], rounds: int, op: str, start_at: float
+    url: str, key: str, secret: str, names: list[str], op: str, start_at: float
 ) -> Timings:
     import numpy as np
     from nixl_cu12._api import nixl_agent, nixl_agent_config
@@ -92,20 +95,19 @@ def nixl_worker(
     local = agent.get_xfer_descs([(buf.ctypes.data, VALUE, 0)], "DRAM")
     latencies = []
     begin, cpu = start_together(start_at), time.process_time()
-    for _ in range(rounds):
-        for i in range(len(names)):
-            remote = agent.get_xfer_descs([(0, VALUE, i + 1)], "OBJ")
-            t = time.perf_counter()
-            handle = agent.initialize_xfer(
-                "WRITE" if op == "put" else "READ", local, remote, agent.name
-            )
-            state = agent.transfer(handle)
-            while state == "PROC":
-                time.sleep(POLL_S)
-                state = agent.check_xfer_state(handle)
-            assert state == "DONE", state
-            latencies.append(time.perf_counter() - t)
-            agent.release_xfer_handle(handle)
+    for i in range(len(names)):
+        remote = agent.get_xfer_descs([(0, VALUE, i + 1)], "OBJ")
+        t = time.perf_counter()
+        handle = agent.initialize_xfer(
+            "WRITE" if op == "put" else "READ", local, remote, agent.name
+        )
+        state = agent.transfer(handle)
+        while state == "PROC":
+            time.sleep(POLL_S)
+            state = agent.check_xfer_state(handle)
+        assert state == "DONE", state
+        latencies.append(time.perf_counter() - t)
+        agent.release_xfer_handle(handle)
     return latencies, begin, time.perf_counter(), time.process_time() - cpu
 
 
@@ -113,9 +115,9 @@ def worker(args: tuple[str, str, str, str, int, int, int, str, float]) -> Timing
     """One client's puts or gets, begun at `start_at`."""
     kind, url, key, secret, client_id, objects, rounds, op, start_at = args
     body = os.urandom(VALUE)
-    names = [f"c{client_id}/o{i}" for i in range(objects)]
+    names = [f"c{client_id}/r{r}/o{i}" for r in range(rounds) for i in range(objects)]
     if kind.endswith("nixl"):
-        return nixl_worker(url, key, secret, names, rounds, op, start_at)
+        return nixl_worker(url, key, secret, names, op, start_at)
     latencies = []
     if kind == "native":
         import kvtier
@@ -123,27 +125,25 @@ def worker(args: tuple[str, str, str, str, int, int, int, str, float]) -> Timing
         c = kvtier.Client(url)
         keys = [kvtier.named_key(n) for n in names]
         begin, cpu = start_together(start_at), time.process_time()
-        for _ in range(rounds):
-            for k in keys:
-                t = time.perf_counter()
-                if op == "put":
-                    c.put_many([k], [body])
-                else:
-                    got = c.get_many([k])
-                    assert got[0] is not None
-                latencies.append(time.perf_counter() - t)
+        for k in keys:
+            t = time.perf_counter()
+            if op == "put":
+                c.put_many([k], [body])
+            else:
+                got = c.get_many([k])
+                assert got[0] is not None
+            latencies.append(time.perf_counter() - t)
         return latencies, begin, time.perf_counter(), time.process_time() - cpu
     s3 = s3_client(url, key, secret)
     s3.head_bucket(Bucket=BUCKET)  # Connected before the start.
     begin, cpu = start_together(start_at), time.process_time()
-    for _ in range(rounds):
-        for n in names:
-            t = time.perf_counter()
-            if op == "put":
-                s3.put_object(Bucket=BUCKET, Key=n, Body=body)
-            else:
-                assert len(s3.get_object(Bucket=BUCKET, Key=n)["Body"].read()) == VALUE
-            latencies.append(time.perf_counter() - t)
+    for n in names:
+        t = time.perf_counter()
+        if op == "put":
+            s3.put_object(Bucket=BUCKET, Key=n, Body=body)
+        else:
+            assert len(s3.get_object(Bucket=BUCKET, Key=n)["Body"].read()) == VALUE
+        latencies.append(time.perf_counter() - t)
     return latencies, begin, time.perf_counter(), time.process_time() - cpu
 
 
@@ -207,13 +207,16 @@ def main() -> int:
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     clients = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     print(f"{clients} clients x {objects} objects of {VALUE >> 20} MiB x {rounds} rounds")
+    # G2 holds every object written (a GET of an evicted one would fail), and a quarter more.
+    capacity_mib = max(2048, clients * objects * rounds * (VALUE >> 20) * 5 // 4)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         s3_port, native_port = free_port(), free_port()
         (d / "kvtierd.toml").write_text(
             f'data_dir = "{d}/kvtierd"\n[server]\nnative_listen = "127.0.0.1:{native_port}"\n'
             'resp_listen = ""\nhttp_listen = ""\nunix_socket = ""\n'
-            f'[s3]\nlisten = "127.0.0.1:{s3_port}"\n[memory]\ncapacity = "2GiB"\nprefault = true\n'
+            f'[s3]\nlisten = "127.0.0.1:{s3_port}"\n[memory]\ncapacity = "{capacity_mib}MiB"\n'
+            "prefault = true\n"
             'warm_restart = false\n[disk]\ndir = ""\n'
             f'[[tenants]]\nname = "default"\ns3_access_key = "{KEY_ID}"\n'
             f's3_secret_key = "{SECRET}"\n'
