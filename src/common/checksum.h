@@ -1,9 +1,11 @@
-// Checksums of stored bytes: XXH3-64 (libxxhash). Fast enough to run on every block at disk
-// speed (tens of GB/s per core); not a cryptographic MAC (encryption adds its own tag).
+// Checksums of stored bytes: XXH3-64, and XXH3-128 where a digest names content (libxxhash).
+// Fast enough to run on every block at disk speed (tens of GB/s per core); not a cryptographic
+// MAC (encryption adds its own tag).
 
 #ifndef KVTIER_COMMON_CHECKSUM_H_
 #define KVTIER_COMMON_CHECKSUM_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,6 +16,10 @@ struct XXH3_state_s;
 namespace kvtier {
 
 uint64_t Checksum64(std::span<const std::byte> data);
+
+// XXH3-128 of `data` in its canonical (big-endian) byte order: a digest that names content (an
+// S3 object's ETag), where 64 bits would collide among billions of objects.
+std::array<uint8_t, 16> Digest128(std::span<const std::byte> data);
 
 // Checksum64 of bytes that arrive in pieces: Value() equals Checksum64 of their concatenation.
 // Lets a reader checksum each piece while it is still in cache instead of the whole buffer

@@ -24,6 +24,9 @@ TEST(ChecksumTest, ValuesAreXxh3OnEveryPath) {
     Checksum64Stream stream;
     stream.Update(part);
     EXPECT_EQ(stream.Value(), XXH3_64bits(part.data(), part.size())) << len;
+    XXH128_canonical_t portable;
+    XXH128_canonicalFromHash(&portable, XXH3_128bits(part.data(), part.size()));
+    EXPECT_TRUE(std::ranges::equal(Digest128(part), portable.digest)) << len;
   }
 }
 

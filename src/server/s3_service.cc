@@ -11,12 +11,12 @@
 #include <sstream>
 
 #include <openssl/rand.h>
-#include <xxhash.h>
 
 #include <nlohmann/json.hpp>
 
 #include "kvtier/env.h"
 #include "src/common/byte_codec.h"
+#include "src/common/checksum.h"
 #include "src/server/s3_checksum.h"
 
 namespace kvtier::server {
@@ -165,13 +165,7 @@ std::string S3ObjectHeader::ETag() const {
   return out + "\"";
 }
 
-std::array<uint8_t, 16> ContentDigest(std::span<const std::byte> data) {
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, XXH3_128bits(data.data(), data.size()));
-  std::array<uint8_t, 16> out;
-  std::memcpy(out.data(), canonical.digest, out.size());
-  return out;
-}
+std::array<uint8_t, 16> ContentDigest(std::span<const std::byte> data) { return Digest128(data); }
 
 BlockKey S3ObjectKey(std::string_view bucket, std::string_view key) {
   // A bucket name has no '/', so "s3:" + bucket + "/" + key names one object only.
