@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
-// On x86, libxxhash's XXH3_64bits and XXH3_128bits are its SSE2 build; the *_dispatch entry points pick AVX2 or
-// AVX-512 at run time when the CPU has them: the same hash, three times as fast on data in
-// cache (8-10 against 28-32 GB/s on the development VM).
+// On x86, libxxhash's XXH3_64bits and XXH3_128bits are its SSE2 build; the *_dispatch entry
+// points pick AVX2 or AVX-512 at run time when the CPU has them: the same hash, three times as
+// fast on data in cache (8-10 against 28-32 GB/s on the development VM).
 #if defined(__x86_64__) || defined(__i386__)
 #define XXH_DISPATCH_DISABLE_REPLACE 1
 #include <xxh_x86dispatch.h>
