@@ -59,8 +59,7 @@ dir = ""
 TOML
 "$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" >"$DIR/kvtierd.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 1 6000); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
-[ -f "$DIR/ports" ] || { cat "$DIR/kvtierd.log"; echo "kvtierd did not start"; exit 1; }
+wait_kvtierd "$!" "$DIR/kvtierd.toml" "$DIR/ports" "$DIR/kvtierd.log"
 KV_RESP=$(sed -n 's/^resp_port=//p' "$DIR/ports")
 KV_NATIVE=$(sed -n 's/^native_port=//p' "$DIR/ports")
 KV_SOCK=$(sed -n 's/^unix_socket=//p' "$DIR/ports")

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+import kvtierd
 import numpy as np
 from peer_mooncake import clear_samples, fill_blocks, timed_round
 from targets import not_measured, target
@@ -222,12 +223,7 @@ def start_kvtierd(procs: Processes, build: Path, d: Path, capacity: int) -> str:
     )
     argv = [str(build / "src/server/kvtierd"), "--config", f"{d}/kvtierd.toml"]
     proc = procs.start("kvtierd", argv + ["--port-file", f"{d}/ports"])
-    deadline = time.monotonic() + 60
-    while not (d / "ports").exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"kvtierd did not start:\n{procs.log_tail('kvtierd')}")
-        time.sleep(0.01)
-    ports = dict(line.split("=", 1) for line in (d / "ports").read_text().split())
+    ports = kvtierd.wait_ready(proc, d, procs.logs / "kvtierd.log")
     return "unix://" + ports["unix_socket"]
 
 

@@ -11,7 +11,6 @@ Usage: bench/provision_bench.py BUILD_DIR [G2 GiB] [rounds]
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
@@ -19,11 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import kvtierd
 import numpy as np
 
 import kvtier
-
-TOOK = re.compile(r"G2: took (\d+) MiB of memory up front in (\d+) ms")
 
 
 def one_round(build: Path, gib: float, seed: int) -> tuple[list[float], float, int]:
@@ -51,13 +49,14 @@ def one_round(build: Path, gib: float, seed: int) -> tuple[list[float], float, i
             latencies: list[float] = []
             with kvtier.Client(f"unix://{d / 'kvtierd.sock'}") as client:
                 i = 0
-                while (took := TOOK.search(log.read_text())) is None:
+                while (took := kvtierd.PROVISIONED.search(log.read_text())) is None:
                     assert time.monotonic() < deadline, "G2 was not provisioned within 60 s"
                     key = kvtier.named_key(f"{seed}-{i}")
                     begin = time.perf_counter()
                     client.put(key, value)
                     latencies.append(time.perf_counter() - begin)
                     i += 1
+            assert took.group(1) is not None, f"G2 did not take its memory: {took.group(0)}"
             return latencies, int(took.group(2)) / 1e3, int(took.group(1))
         finally:
             proc.send_signal(signal.SIGTERM)

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import mmap
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import kvtierd
 import numpy as np
 import torch
 from targets import target
@@ -76,34 +76,18 @@ def main() -> None:
     ops = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else 16
-    with tempfile.TemporaryDirectory() as d:
-        (Path(d) / "kvtierd.toml").write_text(
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        proc, ports = kvtierd.start(
+            build,
+            d,
             f'data_dir = "{d}"\n[server]\nnative_listen = ""\nresp_listen = ""\nhttp_listen = ""\n'
             f'unix_socket = "kvtierd.sock"\n[memory]\ncapacity = "{ops * VALUE // 2**20 + 64}MiB"\n'
             'warm_restart = false\nprefault = true\n[disk]\ndir = ""\n'
-            '[store]\nmax_block_bytes = "4MiB"\n'
-        )
-        proc = subprocess.Popen(
-            [
-                str(build / "src/server/kvtierd"),
-                "--config",
-                f"{d}/kvtierd.toml",
-                "--port-file",
-                f"{d}/ports",
-            ],
-            stderr=subprocess.DEVNULL,
+            '[store]\nmax_block_bytes = "4MiB"\n',
         )
         try:
-            deadline = time.monotonic() + 30
-            while not (Path(d) / "ports").exists():
-                assert time.monotonic() < deadline and proc.poll() is None, "kvtierd did not start"
-                time.sleep(0.01)
-            url = (
-                "unix://"
-                + dict(line.split("=", 1) for line in (Path(d) / "ports").read_text().split())[
-                    "unix_socket"
-                ]
-            )
+            url = "unix://" + ports["unix_socket"]
             run(url, ops, rounds, batch)
         finally:
             proc.terminate()

@@ -23,17 +23,15 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import os
-import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from minio_peer import free_port, start_local_minio
+import kvtierd
+from minio_peer import start_local_minio
 from targets import not_measured, target
 
 VALUE = 2 << 20
@@ -63,8 +61,6 @@ Timings = tuple[list[float], float, float, float]
 # Time the clients get for their set-up before they all begin at once: a client that began
 # late would stretch the run by its lateness (a native run of 512 MiB lasts ~0.2 s).
 SETUP_S = 3.0
-# kvtierd's log line once G2 holds its memory, or gave up taking it up front.
-PROVISIONED = re.compile(r"G2: took \d+ MiB of memory up front|G2: memory not taken up front")
 # How often a NIXL client asks whether its transfer is done. Asking in a loop would take a
 # core from the server on this 2-core machine; vLLM's obj tier asks once per scheduler step.
 POLL_S = 0.0001
@@ -211,43 +207,20 @@ def main() -> int:
     capacity_mib = max(2048, clients * objects * rounds * (VALUE >> 20) * 5 // 4)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        s3_port, native_port = free_port(), free_port()
-        (d / "kvtierd.toml").write_text(
-            f'data_dir = "{d}/kvtierd"\n[server]\nnative_listen = "127.0.0.1:{native_port}"\n'
+        daemon, ports = kvtierd.start(
+            build,
+            d / "kvtierd",
+            f'data_dir = "{d}/kvtierd"\n[server]\nnative_listen = "127.0.0.1:0"\n'
             'resp_listen = ""\nhttp_listen = ""\nunix_socket = ""\n'
-            f'[s3]\nlisten = "127.0.0.1:{s3_port}"\n[memory]\ncapacity = "{capacity_mib}MiB"\n'
+            f'[s3]\nlisten = "127.0.0.1:0"\n[memory]\ncapacity = "{capacity_mib}MiB"\n'
             "prefault = true\n"
             'warm_restart = false\n[disk]\ndir = ""\n'
             f'[[tenants]]\nname = "default"\ns3_access_key = "{KEY_ID}"\n'
-            f's3_secret_key = "{SECRET}"\n'
+            f's3_secret_key = "{SECRET}"\n',
         )
-        log = open(d / "kvtierd.log", "wb")  # noqa: SIM115
-        daemon = subprocess.Popen(
-            [str(build / "src/server/kvtierd"), "--config", str(d / "kvtierd.toml")],
-            stdout=log,
-            stderr=log,
-        )
+        s3_port, native_port = ports["s3_port"], ports["native_port"]
         procs = [daemon]
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", s3_port), timeout=1).close()
-                    break
-                except OSError as e:
-                    if time.monotonic() > deadline or daemon.poll() is not None:
-                        raise SystemExit(
-                            "kvtierd did not start: " + (d / "kvtierd.log").read_text()
-                        ) from e
-                    time.sleep(0.05)  # Polling a starting server, bounded by the deadline.
-            # G2 takes its memory up front on a thread of its own while it serves: measured
-            # meanwhile, the first client would be charged for that (2 GiB of page clearing).
-            while not PROVISIONED.search((d / "kvtierd.log").read_text()):
-                if time.monotonic() > deadline or daemon.poll() is not None:
-                    raise SystemExit(
-                        "G2 did not take its memory: " + (d / "kvtierd.log").read_text()
-                    )
-                time.sleep(0.05)  # Polling the daemon's log, bounded by the deadline.
             s3_url = f"http://127.0.0.1:{s3_port}"
             s3_client(s3_url, KEY_ID, SECRET).create_bucket(Bucket=BUCKET)
             ctx = multiprocessing.get_context("spawn")

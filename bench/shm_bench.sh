@@ -13,13 +13,8 @@ VALUE=${VALUE:-2097152}
 KVTIERD=$BUILD/src/server/kvtierd
 BENCH=$BUILD/src/server/kvtier_shm_bench
 
-DIR=$(mktemp -d)
-PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/common.sh"
 
 cat >"$DIR/kvtierd.toml" <<EOT
 data_dir = "$DIR"
@@ -38,9 +33,8 @@ dir = ""
 max_block_bytes = "4MiB"
 EOT
 "$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/kvtierd.log" &
-PID=$!
-for _ in $(seq 1 500); do [ -f "$DIR/ports" ] && break; sleep 0.01; done
-[ -f "$DIR/ports" ] || { cat "$DIR/kvtierd.log"; echo "kvtierd did not start"; exit 1; }
+PIDS+=($!)
+wait_kvtierd "$!" "$DIR/kvtierd.toml" "$DIR/ports" "$DIR/kvtierd.log"
 SOCKET=$(sed -n 's/^unix_socket=//p' "$DIR/ports")
 echo "kvtierd $(nproc) cores, $(uname -r); $((VALUE >> 10)) KiB values, $OPS blocks, $ROUNDS GET passes, 1 client thread"
 ${PERF:-} "$BENCH" --socket "$SOCKET" --ops "$OPS" --rounds "$ROUNDS" --value-bytes "$VALUE"

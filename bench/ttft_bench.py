@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import kvtierd
 import torch
 from targets import target
 from transformers import (
@@ -76,32 +77,16 @@ def start_kvtierd(
     build: Path, directory: Path, procs: list[subprocess.Popen[bytes]], toml: str
 ) -> dict[str, str]:
     """Starts a kvtierd (kept in `procs` to be stopped) and returns its ports file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "kvtierd.toml").write_text(
+    toml = (
         f'data_dir = "{directory}"\n[server]\nnative_listen = "127.0.0.1:0"\nresp_listen = ""\n'
         f'http_listen = ""\nunix_socket = "kvtierd.sock"\n{toml}'
     )
-    with open(directory / "kvtierd.log", "wb") as log:
-        proc = subprocess.Popen(
-            [
-                str(build / "src/server/kvtierd"),
-                "--config",
-                str(directory / "kvtierd.toml"),
-                "--port-file",
-                str(directory / "ports"),
-            ],
-            stdout=log,
-            stderr=log,
-        )
+    try:
+        proc, ports = kvtierd.start(build, directory, toml)
+    except RuntimeError as e:
+        sys.exit(str(e))
     procs.append(proc)
-    deadline = time.monotonic() + 120
-    while not (directory / "ports").exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            sys.exit(
-                f"kvtierd in {directory} did not start: {(directory / 'kvtierd.log').read_text()}"
-            )
-        time.sleep(0.01)
-    return dict(line.split("=", 1) for line in (directory / "ports").read_text().split())
+    return ports
 
 
 def ttft(
