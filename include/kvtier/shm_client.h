@@ -178,6 +178,11 @@ class ShmClient {
   // Copies one block into `out`, releasing its lease at once; returns the block size.
   // NotFound for a miss; OutOfRange (nothing copied) when `out` is too small.
   Result<size_t> Read(const BlockKey& key, std::span<std::byte> out);
+  // Read of each key into its buffer (`outs` has one per key), with one SHM_GET per up to
+  // max_leases (and max_batch) keys; one result per key, in order. A batch whose leases
+  // kvtierd dropped while it was copied (a restart or an upgrade) is read once more.
+  std::vector<Result<size_t>> ReadMany(std::span<const BlockKey> keys,
+                                       std::span<const std::span<std::byte>> outs);
 
   // Stores a block: reserves arena space, copies `value` into the mapping, commits. OK
   // without storing when the key is already present (blocks are immutable).

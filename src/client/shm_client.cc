@@ -737,14 +737,28 @@ Result<ShmBlocks> ShmClient::Get(std::span<const BlockKey> keys) {
 }
 
 Result<size_t> ShmClient::Read(const BlockKey& key, std::span<std::byte> out) {
-  Result<ShmBlocks> blocks = Get(std::span(&key, 1));
-  if (!blocks.ok()) return blocks.status();
-  Result<size_t> n = blocks->CopyTo(0, out);  // The lease ends when `blocks` goes.
-  if (n.ok() || blocks->Valid() || options_.retry_timeout_ms == 0) return n;
-  // The connection went while copying: once more, on the next one.
-  blocks = Get(std::span(&key, 1));
-  if (!blocks.ok()) return blocks.status();
-  return blocks->CopyTo(0, out);
+  return ReadMany(std::span(&key, 1), std::span(&out, 1))[0];
+}
+
+std::vector<Result<size_t>> ShmClient::ReadMany(std::span<const BlockKey> keys,
+                                                std::span<const std::span<std::byte>> outs) {
+  std::vector<Result<size_t>> got(keys.size(), Status::InvalidArgument("no buffer for the key"));
+  const size_t step = std::max<uint32_t>(
+      1, std::min(max_leases(), std::max<uint32_t>(Current()->hello().max_batch, 1)));
+  for (size_t begin = 0; begin < keys.size() && begin < outs.size(); begin += step) {
+    const size_t n = std::min({step, keys.size() - begin, outs.size() - begin});
+    // Twice when kvtierd closed the connection holding the leases meanwhile: the client
+    // reconnects for the second (or fails, with retry_timeout_ms = 0).
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      Result<ShmBlocks> blocks = Get(keys.subspan(begin, n));
+      for (size_t j = 0; j < n; ++j) {
+        got[begin + j] = blocks.ok() ? blocks->CopyTo(j, outs[begin + j])
+                                     : Result<size_t>(blocks.status());
+      }  // The leases end when `blocks` goes.
+      if (!blocks.ok() || blocks->Valid()) break;
+    }
+  }
+  return got;
 }
 
 Status ShmClient::Put(const BlockKey& key, std::span<const std::byte> value,

@@ -331,6 +331,26 @@ TEST(DaemonShmTest, LeaseLimitIsAClearErrorAndReleasingLiftsIt) {
   Result<ShmBlocks> again = shm->Get(std::vector<BlockKey>{TestKey(7)});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->status(0).ok()) << again->status(0).ToString();
+  again->Release();
+
+  // ReadMany takes more keys than a lease request may: it asks in batches, each released
+  // before the next, and answers per key (a miss, a buffer too small, a key without a buffer).
+  keys.resize(shm->max_leases() + 3, TestKey(7));
+  keys[shm->max_leases() + 1] = TestKey(8);
+  std::vector<std::vector<std::byte>> bufs(keys.size() - 1, std::vector<std::byte>(4096));
+  bufs.back().resize(10);
+  std::vector<std::span<std::byte>> outs(bufs.begin(), bufs.end());
+  std::vector<Result<size_t>> got = shm->ReadMany(keys, outs);
+  ASSERT_EQ(got.size(), keys.size());
+  for (size_t i = 0; i <= shm->max_leases(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    ASSERT_EQ(bufs[i], PatternValue(7, 4096)) << i;
+  }
+  EXPECT_EQ(got[shm->max_leases() + 1].status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(got[shm->max_leases() + 2].status().code(), StatusCode::kInvalidArgument);
+  outs.push_back(bufs.back());
+  got = shm->ReadMany(keys, outs);
+  EXPECT_EQ(got.back().status().code(), StatusCode::kOutOfRange);
 }
 
 TEST(DaemonShmTest, ForgedIdsAndMalformedRequestsAreErrorsNotCrashes) {

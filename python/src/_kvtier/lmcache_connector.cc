@@ -208,36 +208,14 @@ class LMCacheConnector {
       case Op::kGet: {
         c.has_results = true;
         c.results.assign(n, false);
-        if (!shm_.empty()) {
-          ShmClient& shm = *shm_[static_cast<size_t>(worker)];
-          const size_t step = std::max<size_t>(1, std::min<size_t>(shm.max_leases(), 1024));
-          for (size_t begin = 0; begin < n; begin += step) {
-            size_t k = std::min(step, n - begin);
-            // Twice when kvtierd closed the connection holding the leases meanwhile (a
-            // restart or an upgrade): the client reconnects for the second.
-            for (int attempt = 0; attempt < 2; ++attempt) {
-              Result<ShmBlocks> blocks = shm.Get(std::span(job->keys).subspan(begin, k));
-              if (!blocks.ok()) {
-                fail(blocks.status());
-                break;
-              }
-              for (size_t j = 0; j < k; ++j) {
-                std::span<std::byte> out = job->buffers[begin + j].span();
-                c.results[begin + j] = blocks->status(j).ok() &&
-                                       blocks->block_size(j) == out.size() &&
-                                       blocks->CopyTo(j, out).ok();
-              }
-              if (blocks->Valid()) break;
-            }
-          }
-        } else {
-          std::vector<std::span<std::byte>> outs;
-          for (const BorrowedBytes& b : job->buffers) outs.push_back(b.span());
-          std::vector<Result<size_t>> got = client_->GetManyInto(job->keys, outs);
-          for (size_t i = 0; i < n; ++i) {
-            c.results[i] = got[i].ok() && *got[i] == outs[i].size();
-            if (!got[i].ok() && got[i].status().code() != StatusCode::kNotFound) fail(got[i].status());
-          }
+        std::vector<std::span<std::byte>> outs;
+        for (const BorrowedBytes& b : job->buffers) outs.push_back(b.span());
+        std::vector<Result<size_t>> got =
+            shm_.empty() ? client_->GetManyInto(job->keys, outs)
+                         : shm_[static_cast<size_t>(worker)]->ReadMany(job->keys, outs);
+        for (size_t i = 0; i < n; ++i) {
+          c.results[i] = got[i].ok() && *got[i] == outs[i].size();
+          if (!got[i].ok() && got[i].status().code() != StatusCode::kNotFound) fail(got[i].status());
         }
         break;
       }

@@ -200,24 +200,9 @@ void BindShm(py::module_& m) {
                throw StatusError(Status::InvalidArgument(std::to_string(k.size()) + " keys but " +
                                                          std::to_string(bufs.size()) + " buffers"));
              }
-             std::vector<Result<size_t>> got(k.size(), Status::Internal("not read"));
-             WithoutGil([&] {
-               const size_t step = std::max<size_t>(1, std::min<size_t>(c->max_leases(), 1024));
-               for (size_t begin = 0; begin < k.size(); begin += step) {
-                 size_t n = std::min(step, k.size() - begin);
-                 // Twice when kvtierd closed the connection holding the leases meanwhile (a
-                 // restart or an upgrade): the client reconnects for the second.
-                 for (int attempt = 0; attempt < 2; ++attempt) {
-                   Result<ShmBlocks> blocks = c->Get(std::span(k).subspan(begin, n));
-                   for (size_t j = 0; j < n; ++j) {
-                     got[begin + j] = blocks.ok() ? blocks->CopyTo(j, bufs[begin + j].span())
-                                                  : Result<size_t>(blocks.status());
-                   }
-                   if (!blocks.ok() || blocks->Valid()) break;
-                 }
-               }
-               return 0;
-             });
+             std::vector<std::span<std::byte>> outs;
+             for (BorrowedBytes& buf : bufs) outs.push_back(buf.span());
+             std::vector<Result<size_t>> got = WithoutGil([&] { return c->ReadMany(k, outs); });
              return SizeList(got);
            })
       .def("put_many",
