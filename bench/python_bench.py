@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The kvtier Python package against single-core memcpy, in one run, one thread, 2 MiB values.
 
-Starts its own kvtierd (G2 only, arena prefaulted) and measures, over a working set of OPS
-blocks read ROUNDS times, after one untimed read of each (a client that has mapped its pages),
-the phases below alternating 5 times (medians):
+Starts its own kvtierd (G2 only, arena prefaulted, polling between requests: one client thread
+leaves it a core) and measures, over a working set of OPS blocks read ROUNDS times, after one
+untimed read of each (a client that has mapped its pages), the phases below alternating 5 times
+(medians):
   memcpy           numpy.copyto of each value of a working set as large, into one buffer, from
                    memory on huge pages (numpy's default) and on 4 KiB pages
   ShmClient.get_into   one block per call, copied out of the mapped arena into a numpy array
@@ -17,11 +18,13 @@ collects its TARGET line). The target's memcpy reads pages of the size the arena
 pages (a TLB miss per page), and where the kernel gives shared memory no huge pages
 (/sys/kernel/mm/transparent_hugepage/shmem_enabled = never) the arena has 4 KiB pages.
 Usage: build/venv/bin/python bench/python_bench.py BUILD_DIR [ops] [rounds] [batch]
+       (environment: BUSY_POLL_US, default 200)
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 import statistics
 import sys
 import tempfile
@@ -36,6 +39,8 @@ from targets import target
 import kvtier
 
 VALUE = 2 << 20
+# [server] busy_poll_us of the kvtierd it starts (environment BUSY_POLL_US).
+BUSY_POLL_US = int(os.environ.get("BUSY_POLL_US", "200"))
 
 
 def timed(ops: int, fn) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
@@ -82,7 +87,9 @@ def main() -> None:
             build,
             d,
             f'data_dir = "{d}"\n[server]\nnative_listen = ""\nresp_listen = ""\nhttp_listen = ""\n'
-            f'unix_socket = "kvtierd.sock"\n[memory]\ncapacity = "{ops * VALUE // 2**20 + 64}MiB"\n'
+            # One client thread leaves a core: the loop polls through a 2 MiB copy.
+            f'unix_socket = "kvtierd.sock"\nbusy_poll_us = {BUSY_POLL_US}\n'
+            f'[memory]\ncapacity = "{ops * VALUE // 2**20 + 64}MiB"\n'
             'warm_restart = false\nprefault = true\n[disk]\ndir = ""\n'
             '[store]\nmax_block_bytes = "4MiB"\n',
         )
@@ -155,7 +162,8 @@ def run(url: str, ops: int, rounds: int, batch: int) -> None:
         return statistics.median(g / b for g, b in zip(gib[name], gib[against], strict=True))
 
     print(
-        f"2 MiB values, {ops} blocks x {rounds} rounds, one thread, {repeats} repeats; the arena "
+        f"2 MiB values, {ops} blocks x {rounds} rounds, one thread, {repeats} repeats, kvtierd "
+        f"with server.busy_poll_us = {BUSY_POLL_US}; the arena "
         f"is mapped on {'huge' if huge_arena else '4 KiB'} pages: x memcpy is against '{base}' "
         f"('{batch_base}' for batches: {batch} destinations do not stay in the cache as one does)"
     )

@@ -3,13 +3,14 @@
 # kvtierd with only its Unix socket (G3 off, G2 warm: the bench fills it first) and runs kvtier_shm_bench, which
 # prints SHM PUT/GET throughput and p50/p99 next to memcpy, and the ratios (target: GET, copied
 # out of the mapping, >= 0.9x memcpy).
-# Usage: bench/shm_bench.sh BUILD_DIR [ops] [rounds]
+# Usage: bench/shm_bench.sh BUILD_DIR [ops] [rounds]   (environment: VALUE, BUSY_POLL_US)
 set -euo pipefail
 
 BUILD=${1:?usage: shm_bench.sh BUILD_DIR [ops] [rounds]}
 OPS=${2:-200}
 ROUNDS=${3:-3}
 VALUE=${VALUE:-2097152}
+BUSY_POLL_US=${BUSY_POLL_US:-200}  # [server] busy_poll_us of the kvtierd it starts
 KVTIERD=$BUILD/src/server/kvtierd
 BENCH=$BUILD/src/server/kvtier_shm_bench
 
@@ -23,6 +24,7 @@ native_listen = ""
 resp_listen = ""
 http_listen = ""
 unix_socket = "kvtierd.sock"
+busy_poll_us = $BUSY_POLL_US   # one client thread leaves a core: the loop polls through a 2 MiB copy
 [memory]
 capacity = "$(( OPS * VALUE / 1048576 + 64 ))MiB"
 warm_restart = false   # a benchmark has no next run to hand G2 to
@@ -36,5 +38,5 @@ EOT
 PIDS+=($!)
 wait_kvtierd "$!" "$DIR/kvtierd.toml" "$DIR/ports" "$DIR/kvtierd.log"
 SOCKET=$(sed -n 's/^unix_socket=//p' "$DIR/ports")
-echo "kvtierd $(nproc) cores, $(uname -r); $((VALUE >> 10)) KiB values, $OPS blocks, $ROUNDS GET passes, 1 client thread"
+echo "kvtierd $(nproc) cores, $(uname -r), server.busy_poll_us = $BUSY_POLL_US; $((VALUE >> 10)) KiB values, $OPS blocks, $ROUNDS GET passes, 1 client thread"
 ${PERF:-} "$BENCH" --socket "$SOCKET" --ops "$OPS" --rounds "$ROUNDS" --value-bytes "$VALUE"

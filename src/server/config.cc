@@ -39,6 +39,7 @@ max_batch = 4096                   # most keys in one native request
 max_output_bytes = "64MiB"         # replies queued per connection before reading pauses
 shutdown_grace_seconds = 5         # on SIGTERM, time to flush replies already computed
 slow_request_ms = 1000             # log requests slower than this (receiving + handling); 0 = never
+busy_poll_us = 0                   # after requests, poll this long for more before sleeping; 0 = never
 
 [auth]
 # Clients on loopback or the Unix socket that do not authenticate act as this tenant.
@@ -347,6 +348,7 @@ void ApplyTable(const toml::table& root, ServerConfig* c, Status* error) {
   server.Uint("request_timeout_seconds", &c->request_timeout_seconds);
   server.Size("min_request_rate", &c->min_request_rate);
   server.Uint("slow_request_ms", &c->slow_request_ms);
+  server.Uint("busy_poll_us", &c->busy_poll_us);
   server.Size("max_frame_bytes", &c->max_frame_bytes);
   server.Uint("max_batch", &c->max_batch);
   server.Size("max_output_bytes", &c->max_output_bytes);
@@ -622,6 +624,9 @@ Status ServerConfig::Validate() const {
     return Status::InvalidArgument("tls.require_client_cert needs tls.ca_file");
   }
   if (max_batch == 0) return Status::InvalidArgument("server.max_batch must be at least 1");
+  if (busy_poll_us > 1'000'000) {
+    return Status::InvalidArgument("server.busy_poll_us must be at most 1000000 (a second)");
+  }
   if (request_timeout_seconds > 0 && min_request_rate == 0) {
     return Status::InvalidArgument("server.min_request_rate must be at least 1 byte (per second)");
   }

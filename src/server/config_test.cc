@@ -128,6 +128,14 @@ TEST(ConfigTest, TyposAndBadValuesAreNamed) {
   EXPECT_NE(s.message().find("server.min_request_rate"), std::string_view::npos) << s.ToString();
   c.request_timeout_seconds = 0;
   EXPECT_TRUE(c.Validate().ok());
+  // Busy polling is off unless asked for, and bounded.
+  c = Defaults();
+  EXPECT_EQ(c.busy_poll_us, 0u);
+  ASSERT_TRUE(ApplyConfigToml("[server]\nbusy_poll_us = 200\n", "x.toml", &c).ok());
+  EXPECT_EQ(c.busy_poll_us, 200u);
+  EXPECT_TRUE(c.Validate().ok());
+  c.busy_poll_us = 2'000'000;
+  EXPECT_NE(c.Validate().message().find("server.busy_poll_us"), std::string_view::npos);
 }
 
 TEST(ConfigTest, ValidateRejectsDuplicateTokensAndUnknownAnonymousTenant) {

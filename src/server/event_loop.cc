@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -596,6 +597,8 @@ void EventLoop::Run() {
   bool draining = false;
   Clock::time_point drain_deadline;
   Clock::time_point next_sweep = Clock::now() + std::chrono::seconds(1);
+  const std::chrono::microseconds busy_poll(ctx_->config->busy_poll_us);
+  Clock::time_point poll_until;  // Past: sleep at once.
   for (;;) {
     if (!draining && shutting_down_.load()) {
       draining = true;
@@ -612,7 +615,13 @@ void EventLoop::Run() {
     if (draining && (connections_.empty() || Clock::now() >= drain_deadline)) break;
     closed_.clear();
 
-    int n = epoll_wait(epoll_fd_, events, kMaxEvents, 1000);
+    // server.busy_poll_us: after a wakeup that brought requests, poll before sleeping.
+    int n = 0;
+    while (Clock::now() < poll_until && (n = epoll_wait(epoll_fd_, events, kMaxEvents, 0)) == 0) {
+      sched_yield();
+    }
+    if (n == 0) n = epoll_wait(epoll_fd_, events, kMaxEvents, 1000);
+    if (n > 0 && busy_poll.count() > 0) poll_until = Clock::now() + busy_poll;
     for (int i = 0; i < n; ++i) {
       uint64_t tag = events[i].data.u64;
       if (tag == 0) {

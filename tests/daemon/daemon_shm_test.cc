@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -171,6 +173,39 @@ TEST(DaemonShmTest, ShmPutThenNativeGetAndNativePutThenShmGet) {
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
   EXPECT_EQ(deleted->memory_blocks, 20u);
   EXPECT_TRUE(shm->Flush().ok());
+}
+
+// server.busy_poll_us: loops that poll between requests (the harness runs two) serve clients on
+// several connections as loops that sleep do (three clients, every byte checked).
+TEST(DaemonShmTest, BusyPollingLoopsServeEveryClient) {
+  Daemon d("busy_poll_us = 500\n[disk]\ndir = \"\"\n");  // In the harness's [server].
+  std::unique_ptr<Client> native = ConnectNative(d);
+  ASSERT_TRUE(native);
+  std::vector<std::thread> clients;
+  std::atomic<int> wrong{0};
+  for (uint32_t c = 0; c < 2; ++c) {
+    clients.emplace_back([&, c] {
+      std::unique_ptr<ShmClient> shm = ConnectShm(d);
+      if (!shm) return (void)++wrong;
+      std::vector<std::byte> out;
+      for (uint32_t i = 0; i < 200; ++i) {
+        const uint32_t id = 1000 * (c + 1) + i;
+        std::vector<std::byte> v = PatternValue(id, 4096 + i);
+        out.assign(v.size(), std::byte{0});
+        Result<size_t> n = Status::Internal("not read");
+        if (shm->Put(TestKey(id), v).ok()) n = shm->Read(TestKey(id), out);
+        if (!n.ok() || *n != v.size() || out != v) ++wrong;
+      }
+    });
+  }
+  for (uint32_t i = 0; i < 200; ++i) {
+    std::vector<std::byte> v = PatternValue(5000 + i, 100 + i);
+    Result<std::vector<std::byte>> got = Status::Internal("not read");
+    if (native->Put(TestKey(5000 + i), v).ok()) got = native->Get(TestKey(5000 + i));
+    if (!got.ok() || *got != v) ++wrong;
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(DaemonShmTest, AllocateFillInPlaceCommitOrAbort) {
