@@ -35,7 +35,13 @@ for _ in $(seq 1 200); do
   iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -l 1M -t 5 -J >"$DIR/iperf.json" 2>/dev/null && break
   sleep 0.02
 done
-IPERF_GBPS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8/2**30)' "$DIR/iperf.json")
+# A run without a result says what iperf3 said (once, in bench/all.sh after peer_bench.py, the
+# client exited at once without one; not seen since).
+IPERF_GBPS=$(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+r = d.get("end", {}).get("sum_received")
+if r is None: sys.exit("iperf3 gave no result: " + json.dumps(d.get("error", d))[:2000])
+print(r["bits_per_second"] / 8 / 2**30)' "$DIR/iperf.json")
 echo "iperf3 single stream -l 1M: $(printf %.2f "$IPERF_GBPS") GiB/s"
 
 # redis-benchmark SET, then GET, against the server PID on PORT; prints "op rps p50_ms p99_ms

@@ -266,7 +266,6 @@ def main() -> int:
             for p in procs:
                 p.terminate()
                 p.wait()
-    ok = True
     via = "nixl" if HAVE_NIXL else "boto3"
     for op in ("put", "get"):
         s3, native = results[f"s3 {via}"][op], results["native"][op]
@@ -277,16 +276,16 @@ def main() -> int:
             f"{native[3] / s3[3]:.2f}x native), the S3 clients {s3[4] / native[4]:.1f}x the native "
             f"clients', all on {os.cpu_count()} cores"
         )
-        ok &= target(f"s3 {op} ({via}) vs native", s3[0] / native[0], ">=", 0.7, why_not=why)
+        target(f"s3 {op} ({via}) vs native", s3[0] / native[0], ">=", 0.7, why_not=why)
         if f"minio {via}" in results:
             minio_r = results[f"minio {via}"][op]
-            ok &= target(f"s3 {op} ({via}) vs MinIO", s3[0] / minio_r[0], ">=", 1.5)
-            ok &= target(f"s3 {op} ({via}) p99 vs MinIO's", s3[2] / minio_r[2], "<=", 1.0)
+            target(f"s3 {op} ({via}) vs MinIO", s3[0] / minio_r[0], ">=", 1.5)
+            target(f"s3 {op} ({via}) p99 vs MinIO's", s3[2] / minio_r[2], "<=", 1.0)
         else:
             not_measured(
                 f"s3 {op} vs MinIO", "no MinIO (scripts/test builds it, or set KVTIER_MINIO)"
             )
-    return 0 if ok else 1
+    return 0  # Met or not, each target's line says; bench/all.sh counts them.
 
 
 if __name__ == "__main__":
