@@ -17,9 +17,11 @@ round, BATCH per call) and then read them all back into other buffers; GiB/s of 
 together, per operation. One untimed round first (pages of both stores and of the buffers
 faulted in), then ROUNDS rounds, kvtier and Mooncake alternating which goes first; every key is
 deleted after its round. A sample of the blocks read is checked byte for byte after each round.
-Prints the medians of GiB/s and of the per-round ratio kvtier / Mooncake, and a TARGET line
-per operation and size (shared memory >= 1.2x Mooncake's); when build/venv-peers is missing,
-"not measured" lines instead, and exits 0.
+Prints the medians of GiB/s and of the per-round ratio kvtier / Mooncake, each store's CPU
+seconds per GiB (its clients', and kvtierd's or mooncake_client's and mooncake_master's: with
+every core busy, what bounds a run), and a TARGET line per operation and size (shared memory
+>= 1.2x Mooncake's) that gives the CPU when the target is not met; when build/venv-peers is
+missing, "not measured" lines instead, and exits 0.
 
 Usage: build/venv/bin/python bench/peer_bench.py BUILD_DIR [--threads 4] [--rounds 5]
            [--sizes 2097152,262144] [--blocks N] [--batch 16]
@@ -52,6 +54,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / "build/venv-peers/bin"
 BYTES_PER_THREAD = 128 << 20
 TARGET_RATIO = 1.2
+# Mooncake's processes, whose CPU is its server side's.
+MOONCAKE_SERVERS = ("mooncake_master", "mooncake_client")
 
 
 def size_name(size: int) -> str:
@@ -123,8 +127,11 @@ class Processes:
 class Kvtier:
     """kvtier's side: one ShmClient per thread on kvtierd's Unix socket."""
 
-    def __init__(self, url: str, threads: int, size: int, blocks: int, batch: int) -> None:
+    def __init__(
+        self, url: str, server: int, threads: int, size: int, blocks: int, batch: int
+    ) -> None:
         self.threads, self.size, self.blocks, self.batch = threads, size, blocks, batch
+        self.server = server  # kvtierd's pid.
         self.clients = [kvtier.ShmClient(url) for _ in range(threads)]
         self.admin = kvtier.Client(url)
         self.src = [np.empty(blocks * size, np.uint8) for _ in range(threads)]
@@ -166,6 +173,7 @@ class Kvtier:
             get,
             [(src.data, dst.data) for src, dst in zip(self.src, self.dst, strict=True)],
             lambda: int(self.admin.delete_all().memory_blocks),
+            [self.server],
         )
 
     def close(self) -> None:
@@ -184,8 +192,11 @@ class Mooncake:
         self.procs = procs
         self.name = f"peer_mooncake-{size}"
         argv = [str(PEERS / "python"), str(ROOT / "bench/peer_mooncake.py"), client_addr]
+        servers = ",".join(str(dict(procs.started)[n].pid) for n in MOONCAKE_SERVERS)
         self.proc = procs.start(
-            self.name, argv + [str(n) for n in (threads, size, blocks, batch)], pipes=True
+            self.name,
+            argv + [str(n) for n in (threads, size, blocks, batch)] + [servers],
+            pipes=True,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
@@ -293,7 +304,9 @@ def main() -> None:
             client_addr = start_mooncake(procs, 2 * round_bytes + (256 << 20), args.threads)
             for size in sizes:
                 n = blocks[size]
-                kv = Kvtier(url, args.threads, size, n, args.batch)
+                kv = Kvtier(
+                    url, dict(procs.started)["kvtierd"].pid, args.threads, size, n, args.batch
+                )
                 mc = Mooncake(procs, client_addr, args.threads, size, n, args.batch)
                 sides: dict[str, Any] = {"kvtier": kv, "Mooncake": mc}
                 for r in range(args.rounds):
@@ -319,20 +332,38 @@ def main() -> None:
     )
     print(f"{'':18} {'kvtier GiB/s':>13} {'Mooncake GiB/s':>15} {'kvtier/Mooncake':>16}")
     ratios: dict[str, float] = {}
+    why_not: dict[str, str] = {}
     for size in sizes:
         for op in ("put", "get"):
             kv_runs = [r[op] for r in results[(size, "kvtier")]]
             mc_runs = [r[op] for r in results[(size, "Mooncake")]]
             ratio = statistics.median(k / m for k, m in zip(kv_runs, mc_runs, strict=True))
-            ratios[f"SHM {op} / Mooncake, {size_name(size)}"] = ratio
+            name = f"SHM {op} / Mooncake, {size_name(size)}"
+            ratios[name] = ratio
             label = f"{size_name(size)} x{blocks[size]} {op}"
             print(
                 f"{label:18} {statistics.median(kv_runs):13.2f} "
                 f"{statistics.median(mc_runs):15.2f} {ratio:16.2f}"
             )
+            # Both stores' CPU per GiB (medians): with every core busy, what bounds a run.
+            cpu = {
+                (side, part): statistics.median(
+                    r[f"{op} {part} cpu"] for r in results[(size, side)]
+                )
+                for side in ("kvtier", "Mooncake")
+                for part in ("client", "server")
+            }
+            why_not[name] = (
+                f"CPU per GiB: kvtier {cpu['kvtier', 'client'] + cpu['kvtier', 'server']:.2f} s "
+                f"(clients {cpu['kvtier', 'client']:.2f}, kvtierd {cpu['kvtier', 'server']:.2f}), "
+                f"Mooncake {cpu['Mooncake', 'client'] + cpu['Mooncake', 'server']:.2f} s (clients "
+                f"{cpu['Mooncake', 'client']:.2f}, its processes {cpu['Mooncake', 'server']:.2f}), "
+                f"on {os.cpu_count()} cores"
+            )
+            print(f"{'':18} {why_not[name]}")
     print()
     for name in names:
-        target(name, ratios[name], ">=", TARGET_RATIO)
+        target(name, ratios[name], ">=", TARGET_RATIO, why_not=why_not[name])
 
 
 if __name__ == "__main__":

@@ -14,13 +14,15 @@ After one untimed round (the segment's and the buffers' pages faulted in) it pri
 then each line "round TAG" on stdin runs one round with fresh keys (TAG-thread-block): every
 thread puts its blocks, then every thread reads them back; a sample of the blocks is checked
 byte for byte, and every key is removed. It answers with one JSON line {"put": GiB/s, "get":
-GiB/s}. "quit" or the end of stdin ends it.
+GiB/s, "put client cpu": s/GiB, ...}: the CPU of this process and of Mooncake's (SERVER_PIDS,
+comma-separated: mooncake_client's and mooncake_master's) per GiB. "quit" or the end of stdin
+ends it.
 
 It also holds what both sides of the comparison share (timed_round, fill_blocks,
 clear_samples): peer_bench.py imports them, so that kvtier and Mooncake are
 timed and checked by the same code.
 
-Usage: peer_mooncake.py CLIENT_ADDR THREADS SIZE BLOCKS BATCH
+Usage: peer_mooncake.py CLIENT_ADDR THREADS SIZE BLOCKS BATCH SERVER_PIDS
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import time
 import zlib
 from collections.abc import Callable
 from typing import Any
+
+import kvtierd
 
 
 def timed_threads(threads: int, work: Callable[[int], None]) -> float:
@@ -100,29 +104,40 @@ def timed_round(
     get: Callable[[int], None],
     buffers: list[tuple[memoryview, memoryview]],
     remove_all: Callable[[], int],
+    servers: list[int],
 ) -> dict[str, float]:
     """One round of a store: every thread's ``put``, then every thread's ``get``, each timed
     with all threads together; then the sampled blocks of each thread's (source, destination)
     ``buffers`` checked, and every key removed (``remove_all`` returns how many it removed).
-    Returns GiB/s per operation."""
-    put_s = timed_threads(threads, put)
-    get_s = timed_threads(threads, get)
+    Returns GiB/s per operation, and the CPU seconds per GiB of this process (the clients) and
+    of the store's processes (pids ``servers``) as "<op> client cpu" and "<op> server cpu"."""
+    out: dict[str, float] = {}
+    moved = threads * blocks * size / 2**30
+    for op, work in (("put", put), ("get", get)):
+        client = time.process_time()
+        server = sum(kvtierd.cpu_seconds(pid) for pid in servers)
+        seconds = timed_threads(threads, work)
+        out[f"{op} client cpu"] = (time.process_time() - client) / moved
+        out[f"{op} server cpu"] = (sum(kvtierd.cpu_seconds(p) for p in servers) - server) / moved
+        out[op] = moved / seconds
     for src, dst in buffers:
         check_samples(src, dst, size, blocks)
     removed = remove_all()
     if removed != threads * blocks:
         raise RuntimeError(f"removing the round's keys removed {removed} of {threads * blocks}")
-    moved = threads * blocks * size / 2**30
-    return {"put": moved / put_s, "get": moved / get_s}
+    return out
 
 
 class Worker:
     """THREADS dummy clients of one real client, each with its shared buffer."""
 
-    def __init__(self, client_addr: str, threads: int, size: int, blocks: int, batch: int):
+    def __init__(
+        self, client_addr: str, threads: int, size: int, blocks: int, batch: int, servers: list[int]
+    ):
         from mooncake.store import MooncakeDistributedStore
 
         self.threads, self.size, self.blocks, self.batch = threads, size, blocks, batch
+        self.servers = servers  # mooncake_client's and mooncake_master's pids.
         self.stores: list[Any] = []
         self.src: list[memoryview] = []
         self.dst: list[memoryview] = []
@@ -179,6 +194,7 @@ class Worker:
             get,
             list(zip(self.src, self.dst, strict=True)),
             lambda: int(self.stores[0].remove_all(True)),  # force: the reads' leases still hold.
+            self.servers,
         )
 
     def close(self) -> None:
@@ -193,7 +209,8 @@ def main() -> None:
     os.dup2(2, 1)
     client_addr = sys.argv[1]
     threads, size, blocks, batch = (int(a) for a in sys.argv[2:6])
-    worker = Worker(client_addr, threads, size, blocks, batch)
+    servers = [int(pid) for pid in sys.argv[6].split(",")]
+    worker = Worker(client_addr, threads, size, blocks, batch, servers)
     try:
         worker.round("warmup")
         print("ready", file=replies, flush=True)

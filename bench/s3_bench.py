@@ -143,12 +143,6 @@ def worker(args: tuple[str, str, str, str, int, int, int, str, float]) -> Timing
     return latencies, begin, time.perf_counter(), time.process_time() - cpu
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds process `pid` has used, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 # Per operation: MB/s, p50 ms, p99 ms, and the server's and the clients' CPU ms per GB moved.
 Result = tuple[float, float, float, float, float]
 
@@ -170,9 +164,9 @@ def measure(
     for op in ("put", "get"):
         start_at = time.perf_counter() + SETUP_S
         jobs = [(kind, url, key, secret, i, objects, rounds, op, start_at) for i in range(clients)]
-        server_cpu = cpu_seconds(server)
+        server_cpu = kvtierd.cpu_seconds(server)
         results = pool.map(worker, jobs)
-        server_cpu = cpu_seconds(server) - server_cpu
+        server_cpu = kvtierd.cpu_seconds(server) - server_cpu
         late = max(r[1] for r in results) - start_at
         if late > 0.01:
             print(f"{kind} {op}: a client began {late * 1e3:.0f} ms late (set-up over {SETUP_S} s)")
