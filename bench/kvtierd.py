@@ -1,4 +1,4 @@
-"""Starting a kvtierd for a Python benchmark (bench/common.sh's `start_kvtierd` is the same for
+"""Starting a kvtierd for a Python benchmark (bench/common.sh's `wait_kvtierd` is the wait for
 the shell ones): its configuration written to a directory of its own, its log there, and the
 wait until it serves and, when it takes G2's memory up front (`prefault = true`), has taken it.
 
