@@ -743,8 +743,9 @@ Result<size_t> ShmClient::Read(const BlockKey& key, std::span<std::byte> out) {
 std::vector<Result<size_t>> ShmClient::ReadMany(std::span<const BlockKey> keys,
                                                 std::span<const std::span<std::byte>> outs) {
   std::vector<Result<size_t>> got(keys.size(), Status::InvalidArgument("no buffer for the key"));
+  const std::shared_ptr<shm_internal::Connection> conn = Current();  // One lock for both limits.
   const size_t step = std::max<uint32_t>(
-      1, std::min(max_leases(), std::max<uint32_t>(Current()->hello().max_batch, 1)));
+      1, std::min(conn->attach().max_leases, std::max<uint32_t>(conn->hello().max_batch, 1)));
   for (size_t begin = 0; begin < keys.size() && begin < outs.size(); begin += step) {
     const size_t n = std::min({step, keys.size() - begin, outs.size() - begin});
     // Twice when kvtierd closed the connection holding the leases meanwhile: the client
