@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <map>
@@ -310,6 +311,39 @@ TEST_F(StoreTieringTest, ReplaceKeepsTheSameBytesAndReplacesOthersInEveryTier) {
   EXPECT_EQ(out, Value(51));
   Open(2);  // G2 is volatile: the new value is gone with it; the old one must stay gone.
   EXPECT_EQ(store_->Read(tenant_, Key(5), out).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTieringTest, CommitReplaceKeepsTheSameBytesAndReplacesOthersInG3) {
+  // What an S3 PUT of a name the daemon did not know stores: bytes written into an allocation.
+  auto commit = [&](uint64_t k, const std::vector<std::byte>& value) {
+    Result<BlockAllocation> a = store_->Allocate(tenant_, Key(k), value.size());
+    if (!a.ok()) return a.status();
+    size_t offset = 0;
+    for (std::span<std::byte> piece : a->extents()) {
+      std::memcpy(piece.data(), value.data() + offset, piece.size());
+      offset += piece.size();
+    }
+    return store_->CommitReplace(std::move(*a));
+  };
+  Open(2);
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(commit(k, Value(k)).ok());
+  EXPECT_EQ(store_->Allocate(tenant_, Key(3), kBlock).status().code(), StatusCode::kAlreadyExists)
+      << "G2 holds it: the caller replaces the value whole (Replace)";
+  Open(2);  // Now every block is in G3 only.
+  ASSERT_TRUE(commit(0, Value(0)).ok());
+  EXPECT_EQ(store_->Stats().blocks, 0u) << "the same bytes in G3: nothing stored again";
+  EXPECT_EQ(store_->StatsForTenant(tenant_)->deletes, 0u);
+  ASSERT_TRUE(commit(1, Value(10)).ok());
+  std::vector<std::byte> out(kBlock);
+  ASSERT_TRUE(store_->Read(tenant_, Key(1), out).ok());
+  EXPECT_EQ(out, Value(10));
+  ASSERT_TRUE(commit(5, Value(5)).ok()) << "a key no tier holds";
+  ASSERT_TRUE(store_->Read(tenant_, Key(5), out).ok());
+  EXPECT_EQ(out, Value(5));
+  Open(2);  // G2 is volatile: the new value is gone with it; G3's old one must be gone too.
+  EXPECT_EQ(store_->Read(tenant_, Key(1), out).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->Read(tenant_, Key(0), out).ok());
+  EXPECT_EQ(out, Value(0));
 }
 
 TEST_F(StoreTieringTest, PinBringsAG3BlockBackToDram) {

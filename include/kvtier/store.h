@@ -538,6 +538,11 @@ class Store {
   // put of the same key won (blocks are immutable; the allocation's bytes are dropped).
   // InvalidArgument for an allocation that is not valid.
   virtual Status Commit(BlockAllocation allocation, const PutOptions& options = {}) = 0;
+  // Commit as Replace stores: for a key that names a mutable value, whose bytes were written
+  // into an allocation (which Allocate grants only while G2 does not hold the key). A value G3
+  // holds under the key with the same bytes is kept (the allocation dropped); with other bytes
+  // it is deleted as Delete does, then the allocation published.
+  virtual Status CommitReplace(BlockAllocation allocation, const PutOptions& options = {}) = 0;
 
   // Removes every expired block now (expiry is otherwise found lazily). Returns how many.
   virtual size_t PurgeExpired() = 0;

@@ -35,10 +35,26 @@ class Checksum64Stream {
   uint64_t Value() const;
 
  private:
+  friend class Digest128Stream;
   struct FreeState {
     void operator()(XXH3_state_s* state) const;
   };
   std::unique_ptr<XXH3_state_s, FreeState> state_;
+};
+
+// Digest128 of bytes that arrive in pieces, as Checksum64Stream is to Checksum64.
+class Digest128Stream {
+ public:
+  Digest128Stream();
+  ~Digest128Stream();
+  Digest128Stream(const Digest128Stream&) = delete;
+  Digest128Stream& operator=(const Digest128Stream&) = delete;
+
+  void Update(std::span<const std::byte> data);
+  std::array<uint8_t, 16> Value() const;
+
+ private:
+  std::unique_ptr<XXH3_state_s, Checksum64Stream::FreeState> state_;
 };
 
 }  // namespace kvtier

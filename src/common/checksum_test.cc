@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <vector>
 
@@ -35,16 +36,22 @@ TEST(ChecksumTest, StreamOverPiecesEqualsOneShot) {
   std::mt19937 rng(1);
   for (auto& b : data) b = static_cast<std::byte>(rng());
   const uint64_t whole = Checksum64(data);
+  const std::array<uint8_t, 16> digest = Digest128(data);
   // Pieces of every shape: empty, one byte, odd sizes, larger than XXH3's internal buffer.
   for (size_t piece : {size_t{1}, size_t{7}, size_t{255}, size_t{4096}, size_t{131072},
                        data.size()}) {
     Checksum64Stream stream;
+    Digest128Stream digest_stream;
     stream.Update({});
+    digest_stream.Update({});
     for (size_t at = 0; at < data.size(); at += piece) {
       stream.Update(std::span(data).subspan(at, std::min(piece, data.size() - at)));
+      digest_stream.Update(std::span(data).subspan(at, std::min(piece, data.size() - at)));
     }
     EXPECT_EQ(stream.Value(), whole) << "pieces of " << piece;
+    EXPECT_EQ(digest_stream.Value(), digest) << "pieces of " << piece;
   }
+  EXPECT_EQ(Digest128Stream().Value(), Digest128({}));
   Checksum64Stream empty;
   EXPECT_EQ(empty.Value(), Checksum64({}));
   data[12345] ^= std::byte{1};

@@ -116,6 +116,7 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   std::optional<SharedArena> shared_arena(TenantId tenant) const override;
   Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) override;
   Status Commit(BlockAllocation allocation, const PutOptions& options) override;
+  Status CommitReplace(BlockAllocation allocation, const PutOptions& options) override;
 
  private:
   Status CheckTenant(TenantId tenant) const;

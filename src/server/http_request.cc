@@ -178,16 +178,30 @@ HttpRequestParser::State HttpRequestParser::Parse(std::span<const std::byte> inp
   return state_;
 }
 
+std::vector<std::span<std::byte>> HttpRequestParser::BodyPieces(std::span<std::byte> input) const {
+  std::vector<std::span<std::byte>> pieces;
+  pieces.reserve(body_.size());
+  for (const auto& [offset, length] : body_) pieces.push_back(input.subspan(offset, length));
+  return pieces;
+}
+
 std::span<std::byte> HttpRequestParser::Body(std::span<std::byte> input) {
   if (body_.empty()) return {};
-  size_t to = body_[0].first + body_[0].second;
-  for (size_t i = 1; i < body_.size(); ++i) {
-    std::memmove(input.data() + to, input.data() + body_[i].first, body_[i].second);
-    to += body_[i].second;
-  }
+  const std::span<std::byte> body = JoinInPlace(BodyPieces(input));
   body_.resize(1);
-  body_[0].second = to - body_[0].first;
-  return input.subspan(body_[0].first, body_[0].second);
+  body_[0].second = body.size();
+  return body;
+}
+
+std::span<std::byte> JoinInPlace(std::span<const std::span<std::byte>> pieces) {
+  if (pieces.empty()) return {};
+  std::byte* const start = pieces[0].data();
+  size_t size = pieces[0].size();
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    if (!pieces[i].empty()) std::memmove(start + size, pieces[i].data(), pieces[i].size());
+    size += pieces[i].size();
+  }
+  return {start, size};
 }
 
 std::string_view HttpReason(int status) {

@@ -71,6 +71,9 @@ class HttpRequestParser {
   // REQUIRES: kComplete. The body, made contiguous in `input` (the same bytes Parse saw):
   // the pieces of a chunked body are moved together in place. Valid until `input` changes.
   std::span<std::byte> Body(std::span<std::byte> input);
+  // REQUIRES: kComplete. The body where it lies in `input`, in order, nothing moved: one piece
+  // (none when empty), or one per chunk of a chunked body. Valid until `input` changes.
+  std::vector<std::span<std::byte>> BodyPieces(std::span<std::byte> input) const;
   // REQUIRES: kComplete. Bytes of the input that the request took.
   size_t consumed() const { return fed_; }
   // REQUIRES: kError. The HTTP status to answer with (400, 413, 431 or 505) and why.
@@ -97,6 +100,10 @@ class HttpRequestParser {
   int error_status_ = 0;
   std::string error_;
 };
+
+// Moves `pieces` (ascending, non-overlapping ranges of one buffer) together at the first one's
+// start; returns the bytes they make.
+std::span<std::byte> JoinInPlace(std::span<const std::span<std::byte>> pieces);
 
 // The reason phrase of an HTTP status code, for the status line ("Error" for codes kvtierd does
 // not send).

@@ -2,13 +2,17 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <ctime>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "src/common/sigv4.h"
+#include "src/server/s3_checksum.h"
 
 namespace kvtier::server {
 namespace {
@@ -309,10 +313,13 @@ bool ChunkSignatures::Check(std::string_view signature, const std::string& strin
   return true;
 }
 
-bool ChunkSignatures::Next(std::string_view signature, std::span<const std::byte> data) {
+bool ChunkSignatures::Next(std::string_view signature,
+                           std::span<const std::span<std::byte>> data) {
+  S3Checksum sha(S3ChecksumAlgorithm::kSha256);
+  for (std::span<const std::byte> piece : data) sha.Update(piece);
   return Check(signature, "AWS4-HMAC-SHA256-PAYLOAD\n" + auth_.amz_date + "\n" + auth_.scope +
                               "\n" + previous_ + "\n" + std::string(kEmptySha256) + "\n" +
-                              s3::Sha256Hex(data));
+                              s3::HexEncode(sha.Finish()));
 }
 
 bool ChunkSignatures::Trailer(std::string_view signature, std::string_view canonical_trailers) {
@@ -322,22 +329,94 @@ bool ChunkSignatures::Trailer(std::string_view signature, std::string_view canon
                                                                     canonical_trailers.size()))));
 }
 
-std::optional<S3Error> DecodeAwsChunked(std::span<std::byte> body, ChunkSignatures* signatures,
-                                        bool signed_trailer, AwsChunkedBody* out) {
-  const std::string_view text(reinterpret_cast<const char*>(body.data()), body.size());
+namespace {
+
+// Appends `piece` to `pieces`, joined to the last one when it follows it.
+void AppendPiece(std::vector<std::span<std::byte>>* pieces, std::span<std::byte> piece) {
+  if (!pieces->empty() && pieces->back().data() + pieces->back().size() == piece.data()) {
+    pieces->back() = {pieces->back().data(), pieces->back().size() + piece.size()};
+  } else {
+    pieces->push_back(piece);
+  }
+}
+
+// Reads a body across the pieces it arrived in (a chunked HTTP body's chunks), moving nothing.
+class PieceCursor {
+ public:
+  explicit PieceCursor(std::span<const std::span<std::byte>> pieces) : pieces_(pieces) {
+    for (std::span<const std::byte> p : pieces) remaining_ += p.size();
+  }
+  size_t remaining() const { return remaining_; }
+
+  // The bytes before the next CRLF, consumed with it; nullopt when no CRLF comes within
+  // `max_bytes`, or an LF comes without its CR.
+  std::optional<std::string> Line(size_t max_bytes) {
+    std::string line;
+    while (remaining_ > 0) {
+      const std::span<std::byte> p = Current();
+      const char* text = reinterpret_cast<const char*>(p.data());
+      const void* lf = std::memchr(text, '\n', p.size());
+      const size_t n =
+          lf == nullptr ? p.size() : static_cast<size_t>(static_cast<const char*>(lf) - text);
+      if (line.size() + n > max_bytes + 1) return std::nullopt;  // + 1: its CR.
+      line.append(text, n);
+      Advance(lf == nullptr ? n : n + 1);
+      if (lf == nullptr) continue;
+      if (line.empty() || line.back() != '\r') return std::nullopt;
+      line.pop_back();
+      return line;
+    }
+    return std::nullopt;
+  }
+
+  // Appends the next `n` bytes to *out as pieces (adjacent ones merged).
+  // REQUIRES: n <= remaining().
+  void Take(size_t n, std::vector<std::span<std::byte>>* out) {
+    while (n > 0) {
+      const std::span<std::byte> p = Current().first(std::min(n, Current().size()));
+      AppendPiece(out, p);
+      Advance(p.size());
+      n -= p.size();
+    }
+  }
+
+ private:
+  std::span<std::byte> Current() const { return pieces_[piece_].subspan(at_); }
+  void Advance(size_t n) {
+    remaining_ -= n;
+    at_ += n;
+    while (piece_ < pieces_.size() && at_ == pieces_[piece_].size()) {
+      ++piece_;
+      at_ = 0;
+    }
+  }
+
+  std::span<const std::span<std::byte>> pieces_;
+  size_t piece_ = 0;
+  size_t at_ = 0;
+  size_t remaining_ = 0;
+};
+
+}  // namespace
+
+std::optional<S3Error> DecodeAwsChunked(std::span<const std::span<std::byte>> body,
+                                        ChunkSignatures* signatures, bool signed_trailer,
+                                        AwsChunkedBody* out) {
   auto malformed = [](std::string why) {
     return S3Error{400, "IncompleteBody", "malformed aws-chunked body: " + std::move(why)};
   };
   auto bad_signature = [] {
     return S3Error{403, "SignatureDoesNotMatch", "a chunk signature of the body does not match"};
   };
+  // A chunk header is a size and a signature (16 + 17 + 64 bytes); a trailer a checksum header.
+  constexpr size_t kMaxLineBytes = 4096;
   constexpr std::string_view kSignature = ";chunk-signature=";
-  size_t pos = 0;
-  size_t end = 0;  // Where the payload decoded so far ends.
+  PieceCursor cursor(body);
+  std::vector<std::span<std::byte>> chunk;
   for (;;) {
-    const size_t eol = text.find("\r\n", pos);
-    if (eol == std::string_view::npos) return malformed("a chunk header without CRLF");
-    std::string_view line = text.substr(pos, eol - pos);
+    std::optional<std::string> header = cursor.Line(kMaxLineBytes);
+    if (!header) return malformed("a chunk header without CRLF");
+    std::string_view line = *header;
     std::string_view signature;
     if (const size_t semi = line.find(';'); semi != std::string_view::npos) {
       if (line.substr(semi, kSignature.size()) != kSignature) return malformed("unknown chunk extension");
@@ -348,26 +427,25 @@ std::optional<S3Error> DecodeAwsChunked(std::span<std::byte> body, ChunkSignatur
       return malformed("chunk size '" + std::string(line) + "' is not hexadecimal");
     }
     const uint64_t size = std::stoull(std::string(line), nullptr, 16);
-    pos = eol + 2;
-    if (size > text.size() - pos) return malformed("a chunk runs past the end of the body");
-    const std::span<std::byte> data = body.subspan(pos, size);
+    if (size > cursor.remaining()) return malformed("a chunk runs past the end of the body");
+    chunk.clear();
+    cursor.Take(size, &chunk);
     if (signatures != nullptr) {
       if (signature.empty()) return S3Error{403, "AccessDenied", "a chunk has no signature"};
-      if (!signatures->Next(signature, data)) return bad_signature();
+      if (!signatures->Next(signature, chunk)) return bad_signature();
     }
     if (size == 0) break;
-    if (text.substr(pos + size, 2) != "\r\n") return malformed("a chunk's data is not followed by CRLF");
-    std::memmove(body.data() + end, data.data(), size);
-    end += size;
-    pos += size + 2;
+    std::optional<std::string> end = cursor.Line(0);
+    if (!end) return malformed("a chunk's data is not followed by CRLF");
+    for (std::span<std::byte> piece : chunk) AppendPiece(&out->data, piece);
+    out->size += size;
   }
   std::string canonical;
   std::string trailer_signature;
   for (;;) {
-    const size_t eol = text.find("\r\n", pos);
-    if (eol == std::string_view::npos) return malformed("trailers without a final CRLF");
-    const std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 2;
+    std::optional<std::string> text = cursor.Line(kMaxLineBytes);
+    if (!text) return malformed("trailers without a final CRLF");
+    const std::string_view line = *text;
     if (line.empty()) break;
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos) return malformed("a trailer without ':'");
@@ -381,12 +459,11 @@ std::optional<S3Error> DecodeAwsChunked(std::span<std::byte> body, ChunkSignatur
     canonical += name + ":" + value + "\n";
     out->trailers.emplace_back(std::move(name), value);
   }
-  if (pos != text.size()) return malformed("bytes after the final CRLF");
+  if (cursor.remaining() != 0) return malformed("bytes after the final CRLF");
   if (signatures != nullptr && signed_trailer) {
     if (trailer_signature.empty()) return S3Error{403, "AccessDenied", "the trailer has no signature"};
     if (!signatures->Trailer(trailer_signature, canonical)) return bad_signature();
   }
-  out->data = body.first(end);
   return std::nullopt;
 }
 

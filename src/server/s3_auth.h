@@ -85,8 +85,8 @@ std::optional<S3Error> VerifyS3Signature(const HttpRequest& request, const S3Key
 class ChunkSignatures {
  public:
   explicit ChunkSignatures(const S3Auth& auth) : auth_(auth), previous_(auth.seed_signature) {}
-  // Checks the next chunk's signature (64 hex digits) against its data.
-  bool Next(std::string_view signature, std::span<const std::byte> data);
+  // Checks the next chunk's signature (64 hex digits) against its data (in pieces).
+  bool Next(std::string_view signature, std::span<const std::span<std::byte>> data);
   // Checks the trailer's signature against its canonical text ("name:value\n" per trailer).
   bool Trailer(std::string_view signature, std::string_view canonical_trailers);
 
@@ -101,16 +101,19 @@ class ChunkSignatures {
 //   last    = "0" [";chunk-signature=" 64HEXDIG] CRLF
 //   body    = *chunk last *(trailer CRLF) CRLF,  trailer = name ":" value
 struct AwsChunkedBody {
-  std::span<std::byte> data;  // The payload, moved together at the start of the body.
+  std::vector<std::span<std::byte>> data;  // The payload where it lies in the body, in order.
+  uint64_t size = 0;                       // The payload's bytes.
   std::vector<std::pair<std::string, std::string>> trailers;  // Names in lower case.
 };
 
-// Decodes `body` in place. With `signatures`, every chunk must carry a valid signature, and
-// with `signed_trailer` the trailer too (x-amz-trailer-signature). nullopt when it is
-// well-formed and every signature holds; otherwise IncompleteBody / InvalidRequest (400) or
+// Decodes `body`, given as the pieces it lies in (HttpRequestParser::BodyPieces), moving
+// nothing. With `signatures`, every chunk must carry a valid signature, and with
+// `signed_trailer` the trailer too (x-amz-trailer-signature). nullopt when it is well-formed
+// and every signature holds; otherwise IncompleteBody / InvalidRequest (400) or
 // SignatureDoesNotMatch (403).
-std::optional<S3Error> DecodeAwsChunked(std::span<std::byte> body, ChunkSignatures* signatures,
-                                        bool signed_trailer, AwsChunkedBody* out);
+std::optional<S3Error> DecodeAwsChunked(std::span<const std::span<std::byte>> body,
+                                        ChunkSignatures* signatures, bool signed_trailer,
+                                        AwsChunkedBody* out);
 
 // Percent-decodes `s` ('+' stays '+'); nullopt for a malformed escape.
 std::optional<std::string> PercentDecode(std::string_view s);

@@ -2,9 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "src/common/sigv4.h"
+#include "src/server/http_request.h"
 #include "src/server/s3_checksum.h"
 
 namespace kvtier::server {
@@ -63,24 +68,70 @@ TEST(S3ChecksumTest, LongInputsOfEveryLengthAndSplitMatchTheDefinition) {
   }
 }
 
-TEST(AwsChunkedTest, DecodesUnsignedChunksWithATrailer) {
-  std::string body = "5\r\nhello\r\n6\r\n world\r\n0\r\nx-amz-checksum-crc32:DUoRhQ==\r\n\r\n";
+// `body` laid out as a chunked HTTP body is in its input: pieces of `piece` bytes with framing
+// between them ("~~" here), which the decoder must read across and never take for payload.
+struct Pieces {
+  std::string buffer;
+  std::vector<std::span<std::byte>> pieces;
+  Pieces(std::string_view body, size_t piece) {
+    std::vector<std::pair<size_t, size_t>> at;
+    for (size_t i = 0; i < body.size(); i += piece) {
+      const size_t n = std::min(piece, body.size() - i);
+      at.emplace_back(buffer.size(), n);
+      buffer += body.substr(i, n);
+      buffer += "~~";
+    }
+    for (const auto& [offset, n] : at) {
+      pieces.push_back(std::as_writable_bytes(std::span(buffer.data() + offset, n)));
+    }
+  }
+};
+
+std::optional<S3Error> Decode(std::string_view body, size_t piece, ChunkSignatures* signatures,
+                              AwsChunkedBody* out, std::string* payload) {
+  Pieces p(body, piece);
+  std::optional<S3Error> e = DecodeAwsChunked(p.pieces, signatures, false, out);
+  const std::span<std::byte> joined = JoinInPlace(out->data);
+  payload->assign(reinterpret_cast<const char*>(joined.data()), joined.size());
+  return e;
+}
+
+TEST(AwsChunkedTest, DecodesUnsignedChunksWithATrailerAcrossPieces) {
+  const std::string body =
+      "5\r\nhello\r\n6\r\n world\r\n0\r\nx-amz-checksum-crc32:DUoRhQ==\r\n\r\n";
+  // Every split: a CRLF, a size, a trailer broken between two pieces of a chunked HTTP body.
+  for (size_t piece = 1; piece <= body.size(); ++piece) {
+    AwsChunkedBody out;
+    std::string payload;
+    ASSERT_FALSE(Decode(body, piece, nullptr, &out, &payload)) << piece;
+    EXPECT_EQ(payload, "hello world") << piece;
+    EXPECT_EQ(out.size, 11u) << piece;
+    ASSERT_EQ(out.trailers.size(), 1u) << piece;
+    EXPECT_EQ(out.trailers[0].first, "x-amz-checksum-crc32");
+    EXPECT_EQ(out.trailers[0].second, "DUoRhQ==");
+  }
+  // In one piece, the payload is located where it lies, in as many pieces as chunks.
   AwsChunkedBody out;
-  ASSERT_FALSE(DecodeAwsChunked(std::as_writable_bytes(std::span(body.data(), body.size())), nullptr,
-                                false, &out));
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data.data()), out.data.size()), "hello world");
-  ASSERT_EQ(out.trailers.size(), 1u);
-  EXPECT_EQ(out.trailers[0].first, "x-amz-checksum-crc32");
+  Pieces one(body, body.size());
+  ASSERT_FALSE(DecodeAwsChunked(one.pieces, nullptr, false, &out));
+  ASSERT_EQ(out.data.size(), 2u);
+  EXPECT_EQ(out.data[0].data(), one.pieces[0].data() + 3);
 }
 
 TEST(AwsChunkedTest, RefusesMalformedBodies) {
-  for (std::string body : {"5\r\nhel", "zz\r\n", "5\r\nhelloXX0\r\n\r\n", "3\r\nabc\r\n0\r\n\r\nextra",
-                           "3;foo=bar\r\nabc\r\n0\r\n\r\n"}) {
-    AwsChunkedBody out;
-    std::optional<S3Error> e =
-        DecodeAwsChunked(std::as_writable_bytes(std::span(body.data(), body.size())), nullptr, false, &out);
-    ASSERT_TRUE(e.has_value()) << body;
-    EXPECT_EQ(e->status, 400) << body;
+  // Cut short, not hex, no CRLF after data, bytes after the end, an unknown extension, a bare
+  // LF, a trailer line longer than any checksum's.
+  for (std::string body : std::initializer_list<std::string>{
+           "5\r\nhel", "zz\r\n", "5\r\nhelloXX0\r\n\r\n", "3\r\nabc\r\n0\r\n\r\nextra",
+           "3;foo=bar\r\nabc\r\n0\r\n\r\n", "3\nabc\r\n0\r\n\r\n",
+           "3\r\nabc\r\n0\r\n" + std::string(5000, 'x') + ":y\r\n\r\n"}) {
+    for (size_t piece : {size_t{1}, size_t{2}, size_t{7}, body.size()}) {
+      AwsChunkedBody out;
+      std::string payload;
+      std::optional<S3Error> e = Decode(body, piece, nullptr, &out, &payload);
+      ASSERT_TRUE(e.has_value()) << body << " in pieces of " << piece;
+      EXPECT_EQ(e->status, 400) << body;
+    }
   }
 }
 
@@ -91,26 +142,31 @@ TEST(AwsChunkedTest, ChecksEveryChunkSignatureInChain) {
   auth.scope = "20240101/us-east-1/s3/aws4_request";
   auth.seed_signature = std::string(64, 'a');
   // Sign the chunks as a client does.
-  ChunkSignatures signer(auth);
   auto sign = [&](std::string_view previous, std::string_view data) {
     return s3::HexEncode(s3::HmacSha256(
         auth.signing_key, "AWS4-HMAC-SHA256-PAYLOAD\n" + auth.amz_date + "\n" + auth.scope + "\n" +
                               std::string(previous) + "\n" + s3::Sha256Hex({}) + "\n" +
                               s3::Sha256Hex(Bytes(data))));
   };
-  const std::string s1 = sign(auth.seed_signature, "abc");
+  const std::string s1 = sign(auth.seed_signature, "abcdefgh");
   const std::string s2 = sign(s1, "");
-  std::string body = "3;chunk-signature=" + s1 + "\r\nabc\r\n0;chunk-signature=" + s2 + "\r\n\r\n";
+  std::string body =
+      "8;chunk-signature=" + s1 + "\r\nabcdefgh\r\n0;chunk-signature=" + s2 + "\r\n\r\n";
   std::string tampered = body;
   tampered[tampered.find("abc")] = 'x';
-  AwsChunkedBody out;
-  ChunkSignatures good(auth);
-  EXPECT_FALSE(DecodeAwsChunked(std::as_writable_bytes(std::span(body.data(), body.size())), &good, false, &out));
-  ChunkSignatures bad(auth);
-  std::optional<S3Error> e =
-      DecodeAwsChunked(std::as_writable_bytes(std::span(tampered.data(), tampered.size())), &bad, false, &out);
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->code, "SignatureDoesNotMatch");
+  // A chunk's data split between pieces is signed as one.
+  for (size_t piece : {size_t{3}, size_t{50}, body.size()}) {
+    AwsChunkedBody out;
+    std::string payload;
+    ChunkSignatures good(auth);
+    EXPECT_FALSE(Decode(body, piece, &good, &out, &payload)) << piece;
+    EXPECT_EQ(payload, "abcdefgh");
+    ChunkSignatures bad(auth);
+    AwsChunkedBody bad_out;
+    std::optional<S3Error> e = Decode(tampered, piece, &bad, &bad_out, &payload);
+    ASSERT_TRUE(e.has_value()) << piece;
+    EXPECT_EQ(e->code, "SignatureDoesNotMatch");
+  }
 }
 
 TEST(S3AuthTest, PercentDecodeRefusesBrokenEscapes) {

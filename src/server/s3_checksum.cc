@@ -226,7 +226,7 @@ void S3Checksum::Update(std::span<const std::byte> data) {
   }
 }
 
-std::string S3Checksum::FinishBase64() {
+std::vector<uint8_t> S3Checksum::Finish() {
   std::array<uint8_t, EVP_MAX_MD_SIZE> out{};
   size_t n = 0;
   if (digest_ != nullptr) {
@@ -237,8 +237,10 @@ std::string S3Checksum::FinishBase64() {
     n = algorithm_ == S3ChecksumAlgorithm::kCrc64Nvme ? 8 : 4;
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(crc_ >> (8 * (n - 1 - i)));
   }
-  return Base64Encode(std::span(out.data(), n));
+  return {out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n)};
 }
+
+std::string S3Checksum::FinishBase64() { return Base64Encode(Finish()); }
 
 std::string Base64Encode(std::span<const uint8_t> data) {
   std::string out(4 * ((data.size() + 2) / 3), '\0');

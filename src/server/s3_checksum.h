@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvtier::server {
 
@@ -38,7 +39,9 @@ class S3Checksum {
 
   S3ChecksumAlgorithm algorithm() const { return algorithm_; }
   void Update(std::span<const std::byte> data);
-  // The digest, big-endian for the CRCs, base64-encoded as S3 sends it. Ends the checksum.
+  // The digest, big-endian for the CRCs. Ends the checksum.
+  std::vector<uint8_t> Finish();
+  // Finish(), base64-encoded as S3 sends it.
   std::string FinishBase64();
 
  private:

@@ -4,6 +4,7 @@
 
 #include <strings.h>
 
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "src/server/handler.h"
 #include "src/server/http_request.h"
 #include "src/server/s3_auth.h"
+#include "src/server/s3_body.h"
 #include "src/server/s3_checksum.h"
 #include "src/server/s3_protocol.h"
 #include "src/server/s3_service.h"
@@ -334,80 +336,34 @@ class S3Handler final : public ProtocolHandler {
     return {200, {{"Content-Type", "application/xml"}}, ListBucketResultXml(l)};
   }
 
-  // The request body, decoded (aws-chunked) and checked against every checksum the client
-  // sent; nullopt with *error set otherwise.
-  std::optional<std::span<std::byte>> CheckedBody(std::span<std::byte> input, S3Error* error) {
-    const HttpRequest& r = parser_.request();
-    std::span<std::byte> body = parser_.Body(input);
-    std::vector<std::pair<std::string, std::string>> trailers;
-    const std::string* encoding = r.Header("content-encoding");
-    const bool streaming = auth_.payload == S3Payload::kStreamingSigned ||
-                           auth_.payload == S3Payload::kStreamingSignedTrailer ||
-                           auth_.payload == S3Payload::kStreamingUnsignedTrailer;
-    if (streaming || (encoding != nullptr && encoding->find("aws-chunked") != std::string::npos)) {
-      std::optional<ChunkSignatures> signatures;
-      if (auth_.payload == S3Payload::kStreamingSigned ||
-          auth_.payload == S3Payload::kStreamingSignedTrailer) {
-        signatures.emplace(auth_);
-      }
-      AwsChunkedBody decoded;
-      if (std::optional<S3Error> e = DecodeAwsChunked(
-              body, signatures ? &*signatures : nullptr,
-              auth_.payload == S3Payload::kStreamingSignedTrailer, &decoded)) {
-        *error = *e;
-        return std::nullopt;
-      }
-      body = decoded.data;
-      trailers = std::move(decoded.trailers);
-      if (const std::string* n = r.Header("x-amz-decoded-content-length");
-          n != nullptr && *n != std::to_string(body.size())) {
-        *error = {400, "IncompleteBody", "x-amz-decoded-content-length is " + *n + ", the body " +
-                                             std::to_string(body.size()) + " bytes"};
-        return std::nullopt;
-      }
-    }
-    if (auth_.payload == S3Payload::kSha256 && s3::Sha256Hex(body) != auth_.payload_sha256) {
-      *error = {400, "XAmzContentSHA256Mismatch",
-                "The provided 'x-amz-content-sha256' header does not match what was computed."};
+  // The request body, decoded where it lies (s3_body.h); nullopt with *error set otherwise.
+  std::optional<S3Body> DecodedBody(std::span<std::byte> input, S3Error* error) {
+    S3Body body;
+    if (std::optional<S3Error> e =
+            DecodeS3Body(parser_.request(), parser_.BodyPieces(input), auth_, &body)) {
+      *error = *e;
       return std::nullopt;
-    }
-    // Every checksum sent, in a header or a trailer.
-    std::vector<std::pair<S3ChecksumAlgorithm, std::string>> expected;
-    using Headers = std::vector<std::pair<std::string, std::string>>;
-    for (const Headers* list : std::initializer_list<const Headers*>{&r.headers, &trailers}) {
-      for (const auto& [name, value] : *list) {
-        if (std::optional<S3ChecksumAlgorithm> a = ChecksumOfHeader(name)) expected.emplace_back(*a, value);
-        if (name == "content-md5") expected.emplace_back(S3ChecksumAlgorithm::kMd5, value);
-      }
-    }
-    if (const std::string* t = r.Header("x-amz-trailer"); t != nullptr) {
-      std::optional<S3ChecksumAlgorithm> a = ChecksumOfHeader(*t);
-      bool sent = false;
-      for (const auto& [name, value] : trailers) sent = sent || name == *t;
-      if (!a || !sent) {
-        *error = {400, "InvalidRequest", "x-amz-trailer names '" + *t + "', which the body does "
-                                         "not end with (or which is not a checksum)"};
-        return std::nullopt;
-      }
-    }
-    for (const auto& [algorithm, value] : expected) {
-      S3Checksum c(algorithm);
-      c.Update(body);
-      if (c.FinishBase64() != value) {
-        *error = algorithm == S3ChecksumAlgorithm::kMd5
-                     ? S3Error{400, "BadDigest", "The Content-MD5 you specified did not match what we received."}
-                     : S3Error{400, "BadDigest", "The " + std::string(ChecksumHeader(algorithm)) +
-                                                     " you specified did not match the calculated checksum."};
-        return std::nullopt;
-      }
     }
     return body;
   }
 
-  // CheckedBody of an object or a part: also refused (EntityTooLarge) over max_object_bytes.
-  std::optional<std::span<std::byte>> CheckedObjectBody(std::span<std::byte> input, S3Error* error) {
-    std::optional<std::span<std::byte>> body = CheckedBody(input, error);
-    if (body && body->size() > ctx_->config->EffectiveMaxObjectBytes()) {
+  // The request body decoded, made contiguous and checked against every checksum the client
+  // sent; nullopt with *error set otherwise.
+  std::optional<std::span<std::byte>> CheckedBody(std::span<std::byte> input, S3Error* error) {
+    std::optional<S3Body> body = DecodedBody(input, error);
+    if (!body) return std::nullopt;
+    std::span<std::byte> joined;
+    if (std::optional<S3Error> e = JoinChecked(*body, &joined)) {
+      *error = *e;
+      return std::nullopt;
+    }
+    return joined;
+  }
+
+  // DecodedBody of an object or a part: also refused (EntityTooLarge) over max_object_bytes.
+  std::optional<S3Body> ObjectBody(std::span<std::byte> input, S3Error* error) {
+    std::optional<S3Body> body = DecodedBody(input, error);
+    if (body && body->size > ctx_->config->EffectiveMaxObjectBytes()) {
       *error = {400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."};
       return std::nullopt;
     }
@@ -419,40 +375,62 @@ class S3Handler final : public ProtocolHandler {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket + "/" + key;
     S3Error error;
-    std::optional<std::span<std::byte>> body = CheckedObjectBody(input, &error);
+    std::optional<S3Body> body = ObjectBody(input, &error);
     if (!body) return S3ErrorReply(error, resource);
     S3ObjectHeader header;
-    header.size = body->size();
+    header.size = body->size;
     header.content_type = ContentType();
-    header.digest = ContentDigest(*body);
     header.modified_us = UnixMicros();
+    const size_t header_bytes = header.encoded_size();
+    const BlockKey block = S3ObjectKey(bucket, key);
+    const std::string* none = r.Header("if-none-match");
+    const std::string* match = r.Header("if-match");
+    std::optional<S3ObjectHeader> old = ctx_->s3->Named(tenant, bucket, key);
+    Status s;
+    if (none == nullptr && match == nullptr && !old) {
+      // A name not stored here before, the case of every KV block: the body goes from the input
+      // into its G2 allocation in one pass that also checks it and takes its digest (G2 does
+      // not hold the key, or Allocate would say so; CommitReplace deals with G3).
+      Result<BlockAllocation> a = ctx_->store->Allocate(tenant, block, header_bytes + body->size);
+      if (a.ok()) {
+        S3BodyChecks checks(*body, /*digest=*/true);
+        CopyChecked(*body, a->extents(), header_bytes, &checks);
+        if (std::optional<S3Error> e = checks.Finish()) return S3ErrorReply(*e, resource);
+        header.digest = checks.digest();
+        std::vector<std::byte> encoded(header_bytes);
+        header.EncodeTo(encoded);
+        CopyInto(a->extents(), 0, encoded);
+        return Stored(ctx_->store->CommitReplace(std::move(*a)), tenant, bucket, key, header);
+      }
+      if (a.status().code() != StatusCode::kAlreadyExists) {
+        return Stored(a.status(), tenant, bucket, key, header);
+      }
+    }
+    std::span<std::byte> joined;
+    if (std::optional<S3Error> e = JoinChecked(*body, &joined, &header.digest)) {
+      return S3ErrorReply(*e, resource);
+    }
     // The same bytes again keep the header they were stored with, so the value is the same
     // and the Store leaves it as it is.
-    if (std::optional<S3ObjectHeader> old = ctx_->s3->Named(tenant, bucket, key);
-        old && old->digest == header.digest && old->size == header.size &&
+    if (old && old->digest == header.digest && old->size == header.size &&
         old->content_type == header.content_type) {
       header.modified_us = old->modified_us;
     }
     // The header goes just before the body, over request bytes already parsed, so that the
     // value is stored from the input buffer without a copy; a copy when there is no room, and
     // for an empty body (which has no place in the input: the value is the header alone).
-    const size_t header_bytes = header.encoded_size();
     std::vector<std::byte> copy;
     std::span<const std::byte> value;
-    if (const size_t at = body->empty() ? 0 : static_cast<size_t>(body->data() - input.data());
+    if (const size_t at = joined.empty() ? 0 : static_cast<size_t>(joined.data() - input.data());
         at >= header_bytes) {
       header.EncodeTo(input.subspan(at - header_bytes, header_bytes));
-      value = input.subspan(at - header_bytes, header_bytes + body->size());
+      value = input.subspan(at - header_bytes, header_bytes + joined.size());
     } else {
-      copy.resize(header_bytes + body->size());
+      copy.resize(header_bytes + joined.size());
       header.EncodeTo(copy);
-      if (!body->empty()) std::memcpy(copy.data() + header_bytes, body->data(), body->size());
+      if (!joined.empty()) std::memcpy(copy.data() + header_bytes, joined.data(), joined.size());
       value = copy;
     }
-    const BlockKey block = S3ObjectKey(bucket, key);
-    const std::string* none = r.Header("if-none-match");
-    const std::string* match = r.Header("if-match");
-    Status s;
     if (none != nullptr || match != nullptr) {
       if (none != nullptr && *none != "*") {
         return S3ErrorReply({501, "NotImplemented", "If-None-Match on PUT takes only '*'"}, resource);
@@ -482,15 +460,21 @@ class S3Handler final : public ProtocolHandler {
       ReleaseLock(tenant, block);
       s = ctx_->store->Replace(tenant, block, value);
     }
+    return Stored(s, tenant, bucket, key, header);
+  }
+
+  // PutObject's answer once the Store said `s`.
+  S3Reply Stored(const Status& s, TenantId tenant, const std::string& bucket,
+                 const std::string& key, const S3ObjectHeader& header) {
     if (!s.ok()) {
       S3Error e = S3ErrorOf(s);
       if (s.code() == StatusCode::kInvalidArgument) e.code = "EntityTooLarge";
-      return S3ErrorReply(e, resource);
+      return S3ErrorReply(e, "/" + bucket + "/" + key);
     }
     ctx_->s3->NameStored(tenant, bucket, key, header);
     S3Reply reply{200, {{"ETag", header.ETag()}}, ""};
-    for (const auto& [name, value_text] : r.headers) {
-      if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value_text);
+    for (const auto& [name, value] : parser_.request().headers) {
+      if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value);
     }
     return reply;
   }
@@ -521,11 +505,14 @@ class S3Handler final : public ProtocolHandler {
       return S3ErrorReply({400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive"}, resource);
     }
     S3Error error;
-    std::optional<std::span<std::byte>> body = CheckedObjectBody(input, &error);
+    std::optional<S3Body> body = ObjectBody(input, &error);
     if (!body) return S3ErrorReply(error, resource);
     S3Service::Part part;
-    part.bytes.assign(body->begin(), body->end());
-    part.digest = ContentDigest(*body);
+    part.bytes.resize(body->size);
+    S3BodyChecks checks(*body, /*digest=*/true);
+    CopyChecked(*body, std::array{std::span(part.bytes)}, 0, &checks);
+    if (std::optional<S3Error> e = checks.Finish()) return S3ErrorReply(*e, resource);
+    part.digest = checks.digest();
     part.modified_us = UnixMicros();
     S3ObjectHeader etag;
     etag.digest = part.digest;

@@ -64,7 +64,8 @@ struct S3ObjectHeader {
 // What an ETag is made of: XXH3-128 of `data` (libxxhash), big-endian. Not the MD5 that AWS
 // returns for a plain PUT: MD5 would cost a PUT of 2 MiB 3 ms of a core, and no client of a KV
 // cache reads an MD5 out of an ETag; a client that wants its bytes checked sends Content-MD5 or
-// a flexible checksum, which is verified.
+// a flexible checksum, which is verified. A PUT takes the same digest as its body goes by
+// (S3BodyChecks, through Digest128Stream).
 std::array<uint8_t, 16> ContentDigest(std::span<const std::byte> data);
 
 // The Store key of object `key` in `bucket`.
