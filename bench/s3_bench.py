@@ -111,7 +111,10 @@ def worker(args: tuple[str, str, str, str, int, int, int, str, float]) -> Timing
     """One client's puts or gets, begun at `start_at`."""
     kind, url, key, secret, client_id, objects, rounds, op, start_at = args
     body = os.urandom(VALUE)
-    names = [f"c{client_id}/r{r}/o{i}" for r in range(rounds) for i in range(objects)]
+    # Every path writes objects of its own: a PUT over a name another path wrote would replace
+    # an object (compare, delete, store), which is not what a PUT of a new KV block costs.
+    prefix = kind.replace(" ", "-")
+    names = [f"{prefix}/c{client_id}/r{r}/o{i}" for r in range(rounds) for i in range(objects)]
     if kind.endswith("nixl"):
         return nixl_worker(url, key, secret, names, op, start_at)
     latencies = []
@@ -197,8 +200,9 @@ def main() -> int:
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     clients = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     print(f"{clients} clients x {objects} objects of {VALUE >> 20} MiB x {rounds} rounds")
-    # G2 holds every object written (a GET of an evicted one would fail), and a quarter more.
-    capacity_mib = max(2048, clients * objects * rounds * (VALUE >> 20) * 5 // 4)
+    # G2 holds every object written, by each path that writes to kvtierd (boto3, NIXL, native:
+    # a GET of an evicted one would fail), and a quarter more.
+    capacity_mib = max(2048, 3 * clients * objects * rounds * (VALUE >> 20) * 5 // 4)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         daemon, ports = kvtierd.start(

@@ -17,7 +17,12 @@ void InputBuffer::Reserve(size_t n) {
   if (capacity_ - live >= n && begin_ > 0) {
     std::memmove(buf_.get(), buf_.get() + begin_, live);
   } else {
-    size_t want = std::max(live + n, capacity_ * 2);
+    // Doubling, but not past the capacity kept between requests when the request fits in it:
+    // a buffer grown past it is released after each request, and the next one grows it again,
+    // copying what it has received each time.
+    size_t want = std::max(live + n, capacity_ < kRetainedCapacity
+                                         ? std::min(capacity_ * 2, kRetainedCapacity)
+                                         : capacity_ * 2);
     auto grown = std::make_unique_for_overwrite<std::byte[]>(want);
     if (live > 0) std::memcpy(grown.get(), buf_.get() + begin_, live);
     buf_ = std::move(grown);

@@ -23,6 +23,24 @@ TEST(InputBufferTest, ReserveKeepsUnconsumedBytes) {
   EXPECT_EQ(std::memcmp(in.data().data(), "cd", 2), 0);
 }
 
+TEST(InputBufferTest, ARequestThatFitsTheRetainedCapacityLeavesTheBufferForTheNext) {
+  // A request known to be at least 3 MiB (an S3 PUT's decoded length), then its framing.
+  InputBuffer in;
+  in.Reserve(3 << 20);
+  in.Commit(3 << 20);
+  in.Reserve(100 << 10);
+  in.Commit(100 << 10);
+  in.Consume(in.size());
+  EXPECT_EQ(in.writable_size(), InputBuffer::kRetainedCapacity)
+      << "grown to the retained capacity, not past it, and kept";
+  // A request larger than that still gets its room, and its buffer is released after it.
+  in.Reserve(5 << 20);
+  EXPECT_GE(in.writable_size(), 5u << 20);
+  in.Commit(5 << 20);
+  in.Consume(in.size());
+  EXPECT_EQ(in.writable_size(), 0u);
+}
+
 // Writes an owned reply and a leased block through a socket pair; checks bytes and order.
 TEST(OutputQueueTest, GathersOwnedBytesAndLeasesInOrder) {
   int fds[2];

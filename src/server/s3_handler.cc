@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,10 +74,18 @@ class S3Handler final : public ProtocolHandler {
       }
     }
     if (state == HttpRequestParser::State::kBody) {
+      // The rest of the request, or at least that much: the event loop sizes the input for it
+      // and sleeps until it has come (SO_RCVLOWAT), not for each segment.
       const HttpRequest& r = parser_.request();
-      size_t needed = 0;
-      if (r.content_length && !r.chunked) needed = parser_.consumed() + (*r.content_length - r.body_bytes);
-      return {Action::kNeedMore, 0, needed};
+      uint64_t rest = 0;
+      if (r.content_length && !r.chunked) {
+        rest = *r.content_length - r.body_bytes;
+      } else if (std::optional<uint64_t> payload = DecodedLength(r)) {
+        // A chunked body (aws-sdk-cpp's, NIXL's) of an aws-chunked payload: its framing only
+        // adds to the payload's length, and the body so far counts framing too.
+        rest = *payload > r.body_bytes ? *payload - r.body_bytes : 0;
+      }
+      return {Action::kNeedMore, 0, rest > 0 ? parser_.consumed() + rest : 0};
     }
     RequestTimer timer(ctx_->metrics, Proto::kS3, Op::kOther);
     for (const auto& [tenant, key] : ctx_->s3->ExpiredLocks(UnixMicros())) {
@@ -94,6 +103,18 @@ class S3Handler final : public ProtocolHandler {
   }
 
  private:
+  // x-amz-decoded-content-length, when it is a length an object may have.
+  std::optional<uint64_t> DecodedLength(const HttpRequest& r) const {
+    const std::string* text = r.Header("x-amz-decoded-content-length");
+    if (text == nullptr || text->empty() || text->size() > 19 ||
+        text->find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    const uint64_t n = std::stoull(*text);
+    if (n > ctx_->config->EffectiveMaxObjectBytes()) return std::nullopt;
+    return n;
+  }
+
   // The value of `name` in the request's query, decoded; nullopt when absent.
   std::optional<std::string> QueryValue(std::string_view name) const {
     for (const auto& [n, v] : auth_.query) {
