@@ -716,18 +716,28 @@ Result<std::vector<BlockKey>> S3Tier::DeleteSession(std::string_view tenant, Ses
     return markers.status();
   }
   std::vector<BlockKey> keys;
-  std::vector<std::string> marker_keys;
+  std::vector<const std::string*> key_markers;  // Beside keys.
+  std::vector<std::string> marker_keys;  // Those to delete.
   for (const auto& m : *markers) {
     Result<BlockKey> key = BlockKey::FromHex(m.key.substr(prefix.size()));
-    if (key.ok()) keys.push_back(*key);
-    marker_keys.push_back(m.key);
+    if (key.ok()) {
+      keys.push_back(*key);
+      key_markers.push_back(&m.key);
+    } else {
+      marker_keys.push_back(m.key);
+    }
   }
   // A marker's block may have been deleted and put again by another session since.
   std::vector<std::optional<SharedObjectInfo>> infos = ExistsMany(tenant, keys);
   std::vector<BlockKey> removed;
   std::vector<std::string> doomed;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (infos[i] && infos[i]->session == session) {
+    // No object (yet): a put writes its marker before its object, so this may be a put in
+    // flight. Its marker stays, for the next deletion of the session to find the object (the
+    // janitor removes markers left without an object past temp_grace_us).
+    if (!infos[i]) continue;
+    marker_keys.push_back(*key_markers[i]);
+    if (infos[i]->session == session) {
       removed.push_back(keys[i]);
       doomed.push_back(g4::ObjectName(*component, keys[i]));
       doomed.push_back(g4::AccessMarkerName(*component, keys[i]));
@@ -737,6 +747,16 @@ Result<std::vector<BlockKey>> S3Tier::DeleteSession(std::string_view tenant, Ses
   KVTIER_RETURN_IF_ERROR(DeleteKeys(doomed, &deleted));
   uint64_t markers_deleted = 0;
   KVTIER_RETURN_IF_ERROR(DeleteKeys(marker_keys, &markers_deleted));
+  // Another node's put of the same block may have published it between the two deletions,
+  // its marker PUT before them: deleted too.
+  std::vector<std::optional<SharedObjectInfo>> again = ExistsMany(tenant, removed);
+  std::vector<std::string> reappeared;
+  for (size_t i = 0; i < removed.size(); ++i) {
+    if (again[i] && again[i]->session == session) {
+      reappeared.push_back(g4::ObjectName(*component, removed[i]));
+    }
+  }
+  if (!reappeared.empty()) KVTIER_RETURN_IF_ERROR(DeleteKeys(reappeared, &deleted));
   counters_.deletes += removed.size();
   return removed;
 }

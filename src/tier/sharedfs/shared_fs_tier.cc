@@ -127,13 +127,7 @@ Status SharedFsTier::PutOne(const std::string& tenant_component, std::string_vie
   // The session marker goes first: an object is never visible without its index entry, so
   // DeleteSession finds everything a session published, even after a crash here.
   if (put.session != 0) {
-    const std::string marker =
-        Abs(g4::SessionMarkerName(tenant_component, put.session, put.key));
-    Status s = sharedfs::WriteNewFile(marker, {}, false, WriteTime());
-    if (s.code() == StatusCode::kNotFound) {
-      s = sharedfs::MakeDirs(sharedfs::Dirname(marker));
-      if (s.ok()) s = sharedfs::WriteNewFile(marker, {}, false, WriteTime());
-    }
+    Status s = WriteSessionMarker(tenant_component, put);
     if (!s.ok() && s.code() != StatusCode::kAlreadyExists) {
       (void)sharedfs::RemoveFile(temp);
       return s;
@@ -145,12 +139,30 @@ Status SharedFsTier::PutOne(const std::string& tenant_component, std::string_vie
     counters_.put_existing++;
     return Status::OK();
   }
+  // A DeleteSession may have removed the marker since it was written: with another node's
+  // object of the same block, or taking it for a put that never finished. Made again if so,
+  // so that the session's next deletion finds this object.
+  if (put.session != 0) {
+    Status s = WriteSessionMarker(tenant_component, put);
+    if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
+  }
   // No directory fsync: the object's bytes were synced before its name appeared, so a crash
   // can lose a just-published name (a miss later) but never expose a torn object; a second
   // journal commit per put would cost more than the block is worth to a cache.
   counters_.puts++;
   counters_.put_bytes += object->size();
   return Status::OK();
+}
+
+Status SharedFsTier::WriteSessionMarker(const std::string& tenant_component,
+                                        const SharedPut& put) {
+  const std::string marker = Abs(g4::SessionMarkerName(tenant_component, put.session, put.key));
+  Status s = sharedfs::WriteNewFile(marker, {}, false, WriteTime());
+  if (s.code() == StatusCode::kNotFound) {
+    s = sharedfs::MakeDirs(sharedfs::Dirname(marker));
+    if (s.ok()) s = sharedfs::WriteNewFile(marker, {}, false, WriteTime());
+  }
+  return s;
 }
 
 Status SharedFsTier::PublishTemp(const std::string& temp, const std::string& final_path,
@@ -317,9 +329,9 @@ Result<std::vector<BlockKey>> SharedFsTier::DeleteSession(std::string_view tenan
   pool_.ParallelFor(names->size(), [&](size_t i) {
     const std::string marker = dir + (*names)[i];
     Result<BlockKey> key = BlockKey::FromHex((*names)[i]);
+    const std::string path = key.ok() ? Abs(g4::ObjectName(*component, *key)) : "";
     Status s;
     if (key.ok()) {
-      const std::string path = Abs(g4::ObjectName(*component, *key));
       // The marker's block may have been deleted and put again by another session since.
       Result<SharedObjectInfo> info = ReadInfo(path, tenant, *key);
       if (info.ok() && info->session == session) {
@@ -330,9 +342,20 @@ Result<std::vector<BlockKey>> SharedFsTier::DeleteSession(std::string_view tenan
         }
       } else if (!info.ok() && info.status().code() == StatusCode::kDataLoss) {
         s = sharedfs::RemoveFile(path);  // Unreadable either way; it cannot be served.
+      } else if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
+        // No object (yet): a put writes its marker before its object, so this may be a put in
+        // flight. Its marker stays, for the next deletion of the session to find the object.
+        return;
       }
     }
     if (s.ok()) s = sharedfs::RemoveFile(marker);
+    // Another node's put of the same block may have published it between the two removals,
+    // finding the marker still there: removed too. (One published later makes the marker
+    // again, for the next deletion.)
+    if (s.ok() && key.ok()) {
+      Result<SharedObjectInfo> again = ReadInfo(path, tenant, *key);
+      if (again.ok() && again->session == session) s = sharedfs::RemoveFile(path);
+    }
     if (!s.ok()) {
       counters_.CountError(s);
       MutexLock lock(&mu);

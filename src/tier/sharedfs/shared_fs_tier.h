@@ -105,6 +105,9 @@ class SharedFsTier final : public SharedTier {
   // Removes a verified-bad object unless it was replaced meanwhile (same inode).
   void RemoveCorrupt(const std::string& path, uint64_t inode);
   std::string NewTempPath();
+  // Creates the session marker of `put` (and its directory the first time); AlreadyExists when
+  // it is there.
+  Status WriteSessionMarker(const std::string& tenant_component, const SharedPut& put);
   // Publishes the written file `temp` as `final_path` (creating its directory the first
   // time), then removes `temp`. *published is false when `final_path` already existed.
   Status PublishTemp(const std::string& temp, const std::string& final_path, bool* published);

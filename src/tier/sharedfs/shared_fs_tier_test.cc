@@ -313,6 +313,31 @@ TEST_F(SharedFsTierTest, DeleteSessionAcrossNodes) {
   EXPECT_EQ(n1->DeleteSession("t", 0).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(SharedFsTierTest, DeleteSessionLeavesTheMarkerOfAPutInFlight) {
+  // A put writes its session marker, then publishes its object. A deletion that lists the
+  // marker in between must leave it: the object is about to appear, and only the marker lets
+  // the session's next deletion find it.
+  auto n1 = Node("n1");
+  auto n2 = Node("n2");
+  const BlockKey key = TestKey(9);
+  const std::string marker =
+      dir_.path() + "/" + g4::SessionMarkerName(*g4::TenantComponent("t"), 7, key);
+  std::filesystem::create_directories(std::filesystem::path(marker).parent_path());
+  std::ofstream(marker).close();  // n1's put, between its marker and its object.
+  Result<std::vector<BlockKey>> removed = n2->DeleteSession("t", 7);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_TRUE(removed->empty());
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  const std::vector<std::byte> v = TestValue(64, 3);
+  const std::vector<SharedPut> put = {MakePut(key, v, 7)};
+  for (const Status& s : n1->PutMany("t", put)) ASSERT_TRUE(s.ok());
+  removed = n2->DeleteSession("t", 7);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, std::vector<BlockKey>{key});
+  EXPECT_FALSE(n1->ExistsMany("t", {&key, 1})[0].has_value());
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
 TEST_F(SharedFsTierTest, DeleteTenant) {
   auto tier = Node("n1");
   const std::vector<std::byte> v = TestValue(64, 9);
