@@ -112,6 +112,7 @@ TOML
 }
 write_config gone
 start_kvtierd "$KVTIERD" "$DIR/gone/kvtierd.toml" "$DIR/gone"
+wait_provisioned "$DIR/gone"  # arenas shows the memory held, which grows until then.
 run 0 arenas --dir "$DIR/shm"
 grep -qE "^$DIR/shm/gone +in use +$PID +16\.0. MiB +$DIR/gone\$" <<<"$out" || fail "arenas, in use: $out"
 run 0 arenas --dir "$DIR/shm" --remove --all-stopped

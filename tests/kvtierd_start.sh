@@ -31,3 +31,18 @@ start_kvtierd() {
   # shellcheck disable=SC1091
   source "$dir/ports"
 }
+
+# wait_provisioned DIR: waits, bounded, until the kvtierd start_kvtierd started with DIR has
+# taken G2's memory (with prefault, on a thread of its own while it already serves), as its
+# log says; for a test that looks at the memory G2 holds (kvtier admin arenas).
+wait_provisioned() {
+  local dir=$1
+  for _ in $(seq 600); do
+    grep -qE "G2: (took .* MiB of memory up front|memory not taken up front)" "$dir/log" && return
+    kill -0 "$PID" 2>/dev/null || { echo "FAIL: kvtierd exited"; cat "$dir/log"; exit 1; }
+    sleep 0.05  # Polling for readiness, bounded.
+  done
+  echo "FAIL: kvtierd did not take G2's memory"
+  cat "$dir/log"
+  exit 1
+}
