@@ -10,6 +10,17 @@
 
 namespace kvtier::server {
 
+std::optional<uint64_t> DecodedLength(const HttpRequest& request, uint64_t max_bytes) {
+  const std::string* text = request.Header("x-amz-decoded-content-length");
+  if (text == nullptr || text->empty() || text->size() > 19 ||
+      text->find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  const uint64_t n = std::stoull(*text);
+  if (n > max_bytes) return std::nullopt;
+  return n;
+}
+
 std::optional<S3Error> DecodeS3Body(const HttpRequest& request,
                                     std::vector<std::span<std::byte>> http_pieces,
                                     const S3Auth& auth, S3Body* out) {

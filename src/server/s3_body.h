@@ -34,6 +34,9 @@ struct S3Body {
   std::string payload_sha256;
 };
 
+// x-amz-decoded-content-length of `request`, when it is a length of at most `max_bytes`.
+std::optional<uint64_t> DecodedLength(const HttpRequest& request, uint64_t max_bytes);
+
 // Decodes the body of `request`, which lies in `http_pieces` (HttpRequestParser::BodyPieces), as
 // `auth` says it was sent: aws-chunked with its chunk signatures checked, or as it is. nullopt
 // with *out filled in; otherwise the S3 error (IncompleteBody, InvalidRequest,

@@ -80,7 +80,8 @@ class S3Handler final : public ProtocolHandler {
       uint64_t rest = 0;
       if (r.content_length && !r.chunked) {
         rest = *r.content_length - r.body_bytes;
-      } else if (std::optional<uint64_t> payload = DecodedLength(r)) {
+      } else if (std::optional<uint64_t> payload =
+                     DecodedLength(r, ctx_->config->EffectiveMaxObjectBytes())) {
         // A chunked body (aws-sdk-cpp's, NIXL's) of an aws-chunked payload: its framing only
         // adds to the payload's length, and the body so far counts framing too.
         rest = *payload > r.body_bytes ? *payload - r.body_bytes : 0;
@@ -103,18 +104,6 @@ class S3Handler final : public ProtocolHandler {
   }
 
  private:
-  // x-amz-decoded-content-length, when it is a length an object may have.
-  std::optional<uint64_t> DecodedLength(const HttpRequest& r) const {
-    const std::string* text = r.Header("x-amz-decoded-content-length");
-    if (text == nullptr || text->empty() || text->size() > 19 ||
-        text->find_first_not_of("0123456789") != std::string::npos) {
-      return std::nullopt;
-    }
-    const uint64_t n = std::stoull(*text);
-    if (n > ctx_->config->EffectiveMaxObjectBytes()) return std::nullopt;
-    return n;
-  }
-
   // The value of `name` in the request's query, decoded; nullopt when absent.
   std::optional<std::string> QueryValue(std::string_view name) const {
     for (const auto& [n, v] : auth_.query) {
