@@ -701,6 +701,13 @@ Status S3Tier::Delete(std::string_view tenant, const BlockKey& key) {
   }
   uint64_t deleted = 0;
   KVTIER_RETURN_IF_ERROR(DeleteKeys(keys, &deleted));
+  // Back already: another node's put, its marker PUT before our deletions (as DeleteSession).
+  if (info && info->session != 0) {
+    std::optional<SharedObjectInfo> again = ExistsMany(tenant, {&key, 1})[0];
+    if (again && again->session == info->session) {
+      KVTIER_RETURN_IF_ERROR(DeleteKeys({keys[0]}, &deleted));
+    }
+  }
   if (info) counters_.deletes++;
   return Status::OK();
 }
@@ -732,9 +739,8 @@ Result<std::vector<BlockKey>> S3Tier::DeleteSession(std::string_view tenant, Ses
   std::vector<BlockKey> removed;
   std::vector<std::string> doomed;
   for (size_t i = 0; i < keys.size(); ++i) {
-    // No object (yet): a put writes its marker before its object, so this may be a put in
-    // flight. Its marker stays, for the next deletion of the session to find the object (the
-    // janitor removes markers left without an object past temp_grace_us).
+    // No object (yet): maybe a put in flight (marker first). Its marker stays for the next
+    // deletion of the session; the janitor removes markers orphaned past temp_grace_us.
     if (!infos[i]) continue;
     marker_keys.push_back(*key_markers[i]);
     if (infos[i]->session == session) {
@@ -747,8 +753,7 @@ Result<std::vector<BlockKey>> S3Tier::DeleteSession(std::string_view tenant, Ses
   KVTIER_RETURN_IF_ERROR(DeleteKeys(doomed, &deleted));
   uint64_t markers_deleted = 0;
   KVTIER_RETURN_IF_ERROR(DeleteKeys(marker_keys, &markers_deleted));
-  // Another node's put of the same block may have published it between the two deletions,
-  // its marker PUT before them: deleted too.
+  // Back already: another node's put, its marker PUT before our deletions (docs/shared_tier.md).
   std::vector<std::optional<SharedObjectInfo>> again = ExistsMany(tenant, removed);
   std::vector<std::string> reappeared;
   for (size_t i = 0; i < removed.size(); ++i) {

@@ -301,6 +301,12 @@ Status SharedFsTier::Delete(std::string_view tenant, const BlockKey& key) {
     counters_.deletes++;
     if (info->session != 0) {
       (void)sharedfs::RemoveFile(Abs(g4::SessionMarkerName(*component, info->session, key)));
+      // Another node's put of the block may have published it while its marker was still
+      // there (as in DeleteSession): removed too.
+      Result<SharedObjectInfo> again = ReadInfo(path, tenant, key);
+      if (again.ok() && again->session == info->session) {
+        KVTIER_RETURN_IF_ERROR(sharedfs::RemoveFile(path));
+      }
     }
   }
   return Status::OK();
