@@ -50,7 +50,7 @@ std::array<uint8_t, 16> Digest128(std::span<const std::byte> data) {
   return Canonical(KVTIER_XXH3_128(data.data(), data.size()));
 }
 
-void Checksum64Stream::FreeState::operator()(XXH3_state_s* state) const {
+void checksum_internal::FreeXxh3State::operator()(XXH3_state_s* state) const {
   XXH3_freeState(state);
 }
 

@@ -21,6 +21,14 @@ uint64_t Checksum64(std::span<const std::byte> data);
 // S3 object's ETag), where 64 bits would collide among billions of objects.
 std::array<uint8_t, 16> Digest128(std::span<const std::byte> data);
 
+namespace checksum_internal {
+// libxxhash's streaming state, freed by XXH3_freeState.
+struct FreeXxh3State {
+  void operator()(XXH3_state_s* state) const;
+};
+using Xxh3State = std::unique_ptr<XXH3_state_s, FreeXxh3State>;
+}  // namespace checksum_internal
+
 // Checksum64 of bytes that arrive in pieces: Value() equals Checksum64 of their concatenation.
 // Lets a reader checksum each piece while it is still in cache instead of the whole buffer
 // again afterwards.
@@ -35,11 +43,7 @@ class Checksum64Stream {
   uint64_t Value() const;
 
  private:
-  friend class Digest128Stream;
-  struct FreeState {
-    void operator()(XXH3_state_s* state) const;
-  };
-  std::unique_ptr<XXH3_state_s, FreeState> state_;
+  checksum_internal::Xxh3State state_;
 };
 
 // Digest128 of bytes that arrive in pieces, as Checksum64Stream is to Checksum64.
@@ -54,7 +58,7 @@ class Digest128Stream {
   std::array<uint8_t, 16> Value() const;
 
  private:
-  std::unique_ptr<XXH3_state_s, Checksum64Stream::FreeState> state_;
+  checksum_internal::Xxh3State state_;
 };
 
 }  // namespace kvtier
