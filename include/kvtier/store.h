@@ -531,9 +531,14 @@ class Store {
   // ---- Shared-memory fast path (same-host clients; docs/protocol.md) ----
   // The G2 region of `tenant`; nullopt for a payload-free store or an unknown tenant.
   virtual std::optional<SharedArena> shared_arena(TenantId tenant) const = 0;
-  // Reserves G2 space for a block of `size` bytes, evicting as Put does. AlreadyExists when the
-  // key is present (nothing to write); Put's errors otherwise.
-  virtual Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) = 0;
+  // Reserves G2 space for a block of `size` bytes, evicting as Put does (keeping `parent`, the
+  // block's chain predecessor, while anything else can go). AlreadyExists when the key is
+  // present (nothing to write); Put's errors otherwise.
+  virtual Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size,
+                                           const std::optional<BlockKey>& parent) = 0;
+  Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) {
+    return Allocate(tenant, key, size, std::nullopt);
+  }
   // Publishes a filled allocation as the block `allocation.key()`. OK also when a concurrent
   // put of the same key won (blocks are immutable; the allocation's bytes are dropped).
   // InvalidArgument for an allocation that is not valid.

@@ -183,7 +183,8 @@ std::optional<SharedArena> StoreImpl::shared_arena(TenantId tenant) const {
                      arena->region_bytes()};
 }
 
-Result<BlockAllocation> StoreImpl::Allocate(TenantId tenant, const BlockKey& key, size_t size) {
+Result<BlockAllocation> StoreImpl::Allocate(TenantId tenant, const BlockKey& key, size_t size,
+                                            const std::optional<BlockKey>& parent) {
   KVTIER_RETURN_IF_ERROR(CheckTenant(tenant));
   if (size == 0 || size > options_.max_block_bytes) {
     return Status::InvalidArgument("block of " + std::to_string(size) +
@@ -191,7 +192,8 @@ Result<BlockAllocation> StoreImpl::Allocate(TenantId tenant, const BlockKey& key
                                    std::to_string(options_.max_block_bytes) + ")");
   }
   std::vector<std::span<std::byte>> spans;
-  Result<uint64_t> id = memory_->Reserve(tenant.value, key, size, &spans);
+  Result<uint64_t> id =
+      memory_->Reserve(tenant.value, key, size, parent ? &*parent : nullptr, &spans);
   if (!id.ok()) return id.status();
   return BlockAllocation(this, *id, tenant, key, size, std::move(spans));
 }

@@ -114,7 +114,9 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Result<DeletionReport> EraseTenant(TenantId tenant, std::string_view actor, bool shred);
   Result<DeletionReport> ShredTenant(TenantId tenant, std::string_view actor) override;
   std::optional<SharedArena> shared_arena(TenantId tenant) const override;
-  Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size) override;
+  using Store::Allocate;
+  Result<BlockAllocation> Allocate(TenantId tenant, const BlockKey& key, size_t size,
+                                   const std::optional<BlockKey>& parent) override;
   Status Commit(BlockAllocation allocation, const PutOptions& options) override;
   Status CommitReplace(BlockAllocation allocation, const PutOptions& options) override;
 

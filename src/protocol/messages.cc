@@ -291,24 +291,34 @@ Result<std::vector<PutEntry>> ReadPutDirectory(BodyReader* r, std::string_view o
   return entries;
 }
 
-Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
-                                              uint64_t max_block_bytes) {
-  BodyReader r(body);
+Result<PutManyHead> DecodePutManyHead(std::span<const std::byte> head, size_t body_length,
+                                      uint32_t max_batch, uint64_t max_block_bytes) {
+  BodyReader r(head);
   constexpr uint8_t kKnown = kEntryHasParent | kEntryHasSession | kEntryHasDtype |
                              kEntryHasEngineHash | kEntryHasRole;
   Result<std::vector<PutEntry>> entries =
       ReadPutDirectory(&r, "PUT_MANY", kKnown, max_batch, max_block_bytes);
   if (!entries.ok()) return entries.status();
+  PutManyHead out{std::move(entries).value(), head.size() - r.remaining()};
   uint64_t total = 0;
-  for (const PutEntry& e : *entries) total += e.size;
-  if (total != r.remaining()) {
+  for (const PutEntry& e : out.entries) total += e.size;
+  const size_t values = body_length - out.directory_bytes;
+  if (total != values) {
     return Status::InvalidArgument("PUT_MANY value sizes (" + std::to_string(total) +
-                                   " bytes) do not match the " + std::to_string(r.remaining()) +
+                                   " bytes) do not match the " + std::to_string(values) +
                                    " bytes that follow the directory");
   }
+  return out;
+}
+
+Result<std::vector<BlockWrite>> DecodePutMany(std::span<const std::byte> body, uint32_t max_batch,
+                                              uint64_t max_block_bytes) {
+  Result<PutManyHead> head = DecodePutManyHead(body, body.size(), max_batch, max_block_bytes);
+  if (!head.ok()) return head.status();
+  BodyReader r(body.subspan(head->directory_bytes));
   std::vector<BlockWrite> writes;
-  writes.reserve(entries->size());
-  for (const PutEntry& e : *entries) {
+  writes.reserve(head->entries.size());
+  for (const PutEntry& e : head->entries) {
     writes.push_back({e.key, r.Bytes(e.size), e.parent, e.session, e.dtype, e.engine_hash, e.role});
   }
   return writes;

@@ -146,6 +146,19 @@ Result<std::vector<PutEntry>> ReadPutDirectory(BodyReader* r, std::string_view o
 // Session and dtype are encoded only when set, so a request without them is byte-for-byte what
 // a server without kFeatureSessions understands.
 void EncodePutDirectory(std::span<const PutEntry> entries, std::string* out);
+// The most bytes one PUT_MANY entry takes: key, flags, parent, session, dtype, engine hash
+// (its length byte and up to 32 bytes), role, size.
+inline constexpr size_t kMaxPutEntryBytes = 2 * kBlockKeySize + 1 + 8 + 1 + (1 + kBlockKeySize) + 1 + 8;
+// The directory of a PUT_MANY body whose values are still to come.
+struct PutManyHead {
+  std::vector<PutEntry> entries;
+  size_t directory_bytes = 0;  // The count and the entries; the values follow.
+};
+// Reads the directory at the front of `head`, the first bytes of a PUT_MANY body of
+// `body_length` bytes. Errors as DecodePutMany's (a directory cut short by the end of `head` is
+// malformed).
+Result<PutManyHead> DecodePutManyHead(std::span<const std::byte> head, size_t body_length,
+                                      uint32_t max_batch, uint64_t max_block_bytes);
 // The writes of a PUT_MANY body; their values are views into `body`. InvalidArgument when the
 // sizes do not add up to the bytes after the directory, a size is 0 or over max_block_bytes,
 // an entry has unknown flags or an unknown dtype, or there are more than max_batch entries.

@@ -98,6 +98,34 @@ TEST(MessagesTest, PutManyRejectsSizesThatDoNotAddUp) {
   EXPECT_EQ(DecodePutMany(Bytes(body), 16, 1 << 20).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(MessagesTest, PutManyHeadIsTheDirectoryBeforeItsValuesArrive) {
+  EngineHash hash;
+  hash.size = 32;
+  std::vector<PutEntry> entries = {{Key(1), std::nullopt, 300, 7, KvDtype::kBf16, hash},
+                                   {Key(2), Key(1), 200, 0, std::nullopt}};
+  std::string directory;
+  EncodePutDirectory(entries, &directory);
+  EXPECT_LE(directory.size(), 4 + entries.size() * kMaxPutEntryBytes);
+  const size_t body_length = directory.size() + 500;
+  // The directory and the first few value bytes: the values' sizes are checked against the
+  // body's length, not against the bytes at hand.
+  const std::string head = directory + "abc";
+  Result<PutManyHead> h = DecodePutManyHead(Bytes(head), body_length, 16, 1 << 20);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->directory_bytes, directory.size());
+  ASSERT_EQ(h->entries.size(), 2u);
+  EXPECT_EQ(h->entries[0].session, 7u);
+  EXPECT_EQ(h->entries[1].parent, Key(1));
+  EXPECT_EQ(DecodePutManyHead(Bytes(head), body_length + 1, 16, 1 << 20).status().code(),
+            StatusCode::kInvalidArgument);
+  // A directory cut short is malformed.
+  EXPECT_EQ(DecodePutManyHead(Bytes(directory.substr(0, directory.size() - 1)), body_length, 16,
+                              1 << 20)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(MessagesTest, PutManyRejectsOversizedAndEmptyValues) {
   std::string body;
   EncodePutDirectory(std::vector<PutEntry>{{Key(1), std::nullopt, 10, 0, std::nullopt}}, &body);

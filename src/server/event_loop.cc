@@ -41,6 +41,8 @@ constexpr size_t kMaxLowWater = 1 << 20;
 constexpr std::chrono::seconds kLowWaterStall{1};
 // How long a connection being closed may take to flush its last reply and finish sending.
 constexpr std::chrono::seconds kMaxLinger{10};
+// The most payload bytes dropped in one read (EventLoop::discard_'s size).
+constexpr size_t kDiscardChunk = 64 << 10;
 
 }  // namespace
 
@@ -124,12 +126,12 @@ class Connection {
   // from its first byte plus a second for each `rate` bytes of it received. Time while the loop
   // did not read it (replies queued for a client that does not read them) does not count.
   bool RequestOverdue(Clock::time_point now, std::chrono::seconds timeout, uint64_t rate) {
-    if (state_ != State::kOpen || in_.empty() || needed_ <= in_.size()) return false;
+    if (state_ != State::kOpen || ExpectedInput() == 0) return false;
     if (out_.pending_bytes() > MaxOutput()) {
       unread_until_ = now;
       return false;
     }
-    const auto allowed = timeout + std::chrono::seconds(in_.size() / rate);
+    const auto allowed = timeout + std::chrono::seconds((in_.size() + payload_received_) / rate);
     return now - std::max(request_began_, unread_until_) > allowed;
   }
 
@@ -137,6 +139,7 @@ class Connection {
     loop_->ctx_->metrics->RequestTimedOut(handler_->proto());
     handler_->OnRequestTimeout(&out_);
     in_.Consume(in_.size());
+    payload_left_ = 0;
     state_ = State::kClosing;
     Pump();
   }
@@ -164,7 +167,7 @@ class Connection {
     ioctl(fd_, FIONREAD, &queued);
     getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
     loop_->LogTrace("kvtierd: a " + std::string(ProtoName(handler_->proto())) +
-                    " connection waiting for " + std::to_string(needed_ - in_.size()) +
+                    " connection waiting for " + std::to_string(ExpectedInput()) +
                     " more bytes of a request under SO_RCVLOWAT " + std::to_string(low_water_) +
                     " was not woken for " + Millis(now - last_activity_) + " with " +
                     std::to_string(queued) + " bytes queued (SO_RCVBUF " +
@@ -188,12 +191,20 @@ class Connection {
     for (int i = 0; i < kReadsPerEvent || TlsPending(); ++i) {
       if (state_ != State::kOpen && state_ != State::kLingering) return;
       if (state_ == State::kOpen && out_.pending_bytes() > MaxOutput()) return;
-      // Room for the rest of a request of known size, no more: rounding it up to a read chunk
-      // would outgrow a buffer sized to the request, copying the request into a new one.
-      size_t want = kReadChunk;
-      if (state_ == State::kOpen && needed_ > in_.size()) want = needed_ - in_.size();
-      in_.Reserve(want);
-      ssize_t n = Receive(in_.write_ptr(), in_.writable_size());
+      const bool payload = state_ == State::kOpen && payload_left_ > 0;
+      ssize_t n;
+      if (payload) {
+        size_t want = target_.size() - target_filled_;
+        if (target_.data() == nullptr) want = std::min(want, kDiscardChunk);
+        n = Receive(PayloadDestination(), want);
+      } else {
+        // Room for the rest of a request of known size, no more: rounding it up to a read chunk
+        // would outgrow a buffer sized to the request, copying the request into a new one.
+        size_t want = kReadChunk;
+        if (state_ == State::kOpen && needed_ > in_.size()) want = needed_ - in_.size();
+        in_.Reserve(want);
+        n = Receive(in_.write_ptr(), in_.writable_size());
+      }
       if (n == kWouldBlock) {
         WakeForTheRest();
         return;
@@ -214,6 +225,11 @@ class Connection {
       }
       last_activity_ = Clock::now();
       loop_->ctx_->metrics->BytesReceived(handler_->proto(), static_cast<uint64_t>(n));
+      if (payload) {
+        PayloadReceived(static_cast<size_t>(n));
+        if (payload_left_ == 0) Pump();
+        continue;
+      }
       if (in_.empty()) request_began_ = last_activity_;
       in_.Commit(static_cast<size_t>(n));
       if (state_ == State::kLingering) {
@@ -229,8 +245,8 @@ class Connection {
   // onto request bytes.
   void WakeForTheRest() {
     size_t low = 1;
-    if (tls_ == nullptr && !low_water_off_ && state_ == State::kOpen && needed_ > in_.size()) {
-      low = std::min(needed_ - in_.size(), kMaxLowWater);
+    if (tls_ == nullptr && !low_water_off_ && state_ == State::kOpen && ExpectedInput() > 0) {
+      low = std::min(ExpectedInput(), kMaxLowWater);
     }
     if (low == low_water_) return;
     int value = static_cast<int>(low);
@@ -258,7 +274,66 @@ class Connection {
   }
 
   // A whole request is buffered and may be handled.
-  bool CanHandle() const { return state_ == State::kOpen && !in_.empty() && needed_ <= in_.size(); }
+  bool CanHandle() const {
+    return state_ == State::kOpen && payload_left_ == 0 && !in_.empty() && needed_ <= in_.size();
+  }
+
+  // Input bytes the request being received still needs, when known; 0 between requests.
+  size_t ExpectedInput() const {
+    if (payload_left_ > 0) return payload_left_;
+    return !in_.empty() && needed_ > in_.size() ? needed_ - in_.size() : 0;
+  }
+
+  // Where the next payload bytes are read: the handler's target, or the loop's discard buffer.
+  std::byte* PayloadDestination() {
+    if (target_.data() != nullptr) return target_.data() + target_filled_;
+    if (loop_->discard_ == nullptr) loop_->discard_ = std::make_unique<std::byte[]>(kDiscardChunk);
+    return loop_->discard_.get();
+  }
+
+  // A request's payload begins (ProtocolHandler::Outcome::kReceivePayload); the part of it
+  // already read into the input buffer goes to its place first.
+  void BeginPayload(size_t bytes) {
+    payload_left_ = bytes;
+    payload_received_ = 0;
+    NextTarget();
+    while (payload_left_ > 0 && !in_.empty() && state_ == State::kOpen) {
+      const size_t n = std::min(in_.size(), target_.size() - target_filled_);
+      if (target_.data() != nullptr) {
+        std::memcpy(target_.data() + target_filled_, in_.data().data(), n);
+      }
+      in_.Consume(n);
+      PayloadReceived(n);
+    }
+  }
+
+  void PayloadReceived(size_t n) {
+    target_filled_ += n;
+    payload_left_ -= n;
+    payload_received_ += n;
+    if (target_filled_ < target_.size()) return;
+    if (payload_left_ > 0) {
+      handler_->PayloadFilled(&out_);
+      NextTarget();
+      return;
+    }
+    const Clock::time_point handling = Clock::now();
+    handler_->PayloadFilled(&out_);  // The last: the reply is queued.
+    TraceIfSlow(handling, payload_received_);
+  }
+
+  void NextTarget() {
+    target_ = handler_->PayloadTarget();
+    target_filled_ = 0;
+    if (target_.empty() || target_.size() > payload_left_) {
+      // A handler that lost count of its payload: the stream cannot be followed any further.
+      loop_->LogTrace("kvtierd: a " + std::string(ProtoName(handler_->proto())) +
+                      " handler gave a payload target of " + std::to_string(target_.size()) +
+                      " bytes with " + std::to_string(payload_left_) + " left; closing");
+      payload_left_ = 0;
+      state_ = State::kDead;
+    }
+  }
 
   // Handles the buffered requests while replies fit, writes, and goes on while writing made
   // room: requests already read raise no readiness event, so stopping with room in the output
@@ -271,6 +346,14 @@ class Connection {
         if (o.action == ProtocolHandler::Outcome::Action::kNeedMore) {
           needed_ = std::max(o.bytes_needed, in_.size() + 1);
           break;
+        }
+        if (o.action == ProtocolHandler::Outcome::Action::kReceivePayload) {
+          needed_ = 0;
+          in_.Consume(o.consumed);
+          BeginPayload(o.payload_bytes);
+          if (payload_left_ > 0) break;
+          if (!in_.empty()) request_began_ = Clock::now();
+          continue;
         }
         TraceIfSlow(handling, o.consumed);
         needed_ = 0;
@@ -375,6 +458,12 @@ class Connection {
   bool read_wants_write_ = false;  // A TLS read needs the socket writable to progress.
   bool peer_done_ = false;
   size_t needed_ = 0;  // Input bytes the handler needs before it can make progress.
+  // The payload being received in place (ProtocolHandler::PayloadTarget): bytes still to come,
+  // bytes received so far, and the handler's current target with how much of it is filled.
+  size_t payload_left_ = 0;
+  size_t payload_received_ = 0;
+  std::span<std::byte> target_;
+  size_t target_filled_ = 0;
   size_t write_budget_ = kWritesPerEvent;  // Left to write in this readiness event.
   size_t low_water_ = 1;  // The socket's SO_RCVLOWAT.
   bool low_water_off_ = false;  // A raised mark once left this connection unwoken.

@@ -89,6 +89,9 @@ class EventLoop {
 
   std::chrono::steady_clock::time_point last_trace_{};
   uint64_t traces_held_back_ = 0;
+  // Where payload bytes a handler drops are read (ProtocolHandler::PayloadTarget); allocated
+  // at first use.
+  std::unique_ptr<std::byte[]> discard_;
 
   std::atomic<bool> shutting_down_{false};
   Mutex mu_;

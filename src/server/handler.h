@@ -136,12 +136,17 @@ class ProtocolHandler {
       kNeedMore,  // The request at the front of the input is incomplete.
       kHandled,   // One request handled: `consumed` bytes; its reply is queued.
       kClose,     // Queued a final reply (maybe none); close once it is written. Stop reading.
+      // The head of a request (`consumed` bytes) is handled, and its payload, the next
+      // `payload_bytes` bytes of input, goes straight to where PayloadTarget says (a put's G2
+      // allocations) instead of through the input buffer.
+      kReceivePayload,
     };
     Action action = Action::kNeedMore;
     size_t consumed = 0;
     // kNeedMore: the total size of the incomplete request, when known, so that the input buffer
     // can grow to it at once. 0 = unknown.
     size_t bytes_needed = 0;
+    size_t payload_bytes = 0;  // kReceivePayload: at least 1.
   };
 
   virtual ~ProtocolHandler() = default;
@@ -149,6 +154,14 @@ class ProtocolHandler {
   // Handles at most one request at the front of `input`, appending its reply to `out`.
   // `input` is mutable so that handlers may parse in place; bytes past `consumed` are untouched.
   virtual Outcome HandleOne(std::span<std::byte> input, OutputQueue* out) = 0;
+
+  // After kReceivePayload: where the payload's next bytes go, at least one byte and no more
+  // than are left of it; a span with a null data() asks for that many bytes to be read and
+  // dropped. Asked again each time the span before it is filled.
+  virtual std::span<std::byte> PayloadTarget() { return {}; }
+  // The span PayloadTarget gave last is filled. After the payload's last one, the handler has
+  // queued the request's reply to `out`.
+  virtual void PayloadFilled(OutputQueue* out) { (void)out; }
 
   // The connection is being closed because it was idle too long: queue a last message for the
   // client, if the protocol has one (it is written on a best-effort basis).

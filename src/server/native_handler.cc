@@ -1,11 +1,13 @@
 // The native protocol on the server side (docs/protocol.md).
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "src/protocol/messages.h"
 #include "src/protocol/wire.h"
 #include "src/server/handler.h"
+#include "src/server/put_in_place.h"
 #include "src/server/shm_handler.h"
 
 namespace kvtier::server {
@@ -17,6 +19,9 @@ using protocol::Opcode;
 using Action = ProtocolHandler::Outcome::Action;
 
 constexpr std::string_view kServerName = "kvtierd 0.1.0";
+// A PUT_MANY whose values average at least this much is received into G2 in place; smaller
+// values cost fewer reads through the input buffer than one read each.
+constexpr size_t kInPlaceMinValueBytes = 64 << 10;
 
 Op OpFor(uint8_t opcode) {
   switch (static_cast<Opcode>(opcode)) {
@@ -60,7 +65,7 @@ class NativeHandler final : public ProtocolHandler {
     DecodedFrame f = protocol::DecodeFrame(input, ctx_->max_frame_bytes);
     switch (f.state) {
       case DecodedFrame::State::kNeedMore:
-        return {Action::kNeedMore, 0, f.frame_size};
+        return NeedMore(f, input);
       case DecodedFrame::State::kError:
         ctx_->metrics->ProtocolError(Proto::kNative);
         Reply(out, static_cast<uint8_t>(Opcode::kError), f.header.request_id, f.error);
@@ -70,6 +75,32 @@ class NativeHandler final : public ProtocolHandler {
     }
     bool keep_open = Handle(f.header, f.body, out);
     return {keep_open ? Action::kHandled : Action::kClose, f.frame_size, 0};
+  }
+
+  std::span<std::byte> PayloadTarget() override {
+    const auto start = std::chrono::steady_clock::now();
+    std::span<std::byte> target = put_->Target();
+    put_busy_ += std::chrono::steady_clock::now() - start;
+    return target;
+  }
+
+  void PayloadFilled(OutputQueue* out) override {
+    const auto start = std::chrono::steady_clock::now();
+    put_->Filled();
+    if (!put_->done()) {
+      put_busy_ += std::chrono::steady_clock::now() - start;
+      return;
+    }
+    scratch_.clear();
+    protocol::EncodeItemStatuses(put_->statuses(), &scratch_);
+    SendFrame(out, static_cast<uint8_t>(Opcode::kPutMany), put_request_id_, scratch_);
+    put_.reset();
+    // The server's own time on the request, as for a buffered one: not the wait for its bytes.
+    put_busy_ += std::chrono::steady_clock::now() - start;
+    ctx_->metrics->RecordRequest(
+        Proto::kNative, Op::kPut,
+        static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(put_busy_).count()));
   }
 
   void OnIdleTimeout(OutputQueue* out) override {
@@ -144,6 +175,38 @@ class NativeHandler final : public ProtocolHandler {
       case Opcode::kError: break;
     }
     return true;
+  }
+
+  // The front of the input holds an incomplete frame. A PUT_MANY of large values is taken as
+  // soon as its directory is in: its values are then received into their G2 allocations
+  // (InPlacePut). A directory that does not decode is left to the whole frame, which answers
+  // it as before.
+  Outcome NeedMore(const DecodedFrame& f, std::span<const std::byte> input) {
+    const Outcome wait{Action::kNeedMore, 0, f.frame_size};
+    const FrameHeader& h = f.header;
+    if (f.frame_size == 0 || !principal_ || h.opcode != static_cast<uint8_t>(Opcode::kPutMany) ||
+        (h.flags & protocol::kFlagResponse) || h.body_length < kInPlaceMinValueBytes ||
+        !ctx_->store->shared_arena(principal_->tenant)) {
+      return wait;
+    }
+    std::span<const std::byte> body = input.subspan(protocol::kHeaderSize);
+    if (body.size() < 4) return {Action::kNeedMore, 0, protocol::kHeaderSize + 4};
+    const uint64_t count = protocol::BodyReader(body).U32();
+    const size_t directory = static_cast<size_t>(
+        std::min<uint64_t>(h.body_length, 4 + count * protocol::kMaxPutEntryBytes));
+    if (body.size() < directory) return {Action::kNeedMore, 0, protocol::kHeaderSize + directory};
+    Result<protocol::PutManyHead> head = protocol::DecodePutManyHead(
+        body, h.body_length, ctx_->config->max_batch, ctx_->config->store.max_block_bytes);
+    if (!head.ok() || head->entries.empty()) return wait;
+    const size_t values = h.body_length - head->directory_bytes;
+    if (values / head->entries.size() < kInPlaceMinValueBytes) return wait;
+    for (const protocol::PutEntry& e : head->entries) {
+      if (e.role == BlockRole::kState && !e.parent) return wait;  // Put's error, from the frame.
+    }
+    put_.emplace(ctx_->store, principal_->tenant, std::move(head->entries));
+    put_request_id_ = h.request_id;
+    put_busy_ = {};
+    return {Action::kReceivePayload, protocol::kHeaderSize + head->directory_bytes, 0, values};
   }
 
   void SendFrame(OutputQueue* out, uint8_t opcode, uint64_t id, const std::string& body,
@@ -432,6 +495,10 @@ class NativeHandler final : public ProtocolHandler {
   uint64_t features_ = 0;  // Granted by HELLO.
   std::string scratch_;    // Reused for reply bodies.
   ShmHandler shm_;         // SHM_* requests; its leases and allocations end with the connection.
+  // The PUT_MANY whose values are being received in place, if any.
+  std::optional<InPlacePut> put_;
+  uint64_t put_request_id_ = 0;
+  std::chrono::steady_clock::duration put_busy_{};  // Spent on it so far, for the histogram.
 };
 
 }  // namespace

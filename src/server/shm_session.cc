@@ -82,7 +82,8 @@ Result<uint64_t> ShmSession::Allocate(const protocol::PutEntry& entry,
                                      std::to_string(limits_.max_allocations) +
                                      ") uncommitted allocations: commit or abort some first");
   }
-  Result<BlockAllocation> allocation = store_->Allocate(tenant_, entry.key, entry.size);
+  Result<BlockAllocation> allocation =
+      store_->Allocate(tenant_, entry.key, entry.size, entry.parent);
   if (!allocation.ok()) return allocation.status();
   const uint64_t pages = (entry.size + page_bytes_ - 1) / page_bytes_;
   if (pages > staging_pages_.free_pages()) {

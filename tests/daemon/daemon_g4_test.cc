@@ -50,17 +50,6 @@ std::unique_ptr<Client> Connect(const Daemon& d) {
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
-// Polls `done` until it holds or the deadline passes.
-template <typename Fn>
-bool Eventually(Fn done) {
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 // The value of an unlabelled gauge in a node's /metrics.
 int64_t Gauge(const Daemon& d, const std::string& name) {
   const std::string body = Http(d.http_port(), "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");

@@ -381,6 +381,17 @@ inline double Metric(const Daemon& d, const std::string& name) {
   return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
 }
 
+// Polls `done` until it holds or the deadline passes.
+template <typename Fn>
+bool Eventually(Fn done) {
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 inline std::string NativeFrame(uint8_t opcode, uint64_t id, std::string_view body) {
   protocol::FrameHeader h;
   h.opcode = opcode;

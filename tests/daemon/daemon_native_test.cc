@@ -32,6 +32,29 @@ bool Same(std::span<const std::byte> a, const std::vector<std::byte>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), b.size()) == 0;
 }
 
+std::string Chars(const std::vector<std::byte>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+// A PUT_MANY body: the directory of `keys` with `values`' sizes, then the values.
+std::string PutManyBody(const std::vector<BlockKey>& keys,
+                        const std::vector<std::vector<std::byte>>& values) {
+  std::vector<protocol::PutEntry> entries;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    protocol::PutEntry e;
+    e.key = keys[i];
+    e.size = values[i].size();
+    entries.push_back(e);
+  }
+  std::string body;
+  protocol::EncodePutDirectory(entries, &body);
+  for (const auto& v : values) body += Chars(v);
+  return body;
+}
+
+// G2's bytes in use, from /metrics.
+double G2Used(const Daemon& d) { return Metric(d, "kvtier_tier_used_bytes{tier=\"g2\"}"); }
+
 TEST(DaemonNativeTest, RoundTripsOverTcpAndUnixSocket) {
   Daemon d;
   ASSERT_TRUE(d.running());
@@ -228,6 +251,40 @@ TEST(DaemonNativeTest, RawPipelinedFramesAreAnsweredWithTheirIds) {
   close(fd);
 }
 
+// A PUT_MANY of large values is received into G2 in place (docs/protocol.md); the requests
+// pipelined before and after it in the same bytes are answered as ever.
+TEST(DaemonNativeTest, ALargePutManyBetweenPipelinedRequestsStoresEveryValue) {
+  Daemon d;
+  auto c = Connect(d.tcp_endpoint());
+  ASSERT_NE(c, nullptr);
+  const std::vector<std::byte> kept = RandomValue(2, 200 << 10);
+  ASSERT_TRUE(c->Put(TestKey(2), kept).ok());
+  const std::vector<BlockKey> keys = {TestKey(1), TestKey(2), TestKey(3)};
+  const std::vector<std::vector<std::byte>> values = {
+      RandomValue(1, 300 << 10), RandomValue(20, 200 << 10), RandomValue(3, kMiB + 5)};
+  int fd = ConnectTcp(d.native_port());
+  SendAll(fd, HelloFrame(1) +
+                  NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2,
+                              PutManyBody(keys, values)) +
+                  NativeFrame(static_cast<uint8_t>(Opcode::kPing), 3, ""));
+  EXPECT_TRUE(ReadReply(fd).status.ok());
+  RawReply put = ReadReply(fd);
+  ASSERT_TRUE(put.ok);
+  EXPECT_EQ(put.header.request_id, 2u);
+  Result<std::vector<Status>> statuses = protocol::DecodeItemStatuses(
+      {reinterpret_cast<const std::byte*>(put.body.data()), put.body.size()});
+  ASSERT_TRUE(statuses.ok()) << statuses.status().ToString();
+  ASSERT_EQ(statuses->size(), 3u);
+  for (const Status& s : *statuses) EXPECT_TRUE(s.ok()) << s.ToString();
+  RawReply ping = ReadReply(fd);
+  EXPECT_EQ(ping.header.request_id, 3u);
+  EXPECT_TRUE(ping.status.ok());
+  close(fd);
+  EXPECT_EQ(*c->Get(TestKey(1)), values[0]);
+  EXPECT_EQ(*c->Get(TestKey(2)), kept);  // A block is immutable: the first put's bytes stay.
+  EXPECT_EQ(*c->Get(TestKey(3)), values[2]);
+}
+
 // Each kind of bad input gets a clear error (or a close); a bystander keeps working throughout.
 class BadInputTest : public ::testing::Test {
  protected:
@@ -310,6 +367,23 @@ TEST_F(BadInputTest, OversizedValueIsRejectedAndTheConnectionCarriesOn) {
   SendAll(fd, NativeFrame(static_cast<uint8_t>(Opcode::kPing), 5, ""));
   EXPECT_TRUE(ReadReply(fd).status.ok());
   close(fd);
+}
+
+// A client that hangs up in the middle of a large PUT_MANY: each value that came whole is
+// stored (a PUT_MANY is not atomic: PUT_ATOMIC is), the space of the one cut short is given back.
+TEST_F(BadInputTest, APutManyCutOffMidValueGivesTheSpaceOfTheUnfinishedValueBack) {
+  const double before = G2Used(daemon_);
+  const std::vector<std::vector<std::byte>> values = {RandomValue(60, 256 << 10),
+                                                      RandomValue(61, 256 << 10)};
+  const std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2,
+                                        PutManyBody({TestKey(60), TestKey(61)}, values));
+  int fd = Hello();
+  SendAll(fd, frame.substr(0, frame.size() - (128 << 10)));
+  close(fd);
+  EXPECT_TRUE(Eventually([&] { return G2Used(daemon_) == before + (256 << 10); }))
+      << G2Used(daemon_) << " bytes used, " << before << " before";
+  EXPECT_EQ(*bystander_->Get(TestKey(60)), values[0]);
+  EXPECT_EQ(bystander_->Get(TestKey(61)).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(BadInputTest, UnknownOpcodeIsUnimplementedAndTheConnectionCarriesOn) {
@@ -412,6 +486,31 @@ TEST(DaemonIdleTest, ARequestTrickledInIsToldAndClosedOthersCarryOn) {
   ASSERT_NE(c, nullptr);
   EXPECT_TRUE(c->Ping().ok());
   EXPECT_FALSE(c->Get(TestKey(7)).ok());
+}
+
+// The same for a large value received in place: the deadline holds, the space goes back.
+TEST(DaemonIdleTest, AValueTrickledInPlaceIsToldAndClosedAndItsSpaceGivenBack) {
+  Daemon d("idle_timeout_seconds = 30\nrequest_timeout_seconds = 1\nmin_request_rate = \"1MiB\"\n");
+  const double before = G2Used(d);
+  int slow = ConnectTcp(d.native_port());
+  SendAll(slow, HelloFrame(1));
+  ASSERT_TRUE(ReadReply(slow).status.ok());
+  const std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2,
+                                        PutManyBody({TestKey(7)}, {RandomValue(7, 256 << 10)}));
+  size_t sent = 64 << 10;
+  SendAll(slow, frame.substr(0, sent));
+  pollfd p{.fd = slow, .events = POLLIN, .revents = 0};
+  while (sent + 1 < frame.size() && poll(&p, 1, 20) == 0) SendAll(slow, frame.substr(sent++, 1));
+  ASSERT_LT(sent + 1, frame.size()) << "the request was never cut off";
+  RawReply r = ReadReply(slow);
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(ClosedByPeer(slow));
+  close(slow);
+  EXPECT_TRUE(Eventually([&] { return G2Used(d) == before; })) << G2Used(d) << " vs " << before;
+  auto c = Connect(d.tcp_endpoint());
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Get(TestKey(7)).status().code(), StatusCode::kNotFound);
 }
 
 TEST(DaemonSlowClientTest, ClientThatDoesNotReadIsThrottledNotFatal) {

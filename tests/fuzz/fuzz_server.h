@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -66,6 +67,22 @@ class FuzzServer {
     size_t pos = 0;
     while (pos < input.size()) {
       server::ProtocolHandler::Outcome o = handler->HandleOne(std::span(input).subspan(pos), &out);
+      if (o.action == server::ProtocolHandler::Outcome::Action::kReceivePayload) {
+        // As the event loop does: the payload's bytes into the handler's targets, until they
+        // or the input run out (a client that hung up).
+        pos += o.consumed;
+        for (size_t left = o.payload_bytes; left > 0 && pos < input.size();) {
+          std::span<std::byte> target = handler->PayloadTarget();
+          if (target.empty() || target.size() > left) std::abort();
+          if (target.size() > input.size() - pos) return;
+          if (target.data() != nullptr) std::memcpy(target.data(), &input[pos], target.size());
+          pos += target.size();
+          left -= target.size();
+          handler->PayloadFilled(&out);
+        }
+        out.Clear();
+        continue;
+      }
       if (o.action != server::ProtocolHandler::Outcome::Action::kHandled) break;
       if (o.consumed == 0) std::abort();  // A handled request must consume bytes.
       pos += o.consumed;

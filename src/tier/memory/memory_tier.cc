@@ -474,12 +474,13 @@ std::vector<std::span<std::byte>> MemoryTier::MutableSpans(uint32_t tenant,
 }
 
 Result<uint64_t> MemoryTier::Reserve(uint32_t tenant, const BlockKey& key, size_t size,
+                                     const BlockKey* parent,
                                      std::vector<std::span<std::byte>>* spans) {
   if (!arena_) return Status::FailedPrecondition("a payload-free store has no arena");
   std::vector<Extent> extents, to_back;
   {
     MutexLock l(&mu_);
-    KVTIER_RETURN_IF_ERROR(AllocateFor(tenant, key, PagesFor(size), &extents, &to_back));
+    KVTIER_RETURN_IF_ERROR(AllocateFor(tenant, key, PagesFor(size), &extents, &to_back, parent));
   }
   KVTIER_RETURN_IF_ERROR(BackOrFree(tenant, to_back, extents));
   MutexLock l(&mu_);

@@ -132,10 +132,12 @@ class MemoryTier final : public BlockHandle::Releaser {
              const BlockKey* parent, const BlockMeta& meta = {}) ABSL_LOCKS_EXCLUDED(mu_);
   // The shared-memory fast path's two-step put: Reserve takes room for `size` bytes (evicting
   // as Put does) and returns an id and the spans to fill; AlreadyExists when the key is
-  // resident. CommitReserved publishes the bytes as Put would (OK without storing when the key
-  // appeared meanwhile); AbortReserved gives the room back. REQUIRES: a payload arena.
+  // resident. `parent` (may be null) is kept while making room, as Put keeps it.
+  // CommitReserved publishes the bytes as Put would (OK without storing when the key appeared
+  // meanwhile); AbortReserved gives the room back. REQUIRES: a payload arena.
   Result<uint64_t> Reserve(uint32_t tenant, const BlockKey& key, size_t size,
-                           std::vector<std::span<std::byte>>* spans) ABSL_LOCKS_EXCLUDED(mu_);
+                           const BlockKey* parent, std::vector<std::span<std::byte>>* spans)
+      ABSL_LOCKS_EXCLUDED(mu_);
   Status CommitReserved(uint64_t id, const BlockKey* parent, const BlockMeta& meta)
       ABSL_LOCKS_EXCLUDED(mu_);
   void AbortReserved(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
