@@ -27,21 +27,7 @@ done
 source "$(dirname "$0")/common.sh"
 
 # 1. iperf3: one stream, 1 MiB writes.
-IPERF_PORT=$(free_port)
-iperf3 -s -p "$IPERF_PORT" >/dev/null 2>&1 &
-PIDS+=($!)
-# Retry until the server is up (a bare connect probe would be taken for an iperf3 client).
-for _ in $(seq 1 200); do
-  iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -l 1M -t 5 -J >"$DIR/iperf.json" 2>/dev/null && break
-  sleep 0.02
-done
-# A run without a result says what iperf3 said (once, in bench/all.sh after peer_bench.py, the
-# client exited at once without one; not seen since).
-IPERF_GBPS=$(python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-r = d.get("end", {}).get("sum_received")
-if r is None: sys.exit("iperf3 gave no result: " + json.dumps(d.get("error", d))[:2000])
-print(r["bits_per_second"] / 8 / 2**30)' "$DIR/iperf.json")
+IPERF_GBPS=$(iperf3_gibps 1)
 echo "iperf3 single stream -l 1M: $(printf %.2f "$IPERF_GBPS") GiB/s"
 
 # redis-benchmark SET, then GET, against the server PID on PORT; prints "op rps p50_ms p99_ms
