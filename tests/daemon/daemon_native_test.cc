@@ -459,22 +459,25 @@ TEST(DaemonIdleTest, IdleClientIsToldAndClosedOthersCarryOn) {
 
 // A client that trickles a request, a byte at a time, is never idle: the request timeout ends
 // it (slowloris), stores nothing of it, and everyone else is served meanwhile.
+// Sends the PUT_MANY frame of `body`: its first `at_once` bytes, then a byte every 20 ms until
+// the server answers (it must, before the frame is all sent). Returns the answer.
+RawReply TrickleUntilCutOff(int fd, const std::string& body, size_t at_once) {
+  const std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2, body);
+  size_t sent = at_once;
+  SendAll(fd, frame.substr(0, sent));
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  while (sent + 1 < frame.size() && poll(&p, 1, 20) == 0) SendAll(fd, frame.substr(sent++, 1));
+  EXPECT_LT(sent + 1, frame.size()) << "the request was never cut off";
+  return ReadReply(fd);
+}
+
 TEST(DaemonIdleTest, ARequestTrickledInIsToldAndClosedOthersCarryOn) {
   Daemon d("idle_timeout_seconds = 30\nrequest_timeout_seconds = 1\nmin_request_rate = \"1MiB\"\n");
   int slow = ConnectTcp(d.native_port());
   SendAll(slow, HelloFrame(1));
   ASSERT_TRUE(ReadReply(slow).status.ok());
-  std::vector<protocol::PutEntry> entries = {{TestKey(7), std::nullopt, 4096, 0, std::nullopt}};
-  std::string body;
-  protocol::EncodePutDirectory(entries, &body);
-  body.append(4096, 'x');
-  const std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2, body);
-  // A byte every 20 ms: the whole frame would take over 80 s; the server gives up long before.
-  size_t sent = 0;
-  pollfd p{.fd = slow, .events = POLLIN, .revents = 0};
-  while (sent + 1 < frame.size() && poll(&p, 1, 20) == 0) SendAll(slow, frame.substr(sent++, 1));
-  ASSERT_LT(sent + 1, frame.size()) << "the request was never cut off";
-  RawReply r = ReadReply(slow);
+  // The whole frame would take over 80 s; the server gives up long before.
+  RawReply r = TrickleUntilCutOff(slow, PutManyBody({TestKey(7)}, {RandomValue(7, 4096)}), 0);
   ASSERT_TRUE(r.ok);
   EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status.message().find("request_timeout_seconds"), std::string_view::npos);
@@ -495,14 +498,8 @@ TEST(DaemonIdleTest, AValueTrickledInPlaceIsToldAndClosedAndItsSpaceGivenBack) {
   int slow = ConnectTcp(d.native_port());
   SendAll(slow, HelloFrame(1));
   ASSERT_TRUE(ReadReply(slow).status.ok());
-  const std::string frame = NativeFrame(static_cast<uint8_t>(Opcode::kPutMany), 2,
-                                        PutManyBody({TestKey(7)}, {RandomValue(7, 256 << 10)}));
-  size_t sent = 64 << 10;
-  SendAll(slow, frame.substr(0, sent));
-  pollfd p{.fd = slow, .events = POLLIN, .revents = 0};
-  while (sent + 1 < frame.size() && poll(&p, 1, 20) == 0) SendAll(slow, frame.substr(sent++, 1));
-  ASSERT_LT(sent + 1, frame.size()) << "the request was never cut off";
-  RawReply r = ReadReply(slow);
+  RawReply r =
+      TrickleUntilCutOff(slow, PutManyBody({TestKey(7)}, {RandomValue(7, 256 << 10)}), 64 << 10);
   ASSERT_TRUE(r.ok);
   EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(ClosedByPeer(slow));
