@@ -320,6 +320,7 @@ class Connection {
     const Clock::time_point handling = Clock::now();
     handler_->PayloadFilled(&out_);  // The last: the reply is queued.
     TraceIfSlow(handling, payload_received_);
+    payload_received_ = 0;  // The next request's deadline counts its own bytes only.
   }
 
   void NextTarget() {
