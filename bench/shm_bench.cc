@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   CLI::App app("Shared-memory GET/PUT against single-core memcpy", "kvtier_shm_bench");
   std::string socket_path;
   uint32_t ops = 200;
-  uint32_t rounds = 3;
+  uint32_t rounds = 15;  // About 0.4 s a read phase at 2 MiB (bench/shm_bench.sh says why).
   uint32_t repeats = 7;
   size_t value_bytes = 2 << 20;
   app.add_option("--socket", socket_path, "kvtierd's Unix socket")->required();
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   // The read phases and memcpy alternate, `repeats` times: each ratio is taken within one
   // repeat, and the median of the repeats is reported (a shared machine's noise moves whole
   // stretches of a run).
-  std::vector<double> get_ratios, batch_ratios, bounds;
+  std::vector<double> get_ratios, batch_ratios, copy_ratios, bounds;
   std::vector<Phase> last;
   uint64_t failures = put.failures;
   for (uint32_t r = 0; r < repeats; ++r) {
@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
     failures += get.failures + get_batch.failures + lease.failures + copy_only.failures;
     get_ratios.push_back(get.gib_per_s / base.gib_per_s);
     batch_ratios.push_back(get_batch.gib_per_s / base.gib_per_s);
+    copy_ratios.push_back(copy_only.gib_per_s / base.gib_per_s);
     // A block per call waits one round trip before its copy: at most copy / (copy + trip).
     const double copy_ms = Median(copy_only.latencies_ms), trip_ms = Median(lease.latencies_ms);
     bounds.push_back(copy_ms / (copy_ms + trip_ms));
@@ -192,9 +193,10 @@ int main(int argc, char** argv) {
   std::printf("TARGET C++ SHM GET copied out / memcpy: %.3fx (>= 0.9x) %s", get_ratio,
               get_ratio >= 0.9 ? "met" : "NOT MET");
   if (get_ratio < 0.9) {
-    std::printf(": a block per call waits a round trip before its copy, at most %.2fx here; 16 "
+    std::printf(": the copy out of G2's mapping alone runs at %.2fx of memcpy, and a block per "
+                "call waits a round trip before its copy (at most %.2fx of the copy here); 16 "
                 "blocks per call %.2fx",
-                Median(bounds), batch_ratio);
+                Median(copy_ratios), Median(bounds), batch_ratio);
   }
   std::printf("\n");
   return failures == 0 ? 0 : 1;

@@ -8,7 +8,10 @@ set -euo pipefail
 
 BUILD=${1:?usage: shm_bench.sh BUILD_DIR [ops] [rounds]}
 OPS=${2:-200}
-ROUNDS=${3:-3}
+# 15 passes: each read phase then lasts about 0.4 s. At 3 (75 ms a phase) a scheduling hiccup on
+# a shared VM moved the medians of 7 repeats between 0.66x and 1.15x of memcpy from one run to
+# the next, on the same build; at 15 they stay within 0.67x-0.75x.
+ROUNDS=${3:-15}
 VALUE=${VALUE:-2097152}
 BUSY_POLL_US=${BUSY_POLL_US:-200}  # [server] busy_poll_us of the kvtierd it starts
 KVTIERD=$BUILD/src/server/kvtierd
