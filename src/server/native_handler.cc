@@ -73,6 +73,7 @@ class NativeHandler final : public ProtocolHandler {
       case DecodedFrame::State::kFrame:
         break;
     }
+    whole_frame_ = false;
     bool keep_open = Handle(f.header, f.body, out);
     return {keep_open ? Action::kHandled : Action::kClose, f.frame_size, 0};
   }
@@ -184,7 +185,8 @@ class NativeHandler final : public ProtocolHandler {
   Outcome NeedMore(const DecodedFrame& f, std::span<const std::byte> input) {
     const Outcome wait{Action::kNeedMore, 0, f.frame_size};
     const FrameHeader& h = f.header;
-    if (f.frame_size == 0 || !principal_ || h.opcode != static_cast<uint8_t>(Opcode::kPutMany) ||
+    if (whole_frame_ || f.frame_size == 0 || !principal_ ||
+        h.opcode != static_cast<uint8_t>(Opcode::kPutMany) ||
         (h.flags & protocol::kFlagResponse) || h.body_length < kInPlaceMinValueBytes ||
         !ctx_->store->shared_arena(principal_->tenant)) {
       return wait;
@@ -195,13 +197,19 @@ class NativeHandler final : public ProtocolHandler {
     const size_t directory = static_cast<size_t>(
         std::min<uint64_t>(h.body_length, 4 + count * protocol::kMaxPutEntryBytes));
     if (body.size() < directory) return {Action::kNeedMore, 0, protocol::kHeaderSize + directory};
+    // From here a refusal holds for the whole frame: it is not decoded again at each read.
+    auto refuse = [&] {
+      whole_frame_ = true;
+      return wait;
+    };
     Result<protocol::PutManyHead> head = protocol::DecodePutManyHead(
         body, h.body_length, ctx_->config->max_batch, ctx_->config->store.max_block_bytes);
-    if (!head.ok() || head->entries.empty()) return wait;
+    if (!head.ok() || head->entries.empty()) return refuse();
     const size_t values = h.body_length - head->directory_bytes;
-    if (values / head->entries.size() < kInPlaceMinValueBytes) return wait;
+    if (values / head->entries.size() < kInPlaceMinValueBytes) return refuse();
     for (const protocol::PutEntry& e : head->entries) {
-      if (e.role == BlockRole::kState && !e.parent) return wait;  // Put's error, from the frame.
+      // Put's error, answered from the whole frame.
+      if (e.role == BlockRole::kState && !e.parent) return refuse();
     }
     put_.emplace(ctx_->store, principal_->tenant, std::move(head->entries));
     put_request_id_ = h.request_id;
@@ -497,6 +505,8 @@ class NativeHandler final : public ProtocolHandler {
   ShmHandler shm_;         // SHM_* requests; its leases and allocations end with the connection.
   // The PUT_MANY whose values are being received in place, if any.
   std::optional<InPlacePut> put_;
+  // The incomplete frame at the front is a PUT_MANY that is read whole (NeedMore refused it).
+  bool whole_frame_ = false;
   uint64_t put_request_id_ = 0;
   std::chrono::steady_clock::duration put_busy_{};  // Spent on it so far, for the histogram.
 };
