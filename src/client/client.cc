@@ -133,7 +133,6 @@ class ClientImpl final : public Client {
   std::vector<Status> PutManyOnce(std::span<const BlockWrite> writes) {
     // Requests fill up to max_batch entries and kMaxPutRequestBytes (or max_frame_bytes, if
     // lower; a larger value goes alone), and are all sent before the first reply is awaited.
-    constexpr uint64_t kMaxEntryBytes = 4 + 2 * kBlockKeySize + 1 + 8 + 1 + 8;
     const uint64_t limit = std::min<uint64_t>(info_.max_frame_bytes, kMaxPutRequestBytes);
     std::vector<std::future<std::vector<Status>>> futures;
     size_t begin = 0;
@@ -141,8 +140,9 @@ class ClientImpl final : public Client {
       size_t end = begin;
       uint64_t bytes = 4;
       while (end < writes.size() && end - begin < info_.max_batch &&
-             (end == begin || bytes + kMaxEntryBytes + writes[end].value.size() <= limit)) {
-        bytes += kMaxEntryBytes + writes[end].value.size();
+             (end == begin ||
+              bytes + protocol::kMaxPutEntryBytes + writes[end].value.size() <= limit)) {
+        bytes += protocol::kMaxPutEntryBytes + writes[end].value.size();
         ++end;
       }
       futures.push_back(PutManyAsync(writes.subspan(begin, end - begin)));

@@ -285,6 +285,27 @@ TEST(DaemonNativeTest, ALargePutManyBetweenPipelinedRequestsStoresEveryValue) {
   EXPECT_EQ(*c->Get(TestKey(3)), values[2]);
 }
 
+// The C++ client splits a batch into frames of at most max_frame_bytes, counting each entry at
+// its largest encoding: with a parent, a session, a dtype, a 32-byte engine hash and a role.
+TEST(DaemonNativeTest, ABatchOfEntriesWithEveryFieldIsSplitWithinMaxFrameBytes) {
+  Daemon d("max_frame_bytes = \"5MiB\"\n");
+  auto c = Connect(d.tcp_endpoint());
+  ASSERT_NE(c, nullptr);
+  // 64 values that, with 116-byte entries, fill just over 5 MiB: two frames, not one.
+  constexpr size_t kValue = 81833;
+  EngineHash hash;
+  hash.size = 32;
+  std::vector<std::vector<std::byte>> values;
+  std::vector<BlockWrite> writes;
+  for (uint32_t i = 0; i < 64; ++i) values.push_back(RandomValue(i, kValue));
+  for (uint32_t i = 0; i < 64; ++i) {
+    writes.push_back({TestKey(100 + i), values[i], TestKey(99 + i), 5, KvDtype::kBf16, hash,
+                      BlockRole::kKvNeedsState});
+  }
+  for (const Status& s : c->PutMany(writes)) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(*c->Get(TestKey(100 + i)), values[i]) << i;
+}
+
 // Each kind of bad input gets a clear error (or a close); a bystander keeps working throughout.
 class BadInputTest : public ::testing::Test {
  protected:
