@@ -11,10 +11,10 @@
 // get never waits for a write in flight. A segment's File is shared: a reader keeps a deleted
 // segment's file open until its read completes.
 //
-// Data services: puts are encoded by the BlockCodec a window (io_depth records) at a time, on
-// short-lived helper threads started by the writer that holds write_mu_; a helper touches only
-// its own records and buffers (and the thread-safe codec). Reads decode on the reader's thread
-// as their I/Os complete, without any lock.
+// Data services: puts are encoded by the BlockCodec a window (EncodeWindowEnd) at a time, on
+// codec_pool_ with the writer that holds write_mu_; a worker touches only its window's records
+// and buffers (and the thread-safe codec). Reads decode as their I/Os complete, on codec_pool_
+// with the reader, without any lock.
 
 #ifndef KVTIER_TIER_DISK_DISK_TIER_IMPL_H_
 #define KVTIER_TIER_DISK_DISK_TIER_IMPL_H_
@@ -165,6 +165,13 @@ class DiskTierImpl final : public DiskTier {
   // buffer. Prebuilt records are left as they are.
   void PrepareRecords(std::vector<PendingRecord>& records, std::vector<AlignedBuffer>& bufs,
                       size_t base, size_t from, size_t to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The end of the window of records[from, end) that WriteRound encodes before submitting
+  // them: one queue depth without a codec; with one, as soon as the window keeps every thread
+  // of codec_pool_ busy (a record each, kParallelCodecBytes of values), so that the writes of
+  // one window are in flight while the next is encoded and the last window's writes, which
+  // nothing overlaps, are few.
+  size_t EncodeWindowEnd(const std::vector<PendingRecord>& records, size_t from,
+                         size_t end) const;
   // Whether a record of `record_bytes` (and its footer entry) fits in a segment whose next
   // record would go at `end` and which already lists `entries` records.
   bool FitsAfter(uint64_t end, size_t entries, uint64_t record_bytes) const;

@@ -220,6 +220,20 @@ void DiskTierImpl::PrepareRecords(std::vector<PendingRecord>& records,
   }
 }
 
+size_t DiskTierImpl::EncodeWindowEnd(const std::vector<PendingRecord>& records, size_t from,
+                                     size_t end) const {
+  const size_t depth = std::max<size_t>(1, options_.io_depth);
+  if (codec_ == nullptr) return std::min(end, from + depth);
+  uint64_t value_bytes = 0;
+  size_t k = from;
+  while (k < end && k - from < depth &&
+         (k - from < codec_pool_.parallelism() || value_bytes < kParallelCodecBytes)) {
+    value_bytes += records[k].payload.size();
+    ++k;
+  }
+  return k;
+}
+
 void DiskTierImpl::WriteRound(std::vector<PendingRecord>& records, size_t begin, size_t end) {
   std::unique_ptr<IoQueue> queue = TakeQueue();
   std::vector<AlignedBuffer> bufs(end - begin);
@@ -235,13 +249,12 @@ void DiskTierImpl::WriteRound(std::vector<PendingRecord>& records, size_t begin,
     }
   };
   uint64_t offset = open_.end;
-  // Records are encoded a window (one queue depth) at a time, in parallel, while the previous
-  // window's writes are in flight.
-  const size_t window = std::max<size_t>(1, options_.io_depth);
+  // Records are encoded a window at a time, in parallel, while the previous window's writes
+  // are in flight.
   size_t prepared = begin;
   for (size_t k = begin; k < end; ++k) {
     if (k == prepared) {
-      prepared = std::min(end, k + window);
+      prepared = EncodeWindowEnd(records, k, end);
       PrepareRecords(records, bufs, begin, k, prepared);
     }
     PendingRecord& r = records[k];
