@@ -88,6 +88,19 @@ def signed_headers(
     return dict(request.prepare().headers)
 
 
+def put_head(
+    d: Daemon, path: str, body: bytes, signed_for: bytes | None = None, expect: bool = False
+) -> bytes:
+    """The head of a PUT of `body` (Content-Length, signed by botocore with the SHA-256 of
+    `signed_for`, the body itself by default; with `expect`, Expect: 100-continue), as its
+    bytes."""
+    sign = body if signed_for is None else signed_for
+    extra = {"Content-Length": str(len(body))} | ({"Expect": "100-continue"} if expect else {})
+    headers = signed_headers(d, "PUT", path, sign, extra)
+    head = f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{d.s3_port}\r\n".encode()
+    return head + b"".join(f"{k}: {v}\r\n".encode() for k, v in headers.items()) + b"\r\n"
+
+
 def raw(d: Daemon, data: bytes) -> bytes:
     """Sends raw bytes and returns everything the daemon answers before it closes."""
     with socket.create_connection(("127.0.0.1", d.s3_port), timeout=30) as s:
@@ -165,10 +178,14 @@ def test_streaming_signed_upload_is_verified(s3d: Daemon) -> None:
     assert s3.get_object(Bucket="streams", Key="k")["Body"].read() == data
 
 
-def test_a_wrong_checksum_stores_nothing(s3d: Daemon) -> None:
+@pytest.mark.parametrize("size", [22, 1 << 20])  # Read whole; received straight into G2.
+def test_a_wrong_checksum_stores_nothing(s3d: Daemon, size: int) -> None:
     s3 = client(s3d)
     s3.create_bucket(Bucket="bad-sums")
-    body = b"the body that was sent"
+    body = os.urandom(size)
+    # Signed for other bytes of the same length: the payload's SHA-256 does not match.
+    reply = raw(s3d, put_head(s3d, "/bad-sums/k", body, signed_for=bytes(size)) + body)
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"<Code>XAmzContentSHA256Mismatch<" in reply
     wrong_md5 = base64.b64encode(hashlib.md5(b"another body").digest()).decode()
     status, text = signed(s3d, "PUT", "/bad-sums/k", body, {"Content-MD5": wrong_md5})
     assert status == 400 and b"<Code>BadDigest</Code>" in text
@@ -341,6 +358,54 @@ def test_keep_alive_and_pipelining(s3d: Daemon) -> None:
     assert reply.count(b"HTTP/1.1 200 OK") == 3 and reply.count(b"AAA") == 3
 
 
+def test_bodies_received_in_place_are_pipelined_cut_short_and_orphaned_safely(
+    s3d: Daemon,
+) -> None:
+    """A PUT of a new name with a Content-Length body of 64 KiB or more is received straight
+    into its G2 allocation (docs/protocol.md): a request pipelined behind it is answered, a body
+    cut short stores nothing and leaves the name free, and a body whose bucket is deleted while
+    it comes is not stored."""
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="direct")
+    body = os.urandom(1 << 20)
+    get = client(s3d, signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": "direct", "Key": "a"}
+    )
+    # The PUT's first body bytes come with its head, and the GET right behind its last.
+    reply = raw(
+        s3d,
+        put_head(s3d, "/direct/a", body) + body + get_request(s3d, get.split(f":{s3d.s3_port}", 1)[1]),
+    )
+    assert reply.count(b"HTTP/1.1 200 OK") == 2 and reply.endswith(body)
+    # A client that waits for 100 Continue before it sends the body.
+    with socket.create_connection(("127.0.0.1", s3d.s3_port), timeout=30) as sock:
+        sock.sendall(put_head(s3d, "/direct/asked", body, expect=True))
+        assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        assert sock.recv(64).startswith(b"HTTP/1.1 200 OK\r\n")
+    assert s3.get_object(Bucket="direct", Key="asked")["Body"].read() == body
+    # The client goes away halfway through a body.
+    with socket.create_connection(("127.0.0.1", s3d.s3_port), timeout=30) as sock:
+        sock.sendall(put_head(s3d, "/direct/cut", body) + body[: len(body) // 2])
+    assert error_code(lambda: s3.head_object(Bucket="direct", Key="cut")) == "404"
+    s3.put_object(Bucket="direct", Key="cut", Body=body[::-1])
+    assert s3.get_object(Bucket="direct", Key="cut")["Body"].read() == body[::-1]
+    # The bucket is deleted between the head and the rest of the body.
+    s3.create_bucket(Bucket="gone")
+    with socket.create_connection(("127.0.0.1", s3d.s3_port), timeout=30) as sock:
+        sock.sendall(put_head(s3d, "/gone/k", body) + body[:4096])
+        s3.delete_bucket(Bucket="gone")
+        sock.sendall(body[4096:])
+        sock.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 404 ") and b"<Code>NoSuchBucket</Code>" in reply
+    s3.create_bucket(Bucket="gone")
+    assert error_code(lambda: s3.head_object(Bucket="gone", Key="k")) == "404"
+    assert s3.list_objects_v2(Bucket="gone")["KeyCount"] == 0
+
+
 def test_buckets_and_listings_outlive_a_restart(s3d: Daemon) -> None:
     s3 = client(s3d)
     s3.create_bucket(Bucket="durable")
@@ -509,11 +574,8 @@ def test_an_upload_trickled_in_times_out_stores_nothing_and_others_are_served(
     s3 = client(d)
     s3.create_bucket(Bucket="slow")
     body = os.urandom(64 << 10)
-    headers = signed_headers(d, "PUT", "/slow/k", body, {"Content-Length": str(len(body))})
-    head = f"PUT /slow/k HTTP/1.1\r\nHost: 127.0.0.1:{d.s3_port}\r\n".encode()
-    head += b"".join(f"{k}: {v}\r\n".encode() for k, v in headers.items()) + b"\r\n"
     with socket.create_connection(("127.0.0.1", d.s3_port), timeout=30) as sock:
-        sock.sendall(head)
+        sock.sendall(put_head(d, "/slow/k", body))
         sent = 0
         # The whole body would take over 20 minutes; the daemon gives up long before.
         while sent < len(body) - 1 and not select.select([sock], [], [], 0.02)[0]:

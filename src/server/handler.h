@@ -208,6 +208,35 @@ class RequestTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The server's own time on a request whose payload is received in place (kReceivePayload):
+// what its handler's PayloadTarget and PayloadFilled take, not the wait for its bytes. Recorded
+// as a buffered request's RequestTimer would be.
+class PayloadTime {
+ public:
+  // Adds its own lifetime to `time`.
+  class Scope {
+   public:
+    explicit Scope(PayloadTime* time) : time_(time), start_(std::chrono::steady_clock::now()) {}
+    ~Scope() { time_->busy_ += std::chrono::steady_clock::now() - start_; }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    PayloadTime* const time_;
+    const std::chrono::steady_clock::time_point start_;
+  };
+
+  void Record(Metrics* metrics, Proto proto, Op op) const {
+    metrics->RecordRequest(
+        proto, op,
+        static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(busy_).count()));
+  }
+
+ private:
+  std::chrono::steady_clock::duration busy_{};
+};
+
 }  // namespace kvtier::server
 
 #endif  // KVTIER_SERVER_HANDLER_H_

@@ -76,6 +76,9 @@ class HttpRequestParser {
   std::vector<std::span<std::byte>> BodyPieces(std::span<std::byte> input) const;
   // REQUIRES: kComplete. Bytes of the input that the request took.
   size_t consumed() const { return fed_; }
+  // REQUIRES: kBody, a request with Content-Length (not chunked). Bytes of the input before its
+  // body: the request line and the headers.
+  size_t head_size() const { return fed_ - static_cast<size_t>(request_.body_bytes); }
   // REQUIRES: kError. The HTTP status to answer with (400, 413, 431 or 505) and why.
   int error_status() const { return error_status_; }
   const std::string& error() const { return error_; }

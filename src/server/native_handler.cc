@@ -79,29 +79,21 @@ class NativeHandler final : public ProtocolHandler {
   }
 
   std::span<std::byte> PayloadTarget() override {
-    const auto start = std::chrono::steady_clock::now();
-    std::span<std::byte> target = put_->Target();
-    put_busy_ += std::chrono::steady_clock::now() - start;
-    return target;
+    PayloadTime::Scope busy(&put_time_);
+    return put_->Target();
   }
 
   void PayloadFilled(OutputQueue* out) override {
-    const auto start = std::chrono::steady_clock::now();
-    put_->Filled();
-    if (!put_->done()) {
-      put_busy_ += std::chrono::steady_clock::now() - start;
-      return;
+    {
+      PayloadTime::Scope busy(&put_time_);
+      put_->Filled();
+      if (!put_->done()) return;
+      scratch_.clear();
+      protocol::EncodeItemStatuses(put_->statuses(), &scratch_);
+      SendFrame(out, static_cast<uint8_t>(Opcode::kPutMany), put_request_id_, scratch_);
+      put_.reset();
     }
-    scratch_.clear();
-    protocol::EncodeItemStatuses(put_->statuses(), &scratch_);
-    SendFrame(out, static_cast<uint8_t>(Opcode::kPutMany), put_request_id_, scratch_);
-    put_.reset();
-    // The server's own time on the request, as for a buffered one: not the wait for its bytes.
-    put_busy_ += std::chrono::steady_clock::now() - start;
-    ctx_->metrics->RecordRequest(
-        Proto::kNative, Op::kPut,
-        static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(put_busy_).count()));
+    put_time_.Record(ctx_->metrics, Proto::kNative, Op::kPut);
   }
 
   void OnIdleTimeout(OutputQueue* out) override {
@@ -213,7 +205,7 @@ class NativeHandler final : public ProtocolHandler {
     }
     put_.emplace(ctx_->store, principal_->tenant, std::move(head->entries));
     put_request_id_ = h.request_id;
-    put_busy_ = {};
+    put_time_ = {};
     return {Action::kReceivePayload, protocol::kHeaderSize + head->directory_bytes, 0, values};
   }
 
@@ -508,7 +500,7 @@ class NativeHandler final : public ProtocolHandler {
   // The incomplete frame at the front is a PUT_MANY that is read whole (NeedMore refused it).
   bool whole_frame_ = false;
   uint64_t put_request_id_ = 0;
-  std::chrono::steady_clock::duration put_busy_{};  // Spent on it so far, for the histogram.
+  PayloadTime put_time_;  // Spent on it so far, for the histogram.
 };
 
 }  // namespace

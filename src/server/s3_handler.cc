@@ -17,6 +17,7 @@
 #include "src/server/s3_body.h"
 #include "src/server/s3_checksum.h"
 #include "src/server/s3_protocol.h"
+#include "src/server/s3_put_in_place.h"
 #include "src/server/s3_service.h"
 
 namespace kvtier::server {
@@ -74,9 +75,18 @@ class S3Handler final : public ProtocolHandler {
       }
     }
     if (state == HttpRequestParser::State::kBody) {
+      const HttpRequest& r = parser_.request();
+      if (!whole_body_) {
+        // Asked once a request: refused, the body is read whole.
+        whole_body_ = true;
+        put_ = S3InPlacePut::Start(ctx_, r, auth_, principal_->tenant, ContentType());
+        if (put_) {
+          put_time_ = {};
+          return {Action::kReceivePayload, parser_.head_size(), 0, put_->body_bytes()};
+        }
+      }
       // The rest of the request, or at least that much: the event loop sizes the input for it
       // and sleeps until it has come (SO_RCVLOWAT), not for each segment.
-      const HttpRequest& r = parser_.request();
       uint64_t rest = 0;
       if (r.content_length && !r.chunked) {
         rest = *r.content_length - r.body_bytes;
@@ -96,11 +106,26 @@ class S3Handler final : public ProtocolHandler {
     const bool close = !parser_.request().keep_alive;
     const size_t consumed = parser_.consumed();
     Send(std::move(reply), close, out);
-    parser_.Reset();
-    head_checked_ = false;
-    auth_ = S3Auth{};
-    principal_ = nullptr;
+    EndRequest();
     return {close ? Action::kClose : Action::kHandled, consumed, 0};
+  }
+
+  std::span<std::byte> PayloadTarget() override {
+    PayloadTime::Scope busy(&put_time_);
+    return put_->Target();
+  }
+
+  // Each piece is checked as it comes; after the last, the object is published or refused.
+  void PayloadFilled(OutputQueue* out) override {
+    {
+      PayloadTime::Scope busy(&put_time_);
+      put_->Filled();
+      if (!put_->done()) return;
+      // Only a keep-alive request comes this way.
+      Send(put_->Finish(parser_.request()), /*close=*/false, out);
+      EndRequest();
+    }
+    put_time_.Record(ctx_->metrics, Proto::kS3, Op::kPut);
   }
 
  private:
@@ -110,6 +135,16 @@ class S3Handler final : public ProtocolHandler {
       if (n == name) return v;
     }
     return std::nullopt;
+  }
+
+  // Forgets the request answered, to take the next.
+  void EndRequest() {
+    parser_.Reset();
+    head_checked_ = false;
+    whole_body_ = false;
+    put_.reset();
+    auth_ = S3Auth{};
+    principal_ = nullptr;
   }
 
   // Authenticates the request from its head, before its body is accepted.
@@ -176,27 +211,25 @@ class S3Handler final : public ProtocolHandler {
 
   S3Reply Handle(std::span<std::byte> input, RequestTimer* timer) {
     const HttpRequest& r = parser_.request();
-    std::optional<std::string> path = PercentDecode(r.path);
-    if (!path || path->empty() || (*path)[0] != '/') {
-      return S3ErrorReply({400, "InvalidURI", "Couldn't parse the specified URI."}, r.path);
-    }
-    const size_t slash = path->find('/', 1);
-    const std::string bucket = path->substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
-    const std::string key = slash == std::string::npos ? "" : path->substr(slash + 1);
+    std::optional<S3Path> split = SplitS3Path(r.path);
+    if (!split) return S3ErrorReply({400, "InvalidURI", "Couldn't parse the specified URI."}, r.path);
+    const std::string& bucket = split->bucket;
+    const std::string& key = split->key;
+    const std::string path = "/" + bucket + (key.empty() ? "" : "/" + key);
     const TenantId tenant = principal_->tenant;
     if (bucket.empty()) {
       if (r.method == "GET") return ListBuckets(tenant);
       return NotImplemented(r);
     }
     if (!ValidBucketName(bucket)) {
-      return S3ErrorReply({400, "InvalidBucketName", "The specified bucket is not valid."}, *path);
+      return S3ErrorReply({400, "InvalidBucketName", "The specified bucket is not valid."}, path);
     }
     if (key.empty()) return BucketOp(input, tenant, bucket, timer);
-    if (key.size() > 1024) {
-      return S3ErrorReply({400, "KeyTooLongError", "Your key is too long."}, *path);
+    if (key.size() > kMaxS3KeyBytes) {
+      return S3ErrorReply({400, "KeyTooLongError", "Your key is too long."}, path);
     }
     if (!ctx_->s3->HasBucket(tenant, bucket)) {
-      return S3ErrorReply({404, "NoSuchBucket", "The specified bucket does not exist"}, *path);
+      return S3ErrorReply({404, "NoSuchBucket", "The specified bucket does not exist"}, path);
     }
     if (!r.query.empty() && (QueryValue("tagging") || QueryValue("acl") ||
                              QueryValue("attributes") || QueryValue("retention"))) {
@@ -213,7 +246,7 @@ class S3Handler final : public ProtocolHandler {
       if (r.method == "POST") return CompleteUpload(input, tenant, bucket, key, *upload);
       if (r.method == "DELETE") {
         Status s = ctx_->s3->EndUpload(tenant, *upload, bucket, key);
-        if (!s.ok()) return S3ErrorReply(S3UploadError(s), *path);
+        if (!s.ok()) return S3ErrorReply(S3UploadError(s), path);
         return S3Reply(204);
       }
       if (r.method == "GET") return ListParts(tenant, bucket, key, *upload);
@@ -410,10 +443,10 @@ class S3Handler final : public ProtocolHandler {
         std::vector<std::byte> encoded(header_bytes);
         header.EncodeTo(encoded);
         CopyInto(a->extents(), 0, encoded);
-        return Stored(ctx_->store->CommitReplace(std::move(*a)), tenant, bucket, key, header);
+        return PutObjectReply(ctx_, r, ctx_->store->CommitReplace(std::move(*a)), tenant, bucket, key, header);
       }
       if (a.status().code() != StatusCode::kAlreadyExists) {
-        return Stored(a.status(), tenant, bucket, key, header);
+        return PutObjectReply(ctx_, r, a.status(), tenant, bucket, key, header);
       }
     }
     std::span<std::byte> joined;
@@ -470,23 +503,7 @@ class S3Handler final : public ProtocolHandler {
       ReleaseLock(tenant, block);
       s = ctx_->store->Replace(tenant, block, value);
     }
-    return Stored(s, tenant, bucket, key, header);
-  }
-
-  // PutObject's answer once the Store said `s`.
-  S3Reply Stored(const Status& s, TenantId tenant, const std::string& bucket,
-                 const std::string& key, const S3ObjectHeader& header) {
-    if (!s.ok()) {
-      S3Error e = S3ErrorOf(s);
-      if (s.code() == StatusCode::kInvalidArgument) e.code = "EntityTooLarge";
-      return S3ErrorReply(e, "/" + bucket + "/" + key);
-    }
-    ctx_->s3->NameStored(tenant, bucket, key, header);
-    S3Reply reply{200, {{"ETag", header.ETag()}}, ""};
-    for (const auto& [name, value] : parser_.request().headers) {
-      if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value);
-    }
-    return reply;
+    return PutObjectReply(ctx_, r, s, tenant, bucket, key, header);
   }
 
   std::string ContentType() const {
@@ -556,37 +573,23 @@ class S3Handler final : public ProtocolHandler {
     return {200, {{"Content-Type", "application/xml"}}, std::move(xml)};
   }
 
-  // <CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"…"</ETag></Part>…
   S3Reply CompleteUpload(std::span<std::byte> input, TenantId tenant, const std::string& bucket,
                        const std::string& key, const std::string& upload_id) {
     const std::string resource = "/" + bucket + "/" + key;
     S3Error error;
     std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
     if (!body) return S3ErrorReply(error, resource);
-    const S3Error malformed{400, "MalformedXML", "The XML you provided was not well-formed or did "
-                                                 "not validate against our published schema"};
-    const std::string_view xml(reinterpret_cast<const char*>(body->data()), body->size());
-    std::vector<std::pair<uint32_t, std::string>> wanted;
-    for (size_t pos = 0;;) {
-      const size_t open = xml.find("<Part>", pos);
-      if (open == std::string_view::npos) break;
-      const size_t close = xml.find("</Part>", open);
-      if (close == std::string_view::npos) return S3ErrorReply(malformed, resource);
-      const std::string_view part = xml.substr(open, close - open);
-      pos = close + 7;
-      std::optional<std::string> number = XmlElement(part, "PartNumber");
-      std::optional<std::string> etag = XmlElement(part, "ETag");
-      if (!number || !etag || number->empty() || number->size() > 5 ||
-          number->find_first_not_of("0123456789") != std::string::npos) {
-        return S3ErrorReply(malformed, resource);
-      }
-      wanted.emplace_back(static_cast<uint32_t>(std::stoul(*number)), *etag);
+    std::optional<std::vector<std::pair<uint32_t, std::string>>> wanted = ParseCompleteUploadXml(
+        std::string_view(reinterpret_cast<const char*>(body->data()), body->size()));
+    if (!wanted) {
+      return S3ErrorReply({400, "MalformedXML", "The XML you provided was not well-formed or did "
+                                                "not validate against our published schema"},
+                          resource);
     }
-    if (wanted.empty()) return S3ErrorReply(malformed, resource);
     Result<std::shared_ptr<S3Service::Upload>> upload =
         ctx_->s3->BeginComplete(tenant, upload_id, bucket, key);
     if (!upload.ok()) return S3ErrorReply(S3UploadError(upload.status()), resource);
-    S3Reply reply = AssembleUpload(**upload, wanted, tenant, bucket, key, resource);
+    S3Reply reply = AssembleUpload(**upload, *wanted, tenant, bucket, key, resource);
     if (reply.status == 200) {
       (void)ctx_->s3->EndUpload(tenant, upload_id, bucket, key);
     } else {
@@ -724,25 +727,18 @@ class S3Handler final : public ProtocolHandler {
     return {204, {}, ""};
   }
 
-  // <Delete><Quiet>true</Quiet><Object><Key>k</Key></Object>...</Delete>
   S3Reply DeleteObjects(std::span<std::byte> input, TenantId tenant, const std::string& bucket) {
     const std::string resource = "/" + bucket;
     S3Error error;
     std::optional<std::span<std::byte>> body = CheckedBody(input, &error);
     if (!body) return S3ErrorReply(error, resource);
-    const std::string_view xml(reinterpret_cast<const char*>(body->data()), body->size());
-    const bool quiet = xml.find("<Quiet>true</Quiet>") != std::string_view::npos;
-    std::vector<std::string> keys;
-    for (size_t pos = 0;;) {
-      const size_t open = xml.find("<Key>", pos);
-      if (open == std::string_view::npos) break;
-      const size_t close = xml.find("</Key>", open);
-      if (close == std::string_view::npos) {
-        return S3ErrorReply({400, "MalformedXML", "The XML you provided was not well-formed"}, resource);
-      }
-      keys.push_back(XmlUnescape(xml.substr(open + 5, close - open - 5)));
-      pos = close + 6;
+    std::optional<S3DeleteRequest> request =
+        ParseDeleteXml(std::string_view(reinterpret_cast<const char*>(body->data()), body->size()));
+    if (!request) {
+      return S3ErrorReply({400, "MalformedXML", "The XML you provided was not well-formed"}, resource);
     }
+    const std::vector<std::string>& keys = request->keys;
+    const bool quiet = request->quiet;
     if (keys.empty() || keys.size() > 1000) {
       return S3ErrorReply({400, "MalformedXML", "Delete takes 1 to 1000 keys"}, resource);
     }
@@ -773,9 +769,13 @@ class S3Handler final : public ProtocolHandler {
   PeerInfo peer_;
   HttpRequestParser parser_;
   bool head_checked_ = false;
+  // Whether the request's body is read whole: S3InPlacePut refused it (or was not asked yet).
+  bool whole_body_ = false;
   S3Auth auth_;
   const S3Principal* principal_ = nullptr;
   uint64_t requests_ = 0;
+  std::unique_ptr<S3InPlacePut> put_;  // The PUT whose body is being received in place.
+  PayloadTime put_time_;
 };
 
 }  // namespace

@@ -120,6 +120,50 @@ std::optional<std::string> XmlElement(std::string_view xml, std::string_view nam
   return XmlUnescape(xml.substr(a + open.size(), b - a - open.size()));
 }
 
+std::optional<S3DeleteRequest> ParseDeleteXml(std::string_view xml) {
+  S3DeleteRequest d;
+  d.quiet = xml.find("<Quiet>true</Quiet>") != std::string_view::npos;
+  for (size_t pos = 0;;) {
+    const size_t open = xml.find("<Key>", pos);
+    if (open == std::string_view::npos) break;
+    const size_t close = xml.find("</Key>", open);
+    if (close == std::string_view::npos) return std::nullopt;
+    d.keys.push_back(XmlUnescape(xml.substr(open + 5, close - open - 5)));
+    pos = close + 6;
+  }
+  return d;
+}
+
+std::optional<std::vector<std::pair<uint32_t, std::string>>> ParseCompleteUploadXml(
+    std::string_view xml) {
+  std::vector<std::pair<uint32_t, std::string>> wanted;
+  for (size_t pos = 0;;) {
+    const size_t open = xml.find("<Part>", pos);
+    if (open == std::string_view::npos) break;
+    const size_t close = xml.find("</Part>", open);
+    if (close == std::string_view::npos) return std::nullopt;
+    const std::string_view part = xml.substr(open, close - open);
+    pos = close + 7;
+    std::optional<std::string> number = XmlElement(part, "PartNumber");
+    std::optional<std::string> etag = XmlElement(part, "ETag");
+    if (!number || !etag || number->empty() || number->size() > 5 ||
+        number->find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    wanted.emplace_back(static_cast<uint32_t>(std::stoul(*number)), *etag);
+  }
+  if (wanted.empty()) return std::nullopt;
+  return wanted;
+}
+
+std::optional<S3Path> SplitS3Path(std::string_view path) {
+  std::optional<std::string> decoded = PercentDecode(path);
+  if (!decoded || decoded->empty() || (*decoded)[0] != '/') return std::nullopt;
+  const size_t slash = decoded->find('/', 1);
+  if (slash == std::string::npos) return S3Path{decoded->substr(1), ""};
+  return S3Path{decoded->substr(1, slash - 1), decoded->substr(slash + 1)};
+}
+
 std::optional<std::pair<uint64_t, uint64_t>> ParseS3Range(std::string_view range,
                                                           uint64_t size) {
   auto whole = std::make_optional(std::pair<uint64_t, uint64_t>{0, size});

@@ -38,6 +38,18 @@ std::string S3ErrorXml(const S3Error& e, std::string_view resource);
 // Whether an If-Match / If-None-Match list ("\"etag\", \"etag2\"" or "*") names `etag`.
 bool EtagListMatches(std::string_view list, std::string_view etag);
 
+// S3's limit on the length of an object's key.
+inline constexpr size_t kMaxS3KeyBytes = 1024;
+
+// A path-style request's bucket and key, percent-decoded: the key "" for a bucket's path, both
+// "" for the service's ("/").
+struct S3Path {
+  std::string bucket;
+  std::string key;
+};
+// nullopt when `path` (as sent, percent-encoded) does not decode or does not start with '/'.
+std::optional<S3Path> SplitS3Path(std::string_view path);
+
 // "bytes=a-b", "bytes=a-", "bytes=-n" within an object of `size` bytes: (offset, length);
 // nullopt when unsatisfiable. A range S3 ignores (malformed, several ranges) is the whole.
 std::optional<std::pair<uint64_t, uint64_t>> ParseS3Range(std::string_view range, uint64_t size);
@@ -71,6 +83,18 @@ struct S3Reply {
 S3Reply S3ErrorReply(const S3Error& e, std::string_view resource);
 // A multipart upload's Store status as S3's error: NoSuchUpload for NotFound.
 S3Error S3UploadError(const Status& s);
+
+// DeleteObjects' document, <Delete><Quiet>true</Quiet><Object><Key>k</Key></Object>…:
+// the keys, in order; nullopt when malformed.
+struct S3DeleteRequest {
+  std::vector<std::string> keys;
+  bool quiet = false;
+};
+std::optional<S3DeleteRequest> ParseDeleteXml(std::string_view xml);
+// CompleteMultipartUpload's, <CompleteMultipartUpload><Part><PartNumber>1</PartNumber>
+// <ETag>"…"</ETag></Part>…: (part number, ETag) in order; nullopt when malformed or empty.
+std::optional<std::vector<std::pair<uint32_t, std::string>>> ParseCompleteUploadXml(
+    std::string_view xml);
 
 // ListBuckets' document: `owner`'s buckets.
 std::string ListAllMyBucketsXml(std::string_view owner,

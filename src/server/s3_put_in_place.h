@@ -1,0 +1,81 @@
+// An S3 PutObject whose body is received straight into its G2 allocation instead of through
+// the connection's input buffer (ProtocolHandler's kReceivePayload), for a body whose length
+// is known: an unconditional PUT of a name not stored here before (every KV block), sent with
+// Content-Length and no aws-chunked framing (boto3's over plain HTTP, and every client that
+// sends a checksum in a header). Each piece is folded into the body's checks (its checksums,
+// the signed SHA-256, the ETag's digest) as soon as it is in, while it is in cache; the object
+// is published only once every check holds (docs/protocol.md, "How a PUT's body is stored").
+
+#ifndef KVTIER_SERVER_S3_PUT_IN_PLACE_H_
+#define KVTIER_SERVER_S3_PUT_IN_PLACE_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kvtier/store.h"
+#include "src/server/handler.h"
+#include "src/server/http_request.h"
+#include "src/server/s3_auth.h"
+#include "src/server/s3_body.h"
+#include "src/server/s3_protocol.h"
+#include "src/server/s3_service.h"
+
+namespace kvtier::server {
+
+// Thread safety: belongs to one connection's handler.
+class S3InPlacePut {
+ public:
+  // The put of `request` (whose head is parsed, signed by `auth`, from a principal of `tenant`)
+  // into a fresh G2 allocation, or null where it must be read whole and take the general path:
+  // another operation, a conditional or framed body, a body under kMinBytes, a name stored
+  // before, a bucket that does not exist, no room in G2, anything PutObject refuses.
+  static std::unique_ptr<S3InPlacePut> Start(const ServerContext* ctx, const HttpRequest& request,
+                                             const S3Auth& auth, TenantId tenant,
+                                             std::string content_type);
+  S3InPlacePut(const S3InPlacePut&) = delete;
+  S3InPlacePut& operator=(const S3InPlacePut&) = delete;
+
+  // Where the next body bytes go: a piece of the allocation. REQUIRES: !done().
+  std::span<std::byte> Target();
+  // The span Target gave last is filled: its bytes are checked.
+  void Filled();
+  bool done() const { return received_ == body_.size; }
+  // REQUIRES: done(). Publishes the object when the body passed every check (otherwise the
+  // allocation is given back: nothing was visible). PutObject's answer to `request`.
+  S3Reply Finish(const HttpRequest& request);
+
+  uint64_t body_bytes() const { return body_.size; }
+
+  // Smaller bodies are cheaper to take through the input buffer.
+  static constexpr uint64_t kMinBytes = 64 << 10;
+
+ private:
+  S3InPlacePut(const ServerContext* ctx, TenantId tenant, std::string bucket, std::string key,
+               S3Body body, S3ObjectHeader header, BlockAllocation allocation);
+
+  const ServerContext* const ctx_;
+  const TenantId tenant_;
+  const std::string bucket_;
+  const std::string key_;
+  const S3Body body_;  // No pieces: what the bytes must match.
+  S3ObjectHeader header_;
+  BlockAllocation allocation_;  // The header's bytes, then the body's.
+  S3BodyChecks checks_;
+  uint64_t received_ = 0;   // Body bytes in.
+  size_t extent_ = 0;       // The allocation's piece the next bytes go to...
+  size_t extent_at_ = 0;    // ...and where in it.
+  std::span<std::byte> target_;
+};
+
+// PutObject's answer to `request` once the Store said `s` about the object `header` describes:
+// its ETag and the checksums the client sent (the name recorded), or the S3 error.
+S3Reply PutObjectReply(const ServerContext* ctx, const HttpRequest& request, const Status& s,
+                       TenantId tenant, const std::string& bucket, const std::string& key,
+                       const S3ObjectHeader& header);
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_S3_PUT_IN_PLACE_H_
