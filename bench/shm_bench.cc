@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   // The read phases and memcpy alternate, `repeats` times: each ratio is taken within one
   // repeat, and the median of the repeats is reported (a shared machine's noise moves whole
   // stretches of a run).
-  std::vector<double> get_ratios, batch_ratios, copy_ratios, bounds;
+  std::vector<double> get_ratios, batch_ratios, copy_ratios, get_copy_ratios, bounds;
   std::vector<Phase> last;
   uint64_t failures = put.failures;
   for (uint32_t r = 0; r < repeats; ++r) {
@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
     get_ratios.push_back(get.gib_per_s / base.gib_per_s);
     batch_ratios.push_back(get_batch.gib_per_s / base.gib_per_s);
     copy_ratios.push_back(copy_only.gib_per_s / base.gib_per_s);
+    get_copy_ratios.push_back(get.gib_per_s / copy_only.gib_per_s);
     // A block per call waits one round trip before its copy: at most copy / (copy + trip).
     const double copy_ms = Median(copy_only.latencies_ms), trip_ms = Median(lease.latencies_ms);
     bounds.push_back(copy_ms / (copy_ms + trip_ms));
@@ -193,10 +194,13 @@ int main(int argc, char** argv) {
   std::printf("TARGET C++ SHM GET copied out / memcpy: %.3fx (>= 0.9x) %s", get_ratio,
               get_ratio >= 0.9 ? "met" : "NOT MET");
   if (get_ratio < 0.9) {
+    // On a VM the rate of the same copy depends on which memory backs the buffer (equal heap
+    // buffers of one process copied out at 14.5 to 21.3 GiB/s here, each at its own rate run
+    // after run): against the copy out of the same G2 pages, a GET is the protocol's cost.
     std::printf(": the copy out of G2's mapping alone runs at %.2fx of memcpy, and a block per "
-                "call waits a round trip before its copy (at most %.2fx of the copy here); 16 "
-                "blocks per call %.2fx",
-                Median(copy_ratios), Median(bounds), batch_ratio);
+                "call waits a round trip before its copy (at most %.2fx of the copy here; "
+                "measured %.2fx); 16 blocks per call %.2fx",
+                Median(copy_ratios), Median(bounds), Median(get_copy_ratios), batch_ratio);
   }
   std::printf("\n");
   return failures == 0 ? 0 : 1;
