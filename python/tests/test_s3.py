@@ -374,7 +374,9 @@ def test_bodies_received_in_place_are_pipelined_cut_short_and_orphaned_safely(
     # The PUT's first body bytes come with its head, and the GET right behind its last.
     reply = raw(
         s3d,
-        put_head(s3d, "/direct/a", body) + body + get_request(s3d, get.split(f":{s3d.s3_port}", 1)[1]),
+        put_head(s3d, "/direct/a", body)
+        + body
+        + get_request(s3d, get.split(f":{s3d.s3_port}", 1)[1]),
     )
     assert reply.count(b"HTTP/1.1 200 OK") == 2 and reply.endswith(body)
     # A client that waits for 100 Continue before it sends the body.

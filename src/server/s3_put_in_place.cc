@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 
-
 namespace kvtier::server {
 namespace {
 
@@ -16,18 +15,18 @@ constexpr size_t kPieceBytes = 256 << 10;
 std::unique_ptr<S3InPlacePut> S3InPlacePut::Start(const ServerContext* ctx,
                                                   const HttpRequest& request, const S3Auth& auth,
                                                   TenantId tenant, std::string content_type) {
-  const HttpRequest& r = request;
-  if (r.method != "PUT" || r.chunked || !r.content_length || *r.content_length < kMinBytes ||
-      *r.content_length > ctx->config->EffectiveMaxObjectBytes() || !r.keep_alive ||
-      !r.query.empty() ||
+  const std::optional<uint64_t>& length = request.content_length;
+  if (request.method != "PUT" || request.chunked || !length || *length < kMinBytes ||
+      *length > ctx->config->EffectiveMaxObjectBytes() || !request.keep_alive ||
+      !request.query.empty() ||
       (auth.payload != S3Payload::kUnsigned && auth.payload != S3Payload::kSha256)) {
     return nullptr;
   }
   for (const char* name :
        {"content-encoding", "x-amz-trailer", "if-match", "if-none-match", "x-amz-copy-source"}) {
-    if (r.Header(name) != nullptr) return nullptr;
+    if (request.Header(name) != nullptr) return nullptr;
   }
-  std::optional<S3Path> path = SplitS3Path(r.path);
+  std::optional<S3Path> path = SplitS3Path(request.path);
   if (!path || path->key.empty() || path->key.size() > kMaxS3KeyBytes ||
       !ValidBucketName(path->bucket) || !ctx->s3->HasBucket(tenant, path->bucket) ||
       ctx->s3->Named(tenant, path->bucket, path->key)) {
@@ -35,8 +34,8 @@ std::unique_ptr<S3InPlacePut> S3InPlacePut::Start(const ServerContext* ctx,
   }
   S3Body body;
   // A refusal is answered from the whole body, as before.
-  if (DecodeS3Body(r, {}, auth, &body)) return nullptr;
-  body.size = *r.content_length;
+  if (DecodeS3Body(request, {}, auth, &body)) return nullptr;
+  body.size = *length;
   S3ObjectHeader header;
   header.size = body.size;
   header.content_type = std::move(content_type);
