@@ -8,6 +8,7 @@ import datetime
 import hashlib
 import http.client
 import io
+import itertools
 import os
 import select
 import socket
@@ -566,10 +567,14 @@ def test_a_lock_is_pinned_for_lock_seconds_then_unpinned(make_daemon: Any) -> No
     s3.put_object(Bucket="locks", Key="leader", Body=b"node-1", IfNoneMatch="*")
     pinned = [k for k in d.metrics() if k.startswith("kvtier_tenant_pinned_blocks{")]
     assert sum(d.metrics()[k] for k in pinned) == 1
-    # The first S3 request after lock_seconds unpins it; the object stays.
+    # The first S3 request after lock_seconds unpins it, even a PUT whose body goes straight
+    # into G2; the object stays.
+    block = os.urandom(128 << 10)
+    names = (f"kv-{n}" for n in itertools.count())
     wait_until(
         lambda: (
-            s3.head_bucket(Bucket="locks") is not None and sum(d.metrics()[k] for k in pinned) == 0
+            s3.put_object(Bucket="locks", Key=next(names), Body=block) is not None
+            and sum(d.metrics()[k] for k in pinned) == 0
         ),
         "the lock unpinned",
     )

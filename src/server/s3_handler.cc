@@ -99,9 +99,6 @@ class S3Handler final : public ProtocolHandler {
       return {Action::kNeedMore, 0, rest > 0 ? parser_.consumed() + rest : 0};
     }
     RequestTimer timer(ctx_->metrics, Proto::kS3, Op::kOther);
-    for (const auto& [tenant, key] : ctx_->s3->ExpiredLocks(UnixMicros())) {
-      (void)ctx_->store->Unpin(tenant, key);  // Gone already (deleted, expired): nothing to do.
-    }
     S3Reply reply = Handle(input, &timer);
     const bool close = !parser_.request().keep_alive;
     const size_t consumed = parser_.consumed();
@@ -137,8 +134,11 @@ class S3Handler final : public ProtocolHandler {
     return std::nullopt;
   }
 
-  // Forgets the request answered, to take the next.
+  // Forgets the request answered, to take the next; unpins the lock objects held long enough.
   void EndRequest() {
+    for (const auto& [tenant, key] : ctx_->s3->ExpiredLocks(UnixMicros())) {
+      (void)ctx_->store->Unpin(tenant, key);  // Gone already (deleted, expired): nothing to do.
+    }
     parser_.Reset();
     head_checked_ = false;
     whole_body_ = false;
