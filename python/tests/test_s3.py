@@ -32,13 +32,15 @@ ACME = ("AKIDACME", "acme-s3-secret")
 OTHER = ("AKIDOTHER", "other-s3-secret")
 
 
-def client(d: Daemon, keys: tuple[str, str] = ACME, **config: Any) -> Any:
+def client(d: Daemon, keys: tuple[str, str] = ACME, cert: Any = None, **config: Any) -> Any:
+    """boto3 against `d`'s S3 endpoint; over TLS, trusting `cert`, when one is given."""
     return boto3.client(
         "s3",
-        endpoint_url=f"http://127.0.0.1:{d.s3_port}",
+        endpoint_url=f"{'https' if cert else 'http'}://127.0.0.1:{d.s3_port}",
         aws_access_key_id=keys[0],
         aws_secret_access_key=keys[1],
         region_name="us-east-1",
+        verify=str(cert) if cert else None,
         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 0}, **config),
     )
 
@@ -534,25 +536,13 @@ def test_a_lock_object_is_never_evicted_until_it_is_deleted(make_daemon: Any) ->
 def test_s3_over_tls(make_daemon: Any, tmp_path: Any) -> None:
     cert, key = self_signed_cert(tmp_path)
     d = make_daemon(extra=S3 + f'[tls]\ncert_file = "{cert}"\nkey_file = "{key}"\ns3 = true\n')
-
-    def tls_client(**config: Any) -> Any:
-        return boto3.client(
-            "s3",
-            endpoint_url=f"https://127.0.0.1:{d.s3_port}",
-            aws_access_key_id=ACME[0],
-            aws_secret_access_key=ACME[1],
-            region_name="us-east-1",
-            verify=str(cert),
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 0}, **config),
-        )
-
-    s3 = tls_client()
+    s3 = client(d, cert=cert)
     s3.create_bucket(Bucket="sealed")
     data = os.urandom(3 << 20)
     s3.put_object(Bucket="sealed", Key="k", Body=data)  # Over TLS: unsigned payload, CRC32 trailer.
     assert s3.get_object(Bucket="sealed", Key="k")["Body"].read() == data
     # Without a checksum, the body as it is (Content-Length): decrypted straight into G2.
-    tls_client(request_checksum_calculation="when_required").put_object(
+    client(d, cert=cert, request_checksum_calculation="when_required").put_object(
         Bucket="sealed", Key="direct", Body=data[::-1]
     )
     assert s3.get_object(Bucket="sealed", Key="direct")["Body"].read() == data[::-1]

@@ -15,7 +15,6 @@
 #include "src/server/http_request.h"
 #include "src/server/s3_auth.h"
 #include "src/server/s3_body.h"
-#include "src/server/s3_checksum.h"
 #include "src/server/s3_protocol.h"
 #include "src/server/s3_put_in_place.h"
 #include "src/server/s3_service.h"
@@ -546,11 +545,7 @@ class S3Handler final : public ProtocolHandler {
     if (Status s = ctx_->s3->AddPart(tenant, upload, bucket, key, number, std::move(part)); !s.ok()) {
       return S3ErrorReply(S3UploadError(s), resource);
     }
-    S3Reply reply(200, {{"ETag", etag.ETag()}});
-    for (const auto& [name, value] : r.headers) {
-      if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value);
-    }
-    return reply;
+    return StoredReply(r, etag.ETag());
   }
 
   S3Reply ListParts(TenantId tenant, const std::string& bucket, const std::string& key,

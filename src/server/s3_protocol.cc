@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "src/server/s3_checksum.h"
+
 namespace kvtier::server {
 namespace {
 
@@ -118,6 +120,14 @@ std::optional<std::string> XmlElement(std::string_view xml, std::string_view nam
   const size_t b = xml.find(close, a);
   if (b == std::string_view::npos) return std::nullopt;
   return XmlUnescape(xml.substr(a + open.size(), b - a - open.size()));
+}
+
+S3Reply StoredReply(const HttpRequest& request, const std::string& etag) {
+  S3Reply reply(200, {{"ETag", etag}});
+  for (const auto& [name, value] : request.headers) {
+    if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value);
+  }
+  return reply;
 }
 
 std::optional<S3DeleteRequest> ParseDeleteXml(std::string_view xml) {

@@ -79,6 +79,10 @@ struct S3Reply {
   std::optional<uint64_t> head_length;
 };
 
+// The answer to a PutObject or UploadPart of `request` stored as `etag`: its ETag and the
+// checksums the client sent, echoed as S3 does.
+S3Reply StoredReply(const HttpRequest& request, const std::string& etag);
+
 // An S3 error as the reply that carries it.
 S3Reply S3ErrorReply(const S3Error& e, std::string_view resource);
 // A multipart upload's Store status as S3's error: NoSuchUpload for NotFound.

@@ -102,11 +102,7 @@ S3Reply PutObjectReply(const ServerContext* ctx, const HttpRequest& request, con
     return S3ErrorReply(e, "/" + bucket + "/" + key);
   }
   ctx->s3->NameStored(tenant, bucket, key, header);
-  S3Reply reply{200, {{"ETag", header.ETag()}}, ""};
-  for (const auto& [name, value] : request.headers) {
-    if (ChecksumOfHeader(name)) reply.headers.emplace_back(name, value);
-  }
-  return reply;
+  return StoredReply(request, header.ETag());
 }
 
 }  // namespace kvtier::server
