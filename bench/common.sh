@@ -38,20 +38,23 @@ wait_kvtierd() {
 # iperf3_gibps STREAMS: loopback TCP's speed in GiB/s, as iperf3 measures it with STREAMS
 # parallel streams of 1 MiB writes for 5 s (its own server, stopped before it returns).
 iperf3_gibps() {
-  local port pid json
+  local port pid json server_log
   port=$(free_port)
   json="$DIR/iperf-$1.json"
-  iperf3 -s -p "$port" >/dev/null 2>&1 &
+  server_log="$DIR/iperf-server-$1.log"
+  iperf3 -s -p "$port" >"$server_log" 2>&1 &
   pid=$!
   # Retry until the server is up (a bare connect probe would be taken for an iperf3 client).
+  # With -J, iperf3 3.12 exits 0 when its connection is refused, with the error in its JSON:
+  # a client that ran before the server listened ended the loop, and the run had no result.
   for _ in $(seq 1 200); do
-    iperf3 -c 127.0.0.1 -p "$port" -P "$1" -l 1M -t 5 -J >"$json" 2>/dev/null && break
+    iperf3 -c 127.0.0.1 -p "$port" -P "$1" -l 1M -t 5 -J >"$json" 2>/dev/null
+    grep -q '"unable to connect to server' "$json" || break
+    kill -0 "$pid" 2>/dev/null || { echo "iperf3's server on port $port exited:" >&2; tail -5 "$server_log" >&2; exit 1; }
     sleep 0.02
   done
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  # A run without a result says what iperf3 said (once, in bench/all.sh after peer_bench.py,
-  # the client exited at once without one; not seen since).
   python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 r = d.get("end", {}).get("sum_received")
