@@ -452,6 +452,11 @@ def test_multipart_uploads(make_daemon: Any) -> None:
     head = s3.head_object(Bucket="big", Key="model-state")
     assert head["ContentLength"] == len(data) and head["ETag"].endswith('-3"')
     assert s3.get_object(Bucket="big", Key="model-state")["Body"].read() == data
+    # Completed under a name G2 holds, an upload replaces the object; the same parts again leave it.
+    again = os.urandom(11 << 20)
+    for _ in range(2):
+        s3.upload_fileobj(io.BytesIO(again), "big", "model-state", Config=config)
+        assert s3.get_object(Bucket="big", Key="model-state")["Body"].read() == again
     # An upload is invisible until it completes, and gone once aborted.
     upload = s3.create_multipart_upload(Bucket="big", Key="pending")["UploadId"]
     part = s3.upload_part(

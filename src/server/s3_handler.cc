@@ -534,9 +534,10 @@ class S3Handler final : public ProtocolHandler {
     std::optional<S3Body> body = ObjectBody(input, &error);
     if (!body) return S3ErrorReply(error, resource);
     S3Service::Part part;
-    part.bytes.resize(body->size);
+    part.bytes = std::make_unique_for_overwrite<std::byte[]>(body->size);
+    part.size = body->size;
     S3BodyChecks checks(*body, /*digest=*/true);
-    CopyChecked(*body, std::array{std::span(part.bytes)}, 0, &checks);
+    CopyChecked(*body, std::array{std::span(part.bytes.get(), part.size)}, 0, &checks);
     if (std::optional<S3Error> e = checks.Finish()) return S3ErrorReply(*e, resource);
     part.digest = checks.digest();
     part.modified_us = UnixMicros();
@@ -610,11 +611,11 @@ class S3Handler final : public ProtocolHandler {
         return S3ErrorReply({400, "InvalidPart", "One or more of the specified parts could not be "
                                                "found, or its entity tag did not match."}, resource);
       }
-      if (i + 1 < wanted.size() && it->second.bytes.size() < kMinPartBytes) {
+      if (i + 1 < wanted.size() && it->second.size < kMinPartBytes) {
         return S3ErrorReply({400, "EntityTooSmall", "Your proposed upload is smaller than the minimum "
                                                   "allowed object size."}, resource);
       }
-      total += it->second.bytes.size();
+      total += it->second.size;
       parts.push_back(&it->second);
     }
     if (total > ctx_->config->EffectiveMaxObjectBytes()) {
@@ -629,17 +630,26 @@ class S3Handler final : public ProtocolHandler {
     std::vector<uint8_t> digests;
     for (const S3Service::Part* p : parts) digests.insert(digests.end(), p->digest.begin(), p->digest.end());
     header.digest = ContentDigest(std::as_bytes(std::span(digests)));
-    std::vector<std::byte> value(header.encoded_size() + total);
-    header.EncodeTo(value);
-    size_t at = header.encoded_size();
+    const BlockKey block = S3ObjectKey(bucket, key);
+    ReleaseLock(tenant, block);
+    // The parts go straight into the object's G2 allocation; where G2 holds the name, into a value.
+    std::vector<std::byte> encoded(header.encoded_size());
+    header.EncodeTo(encoded);
+    Result<BlockAllocation> a = ctx_->store->Allocate(tenant, block, encoded.size() + total);
+    if (!a.ok() && a.status().code() != StatusCode::kAlreadyExists) {
+      return S3ErrorReply(S3ErrorOf(a.status()), resource);
+    }
+    std::vector<std::byte> value(a.ok() ? 0 : encoded.size() + total);
+    const std::span<std::byte> whole(value);
+    const std::span<const std::span<std::byte>> out = a.ok() ? std::span(a->extents()) : std::span(&whole, 1);
+    CopyInto(out, 0, encoded);
+    size_t at = encoded.size();
     for (const S3Service::Part* p : parts) {
-      std::memcpy(value.data() + at, p->bytes.data(), p->bytes.size());
-      at += p->bytes.size();
+      CopyInto(out, at, std::span<const std::byte>(p->bytes.get(), p->size));
+      at += p->size;
     }
-    ReleaseLock(tenant, S3ObjectKey(bucket, key));
-    if (Status s = ctx_->store->Replace(tenant, S3ObjectKey(bucket, key), value); !s.ok()) {
-      return S3ErrorReply(S3ErrorOf(s), resource);
-    }
+    Status s = a.ok() ? ctx_->store->CommitReplace(std::move(*a)) : ctx_->store->Replace(tenant, block, value);
+    if (!s.ok()) return S3ErrorReply(S3ErrorOf(s), resource);
     ctx_->s3->NameStored(tenant, bucket, key, header);
     return {200, {{"Content-Type", "application/xml"}},
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CompleteMultipartUploadResult "

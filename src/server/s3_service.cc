@@ -457,7 +457,7 @@ void S3Service::ExpireUploadsLocked(uint64_t now_us) {
   for (auto it = uploads_.begin(); it != uploads_.end();) {
     Upload& u = *it->second;
     if (!u.completing && now_us - std::min(now_us, u.touched_us) > upload_ttl_us_) {
-      for (const auto& [number, part] : u.parts) upload_bytes_ -= part.bytes.size();
+      for (const auto& [number, part] : u.parts) upload_bytes_ -= part.size;
       it = uploads_.erase(it);
     } else {
       ++it;
@@ -473,13 +473,12 @@ Status S3Service::AddPart(TenantId tenant, std::string_view upload_id, std::stri
   if (u == nullptr) return Status::NotFound("no such upload");
   if (u->completing) return Status::FailedPrecondition("the upload is being completed");
   auto old = u->parts.find(number);
-  const uint64_t freed = old == u->parts.end() ? 0 : old->second.bytes.size();
-  if (upload_bytes_ - freed + part.bytes.size() > max_upload_bytes_) {
+  const uint64_t freed = old == u->parts.end() ? 0 : old->second.size;
+  if (upload_bytes_ - freed + part.size > max_upload_bytes_) {
     return Status::ResourceExhausted("unfinished multipart uploads hold s3.max_upload_bytes");
   }
-  upload_bytes_ += part.bytes.size() - freed;
+  upload_bytes_ += part.size - freed;
   u->touched_us = part.modified_us;
-  part.size = part.bytes.size();
   u->parts[number] = std::move(part);
   return Status::OK();
 }
@@ -506,7 +505,7 @@ Status S3Service::EndUpload(TenantId tenant, std::string_view upload_id, std::st
   MutexLock lock(&mu_);
   Upload* u = FindUploadLocked(tenant, upload_id, bucket, key);
   if (u == nullptr) return Status::NotFound("no such upload");
-  for (const auto& [number, part] : u->parts) upload_bytes_ -= part.bytes.size();
+  for (const auto& [number, part] : u->parts) upload_bytes_ -= part.size;
   uploads_.erase(uploads_.find(upload_id));
   return Status::OK();
 }

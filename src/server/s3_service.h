@@ -107,7 +107,8 @@ class S3Service {
   // Multipart uploads. Their parts are held here until the upload completes (one Store value
   // of them all) or is aborted; an upload is never visible before it completes.
   struct Part {
-    std::vector<std::byte> bytes;  // Empty in ListParts' copies.
+    // `size` bytes, left uninitialized until the body is copied in; null in ListParts' copies.
+    std::unique_ptr<std::byte[]> bytes;
     uint64_t size = 0;
     std::array<uint8_t, 16> digest{};  // ContentDigest of the part: its ETag.
     uint64_t modified_us = 0;
