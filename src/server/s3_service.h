@@ -126,9 +126,9 @@ class S3Service {
   // A new upload's id (32 hex digits).
   std::string StartUpload(TenantId tenant, std::string_view bucket, std::string_view key,
                           std::string content_type, uint64_t now_us);
-  // Stores (or replaces) part `number` of the upload. NotFound for an upload that is not this
-  // tenant's object's (NoSuchUpload); ResourceExhausted over [s3] max_upload_bytes;
-  // FailedPrecondition while it completes.
+  // Stores (or replaces) part `number` of the upload: `part.size` bytes at `part.bytes`.
+  // NotFound for an upload that is not this tenant's object's (NoSuchUpload); ResourceExhausted
+  // over [s3] max_upload_bytes; FailedPrecondition while it completes.
   Status AddPart(TenantId tenant, std::string_view upload_id, std::string_view bucket,
                  std::string_view key, uint32_t number, Part part);
   // The upload, marked completing so that its parts no longer change; NotFound as AddPart.
