@@ -18,7 +18,8 @@ std::unique_ptr<S3InPlacePut> S3InPlacePut::Start(const ServerContext* ctx,
   const std::optional<uint64_t>& length = request.content_length;
   if (request.method != "PUT" || request.chunked || !length || *length < kMinBytes ||
       *length > ctx->config->EffectiveMaxObjectBytes() || !request.keep_alive ||
-      !request.query.empty() ||
+      // The Rust AWS SDK's (Dynamo KVBM's) names the operation in the query.
+      (!request.query.empty() && request.query != "x-id=PutObject") ||
       (auth.payload != S3Payload::kUnsigned && auth.payload != S3Payload::kSha256)) {
     return nullptr;
   }

@@ -1,8 +1,8 @@
 // An S3 PutObject whose body is received straight into its G2 allocation instead of through
 // the connection's input buffer (ProtocolHandler's kReceivePayload), for a body whose length
 // is known: an unconditional PUT of a name not stored here before (every KV block), sent with
-// Content-Length and no aws-chunked framing (boto3's over plain HTTP, and every client that
-// sends a checksum in a header). Each piece is folded into the body's checks (its checksums,
+// Content-Length and no aws-chunked framing (boto3's and the Rust AWS SDK's over plain HTTP, and
+// every client that sends a checksum in a header). Each piece is folded into the body's checks (its checksums,
 // the signed SHA-256, the ETag's digest) as soon as it is in, while it is in cache; the object
 // is published only once every check holds (docs/protocol.md, "How a PUT's body is stored").
 
