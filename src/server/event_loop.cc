@@ -238,6 +238,12 @@ class Connection {
       }
       Pump();
     }
+    // Out of reads for this event with input maybe still queued: the mark must not exceed what
+    // the request still needs, or the rest (or the next request) would not wake the loop. Set
+    // for a payload's first bytes, a 1 MiB mark outlived it when the budget ended on its last
+    // read (an 8 MiB S3 part is 32 reads of 256 KiB) or with less than 1 MiB of it to come:
+    // each such request waited a second for RecoverFromLowWater.
+    if (state_ == State::kOpen) WakeForTheRest();
   }
 
   // Asks the kernel to wake the loop only when the rest of a partly received request has come

@@ -27,9 +27,6 @@ using Action = ProtocolHandler::Outcome::Action;
 // Room for the aws-chunked framing of a body on top of the object's bytes.
 constexpr uint64_t kChunkFramingBytes = 1 << 20;
 constexpr size_t kMaxContentTypeBytes = 255;
-// S3's multipart rules: part numbers 1 to 10000, every part but the last at least 5 MiB.
-constexpr uint32_t kMaxParts = 10000;
-constexpr uint64_t kMinPartBytes = 5 << 20;
 const S3Error kPreconditionFailed{412, "PreconditionFailed",
                                   "At least one of the pre-conditions you specified did not hold"};
 
@@ -125,13 +122,7 @@ class S3Handler final : public ProtocolHandler {
   }
 
  private:
-  // The value of `name` in the request's query, decoded; nullopt when absent.
-  std::optional<std::string> QueryValue(std::string_view name) const {
-    for (const auto& [n, v] : auth_.query) {
-      if (n == name) return v;
-    }
-    return std::nullopt;
-  }
+  std::optional<std::string> QueryValue(std::string_view name) const { return server::QueryValue(auth_, name); }
 
   // Forgets the request answered, to take the next; unpins the lock objects held long enough.
   void EndRequest() {
@@ -523,11 +514,8 @@ class S3Handler final : public ProtocolHandler {
                    const std::string& key, const std::string& upload) {
     const HttpRequest& r = parser_.request();
     const std::string resource = "/" + bucket + "/" + key;
-    const std::string number_text = QueryValue("partNumber").value_or("");
-    uint32_t number = 0;
-    if (number_text.empty() || number_text.size() > 5 ||
-        number_text.find_first_not_of("0123456789") != std::string::npos ||
-        (number = static_cast<uint32_t>(std::stoul(number_text))) < 1 || number > kMaxParts) {
+    const std::optional<uint32_t> number = ParsePartNumber(QueryValue("partNumber").value_or(""));
+    if (!number) {
       return S3ErrorReply({400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive"}, resource);
     }
     S3Error error;
@@ -540,13 +528,7 @@ class S3Handler final : public ProtocolHandler {
     CopyChecked(*body, std::array{std::span(part.bytes.get(), part.size)}, 0, &checks);
     if (std::optional<S3Error> e = checks.Finish()) return S3ErrorReply(*e, resource);
     part.digest = checks.digest();
-    part.modified_us = UnixMicros();
-    S3ObjectHeader etag;
-    etag.digest = part.digest;
-    if (Status s = ctx_->s3->AddPart(tenant, upload, bucket, key, number, std::move(part)); !s.ok()) {
-      return S3ErrorReply(S3UploadError(s), resource);
-    }
-    return StoredReply(r, etag.ETag());
+    return UploadPartReply(ctx_, r, tenant, upload, bucket, key, *number, std::move(part));
   }
 
   S3Reply ListParts(TenantId tenant, const std::string& bucket, const std::string& key,

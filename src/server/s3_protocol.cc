@@ -214,6 +214,22 @@ S3Error S3UploadError(const Status& s) {
   return S3ErrorOf(s);
 }
 
+std::optional<uint32_t> ParsePartNumber(std::string_view text) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const uint32_t number = static_cast<uint32_t>(std::stoul(std::string(text)));
+  if (number < 1 || number > kMaxParts) return std::nullopt;
+  return number;
+}
+
+std::optional<std::string> QueryValue(const S3Auth& auth, std::string_view name) {
+  for (const auto& [n, v] : auth.query) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
 std::string ListAllMyBucketsXml(std::string_view owner,
                                 const std::vector<S3Service::Bucket>& buckets) {
   std::string xml =

@@ -87,6 +87,13 @@ S3Reply StoredReply(const HttpRequest& request, const std::string& etag);
 S3Reply S3ErrorReply(const S3Error& e, std::string_view resource);
 // A multipart upload's Store status as S3's error: NoSuchUpload for NotFound.
 S3Error S3UploadError(const Status& s);
+// S3's multipart rules: part numbers 1 to 10000, every part but the last at least 5 MiB.
+constexpr uint32_t kMaxParts = 10000;
+constexpr uint64_t kMinPartBytes = 5 << 20;
+// UploadPart's partNumber, 1 to kMaxParts in decimal; nullopt for anything else.
+std::optional<uint32_t> ParsePartNumber(std::string_view text);
+// The value of `name` in a request's decoded query (S3Auth::query); nullopt when absent.
+std::optional<std::string> QueryValue(const S3Auth& auth, std::string_view name);
 
 // DeleteObjects' document, <Delete><Quiet>true</Quiet><Object><Key>k</Key></Object>…:
 // the keys, in order; nullopt when malformed.

@@ -18,11 +18,21 @@ std::unique_ptr<S3InPlacePut> S3InPlacePut::Start(const ServerContext* ctx,
   const std::optional<uint64_t>& length = request.content_length;
   if (request.method != "PUT" || request.chunked || !length || *length < kMinBytes ||
       *length > ctx->config->EffectiveMaxObjectBytes() || !request.keep_alive ||
-      // The Rust AWS SDK's (Dynamo KVBM's) names the operation in the query.
-      (!request.query.empty() && request.query != "x-id=PutObject") ||
       (auth.payload != S3Payload::kUnsigned && auth.payload != S3Payload::kSha256)) {
     return nullptr;
   }
+  // A PutObject has no query but the operation's name (the Rust AWS SDK's, Dynamo KVBM's, says
+  // it); an UploadPart has its upload and part number.
+  const std::optional<std::string> upload = QueryValue(auth, "uploadId");
+  std::optional<uint32_t> part_number;
+  for (const auto& [name, value] : auth.query) {
+    if (name == "x-id" && value == (upload ? "UploadPart" : "PutObject")) continue;
+    if (upload && (name == "uploadId" || (name == "partNumber" && (part_number = ParsePartNumber(value))))) {
+      continue;
+    }
+    return nullptr;
+  }
+  if (upload && !part_number) return nullptr;
   for (const char* name :
        {"content-encoding", "x-amz-trailer", "if-match", "if-none-match", "x-amz-copy-source"}) {
     if (request.Header(name) != nullptr) return nullptr;
@@ -30,47 +40,53 @@ std::unique_ptr<S3InPlacePut> S3InPlacePut::Start(const ServerContext* ctx,
   std::optional<S3Path> path = SplitS3Path(request.path);
   if (!path || path->key.empty() || path->key.size() > kMaxS3KeyBytes ||
       !ValidBucketName(path->bucket) || !ctx->s3->HasBucket(tenant, path->bucket) ||
-      ctx->s3->Named(tenant, path->bucket, path->key)) {
+      (upload ? !ctx->s3->TakesParts(tenant, *upload, path->bucket, path->key)
+              : ctx->s3->Named(tenant, path->bucket, path->key).has_value())) {
     return nullptr;
   }
   S3Body body;
   // A refusal is answered from the whole body, as before.
   if (DecodeS3Body(request, {}, auth, &body)) return nullptr;
   body.size = *length;
-  S3ObjectHeader header;
-  header.size = body.size;
-  header.content_type = std::move(content_type);
-  header.modified_us = UnixMicros();
+  std::unique_ptr<S3InPlacePut> put(
+      new S3InPlacePut(ctx, tenant, std::move(path->bucket), std::move(path->key), std::move(body)));
+  if (upload) {
+    put->upload_ = *upload;
+    put->part_number_ = *part_number;
+    put->part_.size = *length;
+    put->part_.bytes = std::make_unique_for_overwrite<std::byte[]>(*length);
+    put->extents_ = {std::span(put->part_.bytes.get(), *length)};
+    return put;
+  }
+  put->header_.size = *length;
+  put->header_.content_type = std::move(content_type);
+  put->header_.modified_us = UnixMicros();
   Result<BlockAllocation> a = ctx->store->Allocate(
-      tenant, S3ObjectKey(path->bucket, path->key), header.encoded_size() + body.size);
+      tenant, S3ObjectKey(put->bucket_, put->key_), put->header_.encoded_size() + *length);
   if (!a.ok()) return nullptr;
-  return std::unique_ptr<S3InPlacePut>(
-      new S3InPlacePut(ctx, tenant, std::move(path->bucket), std::move(path->key),
-                       std::move(body), std::move(header), std::move(a).value()));
+  put->allocation_ = std::move(a).value();
+  put->extents_ = put->allocation_->extents();
+  put->extent_at_ = put->header_.encoded_size();
+  return put;
 }
 
 S3InPlacePut::S3InPlacePut(const ServerContext* ctx, TenantId tenant, std::string bucket,
-                           std::string key, S3Body body, S3ObjectHeader header,
-                           BlockAllocation allocation)
+                           std::string key, S3Body body)
     : ctx_(ctx),
       tenant_(tenant),
       bucket_(std::move(bucket)),
       key_(std::move(key)),
       body_(std::move(body)),
-      header_(std::move(header)),
-      allocation_(std::move(allocation)),
-      checks_(body_, /*digest=*/true),
-      extent_at_(header_.encoded_size()) {}
+      checks_(body_, /*digest=*/true) {}
 
 std::span<std::byte> S3InPlacePut::Target() {
-  const std::vector<std::span<std::byte>>& extents = allocation_.extents();
-  while (extent_at_ == extents[extent_].size()) {
+  while (extent_at_ == extents_[extent_].size()) {
     ++extent_;
     extent_at_ = 0;
   }
   const uint64_t n = std::min<uint64_t>(
-      {kPieceBytes, extents[extent_].size() - extent_at_, body_.size - received_});
-  target_ = extents[extent_].subspan(extent_at_, static_cast<size_t>(n));
+      {kPieceBytes, extents_[extent_].size() - extent_at_, body_.size - received_});
+  target_ = extents_[extent_].subspan(extent_at_, static_cast<size_t>(n));
   return target_;
 }
 
@@ -86,11 +102,15 @@ S3Reply S3InPlacePut::Finish(const HttpRequest& request) {
   if (!ctx_->s3->HasBucket(tenant_, bucket_)) {  // Deleted while the body came.
     return S3ErrorReply({404, "NoSuchBucket", "The specified bucket does not exist"}, resource);
   }
+  if (!allocation_) {
+    part_.digest = checks_.digest();
+    return UploadPartReply(ctx_, request, tenant_, upload_, bucket_, key_, part_number_, std::move(part_));
+  }
   header_.digest = checks_.digest();
   std::vector<std::byte> encoded(header_.encoded_size());
   header_.EncodeTo(encoded);
-  CopyInto(allocation_.extents(), 0, encoded);
-  return PutObjectReply(ctx_, request, ctx_->store->CommitReplace(std::move(allocation_)), tenant_,
+  CopyInto(extents_, 0, encoded);
+  return PutObjectReply(ctx_, request, ctx_->store->CommitReplace(std::move(*allocation_)), tenant_,
                         bucket_, key_, header_);
 }
 
@@ -104,6 +124,18 @@ S3Reply PutObjectReply(const ServerContext* ctx, const HttpRequest& request, con
   }
   ctx->s3->NameStored(tenant, bucket, key, header);
   return StoredReply(request, header.ETag());
+}
+
+S3Reply UploadPartReply(const ServerContext* ctx, const HttpRequest& request, TenantId tenant,
+                        const std::string& upload, const std::string& bucket,
+                        const std::string& key, uint32_t number, S3Service::Part part) {
+  S3ObjectHeader etag;
+  etag.digest = part.digest;
+  part.modified_us = UnixMicros();
+  if (Status s = ctx->s3->AddPart(tenant, upload, bucket, key, number, std::move(part)); !s.ok()) {
+    return S3ErrorReply(S3UploadError(s), "/" + bucket + "/" + key);
+  }
+  return StoredReply(request, etag.ETag());
 }
 
 }  // namespace kvtier::server

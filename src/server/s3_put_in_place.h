@@ -2,9 +2,11 @@
 // the connection's input buffer (ProtocolHandler's kReceivePayload), for a body whose length
 // is known: an unconditional PUT of a name not stored here before (every KV block), sent with
 // Content-Length and no aws-chunked framing (boto3's and the Rust AWS SDK's over plain HTTP, and
-// every client that sends a checksum in a header). Each piece is folded into the body's checks (its checksums,
-// the signed SHA-256, the ETag's digest) as soon as it is in, while it is in cache; the object
-// is published only once every check holds (docs/protocol.md, "How a PUT's body is stored").
+// every client that sends a checksum in a header). An UploadPart of such a body is received
+// straight into the part's buffer the same way. Each piece is folded into the body's checks (its
+// checksums, the signed SHA-256, the ETag's digest) as soon as it is in, while it is in cache;
+// the object or part is stored only once every check holds (docs/protocol.md, "How a PUT's body
+// is stored").
 
 #ifndef KVTIER_SERVER_S3_PUT_IN_PLACE_H_
 #define KVTIER_SERVER_S3_PUT_IN_PLACE_H_
@@ -14,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kvtier/store.h"
 #include "src/server/handler.h"
@@ -29,22 +32,23 @@ namespace kvtier::server {
 class S3InPlacePut {
  public:
   // The put of `request` (whose head is parsed, signed by `auth`, from a principal of `tenant`)
-  // into a fresh G2 allocation, or null where it must be read whole and take the general path:
-  // another operation, a conditional or framed body, a body under kMinBytes, a name stored
-  // before, a bucket that does not exist, no room in G2, anything PutObject refuses.
+  // into a fresh G2 allocation or part buffer, or null where it must be read whole and take the
+  // general path: another operation, a conditional or framed body, a body under kMinBytes, a
+  // name stored before, a bucket or upload that does not exist, no room in G2, anything
+  // PutObject or UploadPart refuses.
   static std::unique_ptr<S3InPlacePut> Start(const ServerContext* ctx, const HttpRequest& request,
                                              const S3Auth& auth, TenantId tenant,
                                              std::string content_type);
   S3InPlacePut(const S3InPlacePut&) = delete;
   S3InPlacePut& operator=(const S3InPlacePut&) = delete;
 
-  // Where the next body bytes go: a piece of the allocation. REQUIRES: !done().
+  // Where the next body bytes go: a piece of the allocation or the part. REQUIRES: !done().
   std::span<std::byte> Target();
   // The span Target gave last is filled: its bytes are checked.
   void Filled();
   bool done() const { return received_ == body_.size; }
-  // REQUIRES: done(). Publishes the object when the body passed every check (otherwise the
-  // allocation is given back: nothing was visible). PutObject's answer to `request`.
+  // REQUIRES: done(). Publishes the object, or adds the part, when the body passed every check
+  // (otherwise the allocation is given back: nothing was visible). The answer to `request`.
   S3Reply Finish(const HttpRequest& request);
 
   uint64_t body_bytes() const { return body_.size; }
@@ -54,7 +58,7 @@ class S3InPlacePut {
 
  private:
   S3InPlacePut(const ServerContext* ctx, TenantId tenant, std::string bucket, std::string key,
-               S3Body body, S3ObjectHeader header, BlockAllocation allocation);
+               S3Body body);
 
   const ServerContext* const ctx_;
   const TenantId tenant_;
@@ -62,10 +66,14 @@ class S3InPlacePut {
   const std::string key_;
   const S3Body body_;  // No pieces: what the bytes must match.
   S3ObjectHeader header_;
-  BlockAllocation allocation_;  // The header's bytes, then the body's.
+  std::optional<BlockAllocation> allocation_;  // PutObject's: the header's bytes, then the body's.
+  S3Service::Part part_;                       // UploadPart's, without its digest...
+  std::string upload_;                         // ...for this upload...
+  uint32_t part_number_ = 0;                   // ...under this number.
+  std::vector<std::span<std::byte>> extents_;  // Where the body goes: the allocation or the part.
   S3BodyChecks checks_;
   uint64_t received_ = 0;   // Body bytes in.
-  size_t extent_ = 0;       // The allocation's piece the next bytes go to...
+  size_t extent_ = 0;       // The piece of extents_ the next bytes go to...
   size_t extent_at_ = 0;    // ...and where in it.
   std::span<std::byte> target_;
 };
@@ -75,6 +83,12 @@ class S3InPlacePut {
 S3Reply PutObjectReply(const ServerContext* ctx, const HttpRequest& request, const Status& s,
                        TenantId tenant, const std::string& bucket, const std::string& key,
                        const S3ObjectHeader& header);
+
+// UploadPart's answer to `request` once `part` (checked, its digest taken) is added as part
+// `number` of `upload`: its ETag and the checksums the client sent, or the S3 error.
+S3Reply UploadPartReply(const ServerContext* ctx, const HttpRequest& request, TenantId tenant,
+                        const std::string& upload, const std::string& bucket,
+                        const std::string& key, uint32_t number, S3Service::Part part);
 
 }  // namespace kvtier::server
 

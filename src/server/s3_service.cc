@@ -483,6 +483,13 @@ Status S3Service::AddPart(TenantId tenant, std::string_view upload_id, std::stri
   return Status::OK();
 }
 
+bool S3Service::TakesParts(TenantId tenant, std::string_view upload_id, std::string_view bucket,
+                           std::string_view key) const {
+  MutexLock lock(&mu_);
+  const Upload* u = FindUploadLocked(tenant, upload_id, bucket, key);
+  return u != nullptr && !u->completing;
+}
+
 Result<std::shared_ptr<S3Service::Upload>> S3Service::BeginComplete(TenantId tenant,
                                                                    std::string_view upload_id,
                                                                    std::string_view bucket,

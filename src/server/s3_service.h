@@ -131,6 +131,9 @@ class S3Service {
   // over [s3] max_upload_bytes; FailedPrecondition while it completes.
   Status AddPart(TenantId tenant, std::string_view upload_id, std::string_view bucket,
                  std::string_view key, uint32_t number, Part part);
+  // Whether AddPart would find the upload (this tenant's object's, not completing).
+  bool TakesParts(TenantId tenant, std::string_view upload_id, std::string_view bucket,
+                  std::string_view key) const;
   // The upload, marked completing so that its parts no longer change; NotFound as AddPart.
   // The caller then calls EndUpload (completed) or Resume (not).
   Result<std::shared_ptr<Upload>> BeginComplete(TenantId tenant, std::string_view upload_id,
