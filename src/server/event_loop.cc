@@ -190,7 +190,7 @@ class Connection {
     // readiness event would bring the loop back for it.
     for (int i = 0; i < kReadsPerEvent || TlsPending(); ++i) {
       if (state_ != State::kOpen && state_ != State::kLingering) return;
-      if (state_ == State::kOpen && out_.pending_bytes() > MaxOutput()) return;
+      if (state_ == State::kOpen && out_.pending_bytes() > MaxOutput()) break;
       const bool payload = state_ == State::kOpen && payload_left_ > 0;
       ssize_t n;
       if (payload) {
@@ -238,11 +238,11 @@ class Connection {
       }
       Pump();
     }
-    // Out of reads for this event with input maybe still queued: the mark must not exceed what
-    // the request still needs, or the rest (or the next request) would not wake the loop. Set
-    // for a payload's first bytes, a 1 MiB mark outlived it when the budget ended on its last
-    // read (an 8 MiB S3 part is 32 reads of 256 KiB) or with less than 1 MiB of it to come:
-    // each such request waited a second for RecoverFromLowWater.
+    // Reading stops with input maybe still queued (this event's reads spent, or replies backed
+    // up): the mark must not exceed what the request still needs, or the rest (or the next
+    // request) would not wake the loop. Set for a payload's first bytes, a 1 MiB mark outlived
+    // it when the reads ended on its last byte (an 8 MiB S3 part is 32 reads of 256 KiB) or
+    // with less than 1 MiB of it to come: such a request waited a second for RecoverFromLowWater.
     if (state_ == State::kOpen) WakeForTheRest();
   }
 
