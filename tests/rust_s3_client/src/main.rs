@@ -121,8 +121,8 @@ async fn main() {
         "HeadBucket",
     );
 
-    // A block as KVBM writes one: a PUT with the SDK's default checksum (CRC32, in an
-    // aws-chunked body with a trailer).
+    // A block as KVBM writes one: a PUT with the SDK's default checksum (over plain HTTP: CRC32
+    // in a header, Content-Length, `?x-id=PutObject`; kvtierd receives it straight into G2).
     let block = pattern(256 << 10, 7);
     let stored = put(&s3, bucket, "kvbm/blocks/0", block.clone()).await;
     check(stored.is_ok(), "PutObject of 256 KiB, default checksum");
