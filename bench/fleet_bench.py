@@ -15,7 +15,9 @@ events announced the block's upload first.
 Routers (--routers, in the fleet replay's definitions, docs/planning.md "Fleet replay"):
 round-robin; least-loaded (queued prefill seconds); session (sticky by conversation);
 kv-aware: the prefix a node holds in its G2 and G3, as a fraction of the prompt, less its
-decayed load over the fleet's mean, nodes above --load-cap times the mean skipped. Its index
+decayed load over the fleet's mean, nodes above --load-cap times the mean skipped; where
+several nodes hold the longest prefix, the one whose events last stored the prompt's deepest
+block beyond it, if it is one of them and within the cap. Its index
 is Dynamo's KV router index (dynamo._core.RadixTree, ai-dynamo-runtime), fed only from the
 nodes' KV events ([events], vLLM's wire format over ZMQ): each node is one Dynamo worker
 holding its G2 (CPU) and G3 (DISK) blocks. Load is prefill time in trace time, each request
@@ -297,14 +299,24 @@ class Router:
             return min(order, key=lambda k: max(0.0, self.clocks[k].free_at - now))
         loads = [c.decayed(now, half_life) for c in self.clocks]
         mean = sum(loads) / n
+
+        def relative(k: int) -> float:
+            return loads[k] / mean if mean > 0 else 0.0
+
         local = self.fleet.local_prefix_blocks(hashes) if hashes else {}
+        held = [local.get(k, 0) for k in range(n)]
+        most = max(held)
+        if held.count(most) > 1:
+            last = self.fleet.last_holder_of(hashes[most:])
+            if last is not None and held[last] == most and relative(last) <= self.args.load_cap:
+                return last
         tokens = max(1, r.input_length)
         best, best_score = -1, 0.0
         for k in order:
-            load = loads[k] / mean if mean > 0 else 0.0
+            load = relative(k)
             if load > self.args.load_cap:
                 continue
-            score = local.get(k, 0) * self.trace.block_tokens / tokens - load
+            score = held[k] * self.trace.block_tokens / tokens - load
             if best < 0 or score > best_score:
                 best, best_score = k, score
         return best

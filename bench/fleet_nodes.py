@@ -46,6 +46,7 @@ class Fleet:
         # Per node: hash -> media ("CPU", "DISK") its events say hold it.
         self.held: list[dict[int, set[str]]] = []
         self.stored_seen: list[set[int]] = []  # CPU BlockStored seen since the last clear.
+        self.last_holder: dict[int, int] = {}  # hash -> the node whose G2 stored it last.
         self.g4_writer: dict[int, int] = {}  # hash -> the node that announced its upload.
         self.parent_of: dict[int, int | None] = {}  # hash -> the block before it.
         self.children: dict[int, list[int]] = {}  # hash -> the blocks after it.
@@ -179,6 +180,7 @@ class Fleet:
         elif kind == "BlockStored":
             if medium == "CPU":
                 self.stored_seen[k].update(names)
+                self.last_holder.update(dict.fromkeys(names, k))
             for h in names:
                 held.setdefault(h, set()).add(medium)
                 self._index_add(k, h)
@@ -229,6 +231,14 @@ class Fleet:
         with self.cv:
             scores = self.index.find_matches(hashes).scores
         return {worker: blocks for (worker, _), blocks in scores.items()}
+
+    def last_holder_of(self, hashes: list[int]) -> int | None:
+        """The node whose events last said its G2 stored the deepest of `hashes` that any
+        node's did, or None."""
+        with self.cv:
+            return next(
+                (self.last_holder[h] for h in reversed(hashes) if h in self.last_holder), None
+            )
 
     def await_events(self, k: int, stored: list[int], uploaded: list[int]) -> list[int]:
         """Waits until node k's events announced `stored` in G2 and `uploaded` in G4 (by any

@@ -110,9 +110,16 @@ class SharedG4 {
 // prefill server's queue.
 class Node final : public EvictionObserver, public BlockEventListener {
  public:
+  // `last_holder`: per block id, the node whose events last said it stored the block in G2;
+  // shared by the fleet's nodes.
   Node(uint32_t index, const PreparedTrace& p, uint64_t g3_slots, SharedG4* g4,
-       SharedTierOptions::WritePolicy g4_policy)
-      : index_(index), p_(p), g4_(g4), g4_policy_(g4_policy), held_(p.stream.distinct_blocks, 0) {
+       SharedTierOptions::WritePolicy g4_policy, std::vector<uint32_t>* last_holder)
+      : index_(index),
+        p_(p),
+        g4_(g4),
+        g4_policy_(g4_policy),
+        held_(p.stream.distinct_blocks, 0),
+        last_holder_(last_holder) {
     if (g3_slots > 0) g3_.emplace(g3_slots, p.stream.distinct_blocks);
   }
 
@@ -174,7 +181,9 @@ class Node final : public EvictionObserver, public BlockEventListener {
   void SetHeld(const BlockKey& key, BlockMedium medium, uint8_t held) {
     if (medium != BlockMedium::kCpu) return;
     const auto found = p_.id_of.find(key);
-    if (found != p_.id_of.end()) held_[found->second] = held;
+    if (found == p_.id_of.end()) return;
+    held_[found->second] = held;
+    if (held != 0) (*last_holder_)[found->second] = index_;
   }
 
   const uint32_t index_;
@@ -182,6 +191,7 @@ class Node final : public EvictionObserver, public BlockEventListener {
   SharedG4* const g4_;
   const SharedTierOptions::WritePolicy g4_policy_;
   std::vector<uint8_t> held_;  // Per block id: in this node's G2, by its events.
+  std::vector<uint32_t>* const last_holder_;
   std::optional<ClockTier> g3_;
   double free_at_ = 0;    // When the node's last queued request is done, trace seconds.
   double load_ = 0;       // Decayed busy seconds.
@@ -207,9 +217,12 @@ class FleetRun {
   Status Validate() const;
   uint32_t Route(size_t r, double now);
   uint32_t SessionNode(size_t r);
-  // Tokens of request r's prefix that `node` holds in its G2 (by its block events) and then
+  // Blocks of request r's prefix that `node` holds in its G2 (by its block events) and then
   // its G3.
-  uint64_t LocalPrefixTokens(const Node& node, size_t r) const;
+  size_t LocalPrefixBlocks(const Node& node, size_t r) const;
+  // The node whose events last said it stored the deepest block of request r from its
+  // `from`th on; kNoNode when none did.
+  uint32_t LastHolder(size_t r, size_t from) const;
 
   const Trace& trace_;
   const PreparedTrace& p_;
@@ -222,6 +235,9 @@ class FleetRun {
   std::unordered_map<uint32_t, uint32_t> conversation_node_;
   std::unordered_set<uint32_t> seen_;  // Blocks some request held.
   uint64_t conversations_ = 0;
+  // The kv-aware router's: per block id, the node whose G2 last stored it (by its events).
+  std::vector<uint32_t> last_holder_;
+  std::vector<size_t> held_;  // Per node, the request's prefix it holds (Route's scratch).
 };
 
 Status FleetRun::Validate() const {
@@ -255,14 +271,22 @@ Status FleetRun::Validate() const {
   return Status::OK();
 }
 
-uint64_t FleetRun::LocalPrefixTokens(const Node& node, size_t r) const {
+size_t FleetRun::LocalPrefixBlocks(const Node& node, size_t r) const {
   const size_t begin = p_.stream.request_begin[r];
   const size_t end = p_.stream.request_begin[r + 1];
   size_t i = begin;
   while (i < end && node.HeldInG2(p_.stream.blocks[i])) ++i;
   const ClockTier* g3 = node.g3();
   while (g3 != nullptr && i < end && g3->Contains(p_.stream.blocks[i])) ++i;
-  return (i - begin) * trace_.block_tokens;
+  return i - begin;
+}
+
+uint32_t FleetRun::LastHolder(size_t r, size_t from) const {
+  const size_t begin = p_.stream.request_begin[r] + from;
+  for (size_t i = p_.stream.request_begin[r + 1]; i-- > begin;) {
+    if (const uint32_t k = last_holder_[p_.stream.blocks[i]]; k != kNoNode) return k;
+  }
+  return kNoNode;
 }
 
 uint32_t FleetRun::SessionNode(size_t r) {
@@ -311,15 +335,31 @@ uint32_t FleetRun::Route(size_t r, double now) {
   double mean_load = 0;
   for (auto& node : nodes_) mean_load += node->Load(now, half_life);
   mean_load /= n;
+  auto load = [&](uint32_t k) {
+    return mean_load > 0 ? nodes_[k]->Load(now, half_life) / mean_load : 0;
+  };
+  size_t most = 0;
+  uint32_t holding_most = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    held_[k] = LocalPrefixBlocks(*nodes_[k], r);
+    if (held_[k] > most) holding_most = 0;
+    most = std::max(most, held_[k]);
+    holding_most += held_[k] == most;
+  }
+  // A tie: back to the node that held the conversation last (fleet_replay.h, kv-aware).
+  if (holding_most > 1) {
+    const uint32_t last = LastHolder(r, most);
+    if (last != kNoNode && held_[last] == most && load(last) <= options_.load_cap) return last;
+  }
   const double tokens = std::max(1.0, static_cast<double>(trace_.requests[r].input_length));
   uint32_t best = kNoNode;
   double best_score = 0;
   for (uint32_t j = 0; j < n; ++j) {
     const uint32_t k = (first + j) % n;
-    Node& node = *nodes_[k];
-    const double load = mean_load > 0 ? node.Load(now, half_life) / mean_load : 0;
-    if (load > options_.load_cap) continue;
-    const double score = static_cast<double>(LocalPrefixTokens(node, r)) / tokens - load;
+    const double relative_load = load(k);
+    if (relative_load > options_.load_cap) continue;
+    const double score =
+        static_cast<double>(held_[k] * trace_.block_tokens) / tokens - relative_load;
     if (best == kNoNode || score > best_score) {
       best = k;
       best_score = score;
@@ -370,9 +410,11 @@ Result<FleetReport> FleetRun::Run() {
   const uint64_t g3_slots =
       p_.block_bytes == 0 ? 0 : node_.g3_capacity_bytes * scale / p_.block_bytes;
   TraceClock clock;
+  last_holder_.assign(p_.stream.distinct_blocks, kNoNode);
+  held_.resize(options_.nodes);
   for (uint32_t k = 0; k < options_.nodes; ++k) {
     auto node = std::make_unique<Node>(k, p_, g3_slots, g4_ ? &*g4_ : nullptr,
-                                       node_.g4_write_policy);
+                                       node_.g4_write_policy, &last_holder_);
     if (k < caches && !p_.keys.empty()) {
       Result<std::unique_ptr<Store>> opened =
           replay_internal::OpenReplayStore(trace_, p_, node_, node_.g2_capacity_bytes * scale,

@@ -40,6 +40,13 @@
 //                 nearly as fast to reload as one in G2, so scoring by estimated TTFT (tried:
 //                 docs/planning.md) spreads a conversation over the nodes and halves the hits
 //                 each node serves itself.
+//                 When several nodes hold the longest prefix (a conversation evicted from
+//                 every node, which all still hold its system prompt), the request goes to
+//                 the node whose events last said it stored the deepest block beyond that
+//                 prefix, if that node is one of them and within the load cap: its G2's ghost
+//                 lists and its G3 admission's access counts still know the conversation, so
+//                 its blocks come back as returning blocks, where another node would take
+//                 them for new ones.
 //
 // One cache (`one_cache`): the N nodes share one Store with N times the G2 and G3 of a node,
 // routed least-loaded: perfect locality, the bound a router's locality is measured against.

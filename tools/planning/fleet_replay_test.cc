@@ -159,6 +159,35 @@ TEST(FleetReplayTest, KvAwareRouterSendsAPrefixWhereItsBlockEventsSayItIs) {
   EXPECT_EQ(capped->per_node[1].requests, 2u);
 }
 
+// Node G2s of 4 blocks. A1 on node 0, B1 on node 1, C1 on node 0 (the less loaded by then),
+// where it evicts A's blocks 1 and 2, so that both nodes hold only block 0 when A comes back.
+const char* kEvictedEverywhereTrace =
+    "{\"kvtier_trace\": 1, \"block_tokens\": 4}\n"
+    "{\"timestamp\": 0, \"input_length\": 12, \"hash_ids\": [0, 1, 2]}\n"         // A1
+    "{\"timestamp\": 1000, \"input_length\": 12, \"hash_ids\": [0, 5, 6]}\n"      // B1
+    "{\"timestamp\": 2000, \"input_length\": 16, \"hash_ids\": [0, 7, 8, 9]}\n"   // C1
+    "{\"timestamp\": 3000, \"input_length\": 16, \"hash_ids\": [0, 1, 2, 3]}\n";  // A2
+
+TEST(FleetReplayTest, KvAwareRouterSendsAConversationNoNodeHoldsBackToItsLastHolder) {
+  const Trace trace = ParseOrDie(kEvictedEverywhereTrace);
+  FleetOptions o = Fleet(2, Router::kKvAware, false);
+  o.node.g2_capacity_bytes = 4 * 4 * 128 * kKiB;  // Four blocks of llama-3.1-8b's 128 KiB/token.
+  o.load_cap = 10;
+  Result<FleetReport> r = FleetReplay(trace, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // A2 finds only block 0, as it would on node 1, but goes to node 0, the busier one: its
+  // events said last that it held block 2.
+  EXPECT_EQ(r->per_node[0].requests, 3u);
+  EXPECT_EQ(r->per_node[1].requests, 1u);
+  // Block 0 for C1 and A2, and no more: A's blocks 1 and 2 had left node 0.
+  EXPECT_EQ(Hits(*r, HitSource::kOwnG2), 2u);
+  // Above the load cap, it is the least loaded node's, as any request.
+  o.load_cap = 1;
+  Result<FleetReport> capped = FleetReplay(trace, o);
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->per_node[1].requests, 2u);
+}
+
 TEST(FleetReplayTest, RequestsQueueOnTheirNode) {
   // Two requests of distinct blocks at the same instant on one node: the second waits for the
   // first, so its TTFT is both prefills.
