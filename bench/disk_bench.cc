@@ -21,6 +21,7 @@
 //
 // DIR is emptied first and left in place.
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +34,8 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -81,7 +84,15 @@ Result<std::unique_ptr<DiskTier>> OpenTier(const std::string& dir, uint64_t capa
 struct Timings {
   double put_s = 0;
   double get_s = 0;
+  double put_cpu_s = 0;  // CPU seconds of the whole process (every thread) during the puts.
 };
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
 
 // Puts `blocks` blocks cycling through `values` in batches of `batch`, then reads them back in
 // the same batches, timing each phase. `kv`: tag the puts as bf16 KV with a session per 64
@@ -90,6 +101,7 @@ bool PutThenRead(DiskTier* tier, const std::vector<std::vector<std::byte>>& valu
                  uint64_t blocks, size_t batch, bool kv, Timings* t) {
   const uint64_t block = values[0].size();
   auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   for (uint64_t n = 0; n < blocks; n += batch) {
     std::vector<DiskTier::PutRequest> reqs;
     for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
@@ -108,6 +120,7 @@ bool PutThenRead(DiskTier* tier, const std::vector<std::vector<std::byte>>& valu
     }
   }
   t->put_s = Seconds(start);
+  t->put_cpu_s = ProcessCpuSeconds() - cpu_start;
   std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
   start = Clock::now();
   for (uint64_t n = 0; n < blocks; n += batch) {
@@ -159,6 +172,7 @@ struct ServiceRun {
   double put_mbps = 0;
   double get_mbps = 0;
   double compression = 0;  // Logical / stored bytes.
+  double put_cores = 0;    // Cores the puts kept busy: CPU seconds over wall seconds.
 };
 
 // PutThenRead of `total` bytes of `values` (bf16 KV) on a fresh tier with `codec` (null: off).
@@ -179,6 +193,7 @@ bool RunServices(const std::string& dir, const std::vector<std::vector<std::byte
   run->put_mbps = static_cast<double>(blocks * block) / t.put_s / 1e6;
   run->get_mbps = static_cast<double>(blocks * block) / t.get_s / 1e6;
   run->compression = static_cast<double>(s.logical_bytes) / static_cast<double>(s.stored_bytes);
+  run->put_cores = t.put_cpu_s / t.put_s;
   return true;
 }
 
@@ -276,13 +291,13 @@ int Services(const std::string& dir, uint64_t block, uint64_t total, uint32_t de
     bool compress;
     bool encrypt;
     std::unique_ptr<BlockCodec> codec;
-    std::vector<double> put, get, ratio;
+    std::vector<double> put, get, ratio, put_cores;
   };
   std::vector<Config> configs;
-  configs.push_back({"off", false, false, nullptr, {}, {}, {}});
-  configs.push_back({"compress", true, false, nullptr, {}, {}, {}});
-  configs.push_back({"encrypt", false, true, nullptr, {}, {}, {}});
-  configs.push_back({"compress+encrypt", true, true, nullptr, {}, {}, {}});
+  configs.push_back({"off", false, false, nullptr, {}, {}, {}, {}});
+  configs.push_back({"compress", true, false, nullptr, {}, {}, {}, {}});
+  configs.push_back({"encrypt", false, true, nullptr, {}, {}, {}, {}});
+  configs.push_back({"compress+encrypt", true, true, nullptr, {}, {}, {}, {}});
   for (Config& c : configs) {
     if (!c.compress && !c.encrypt) continue;
     TierDataOptions data;
@@ -302,9 +317,10 @@ int Services(const std::string& dir, uint64_t block, uint64_t total, uint32_t de
     for (Config& c : configs) {
       ServiceRun run;
       if (!RunServices(dir + "/tier", values, total, depth, c.codec.get(), &run)) return 1;
-      std::printf(" %s put %.1f get %.1f MB/s (%.3fx);", c.name, run.put_mbps, run.get_mbps,
-                  run.compression);
+      std::printf(" %s put %.1f (%.2f cores) get %.1f MB/s (%.3fx);", c.name, run.put_mbps,
+                  run.put_cores, run.get_mbps, run.compression);
       c.put.push_back(run.put_mbps);
+      c.put_cores.push_back(run.put_cores);
       c.get.push_back(run.get_mbps);
       c.ratio.push_back(run.compression);
     }
@@ -313,16 +329,33 @@ int Services(const std::string& dir, uint64_t block, uint64_t total, uint32_t de
   }
   std::filesystem::remove_all(dir + "/tier");
   for (const Config& c : configs) {
-    std::printf("median %-16s put_MBps %.1f get_MBps %.1f compression %.3fx\n", c.name,
-                Median(c.put), Median(c.get), Median(c.ratio));
+    std::printf("median %-16s put_MBps %.1f (%.2f cores) get_MBps %.1f compression %.3fx\n",
+                c.name, Median(c.put), Median(c.put_cores), Median(c.get), Median(c.ratio));
   }
   const Config& off = configs.front();
   const Config& on = configs.back();
+  // Encoding runs on every core (the tier's codec pool, up to 8 threads): where the rate the
+  // puts reached per busy core could not give 0.7x of the uncoded writes on all of this
+  // machine's cores, its core count, not the tier, sets the put ratio.
+  const double per_core = Median(on.put) / Median(on.put_cores);
+  const double cores_needed = 0.7 * Median(off.put) / per_core;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  char put_why[320] = "";
+  if (cores_needed > cores) {
+    std::snprintf(put_why, sizeof(put_why),
+                  ": encoding is CPU-bound here: compress+encrypt puts ran at %.0f MB/s per busy "
+                  "core (%.2f cores busy), so 0.7x of the uncoded %.0f MB/s needs %.2f cores, and "
+                  "this machine has %u",
+                  per_core, Median(on.put_cores), Median(off.put), cores_needed, cores);
+  }
   // bench/all.sh collects these lines (bench/target.sh).
-  for (const auto& [op, ratio] : {std::pair{"put", Median(on.put) / Median(off.put)},
-                                  std::pair{"get", Median(on.get) / Median(off.get)}}) {
-    std::printf("TARGET G3 %s, compress+encrypt / off: %.2fx (>= 0.7x) %s\n", op, ratio,
-                ratio >= 0.7 ? "met" : "NOT MET");
+  for (const auto& [op, ratio, why] :
+       {std::tuple<const char*, double, const char*>{"put", Median(on.put) / Median(off.put),
+                                                     put_why},
+        std::tuple<const char*, double, const char*>{"get", Median(on.get) / Median(off.get),
+                                                     ""}}) {
+    std::printf("TARGET G3 %s, compress+encrypt / off: %.2fx (>= 0.7x) %s%s\n", op, ratio,
+                ratio >= 0.7 ? "met" : "NOT MET", ratio >= 0.7 ? "" : why);
   }
   std::printf("compression_ratio %.3f (logical / stored bytes)\n", Median(on.ratio));
   return 0;

@@ -6,7 +6,9 @@
 # Then the data services: the tier's put/get throughput on bf16 KV blocks (real K and V of the
 # reference model when ../shared/data holds it, else synthetic) with compression and
 # encryption off, each alone and both on, in alternating rounds, the ratio both/off and the
-# compression ratio. Then: recovery time of a tier holding 1M small blocks, and index memory
+# compression ratio; each put's busy cores (process CPU over wall time) too, and where 0.7x of
+# the uncoded puts would need more cores than the machine has at the rate reached per core, the
+# put target's line says so. Then: recovery time of a tier holding 1M small blocks, and index memory
 # per block.
 #
 # usage: bench/disk_bench.sh BUILD_DIR [DIR] [SIZE_MiB]
