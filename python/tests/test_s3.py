@@ -14,6 +14,7 @@ import re
 import select
 import socket
 import threading
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -441,6 +442,97 @@ def test_bodies_received_in_place_are_pipelined_cut_short_and_orphaned_safely(
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag.group(1).decode()}]},
     )
     assert s3.get_object(Bucket="direct", Key="parts")["Body"].read() == body
+
+
+def aws_chunked(payload: bytes, crc32: int) -> bytes:
+    """`payload` in unsigned aws-chunked chunks of 64 KiB with a trailing CRC32 of `crc32`."""
+    crc = base64.b64encode(crc32.to_bytes(4, "big")).decode()
+    wire = b"".join(
+        b"%x\r\n%b\r\n" % (len(payload[i : i + 65536]), payload[i : i + 65536])
+        for i in range(0, len(payload), 65536)
+    )
+    return wire + f"0\r\nx-amz-checksum-crc32:{crc}\r\n\r\n".encode()
+
+
+def aws_chunked_put(
+    d: Daemon, path: str, payload: bytes, http_chunk: int | None, *, wire: bytes | None = None
+) -> bytes:
+    """A PUT of `payload` as aws-sdk-cpp (NIXL's OBJ plugin) sends it over plain HTTP: unsigned
+    aws-chunked chunks of 64 KiB and a trailing CRC32 (`wire`, when given, instead of them), in a
+    chunked HTTP body of `http_chunk`-byte chunks (Content-Length when None), as its bytes."""
+    if wire is None:
+        wire = aws_chunked(payload, zlib.crc32(payload))
+    extra = {
+        "Content-Encoding": "aws-chunked",
+        "x-amz-decoded-content-length": str(len(payload)),
+        "x-amz-trailer": "x-amz-checksum-crc32",
+    }
+    url = f"http://127.0.0.1:{d.s3_port}{path}"
+    request = AWSRequest(method="PUT", url=url, headers=extra)
+    request.context["checksum"] = {"request_algorithm": {"in": "trailer"}}  # Signs it streaming.
+    S3SigV4Auth(Credentials(*ACME), "s3", "us-east-1").add_auth(request)
+    headers = {k: v for k, v in request.prepare().headers.items() if k != "Content-Length"}
+    if http_chunk is None:
+        headers["Content-Length"] = str(len(wire))
+        body = wire
+    else:
+        headers["Transfer-Encoding"] = "chunked"
+        body = b"".join(
+            b"%x\r\n%b\r\n" % (len(wire[i : i + http_chunk]), wire[i : i + http_chunk])
+            for i in range(0, len(wire), http_chunk)
+        )
+        body += b"0\r\n\r\n"
+    head = f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{d.s3_port}\r\n".encode()
+    return head + b"".join(f"{k}: {v}\r\n".encode() for k, v in headers.items()) + b"\r\n" + body
+
+
+def test_aws_chunked_bodies_are_received_in_place_between_their_framing(s3d: Daemon) -> None:
+    """NIXL's bodies (aws-chunked, a trailing checksum, in a chunked HTTP body) go into their G2
+    allocation between the two framings, which are read through the input (docs/protocol.md):
+    G2 takes the object's room before its last byte is in; every split of the framings (HTTP
+    chunks of curl's 65,524 bytes, of 1,000, none) stores the same bytes; a request pipelined
+    behind is answered; a wrong trailer, more bytes than declared, broken framing or a body cut
+    short store nothing, and the daemon serves on."""
+    s3 = client(s3d)
+    s3.create_bucket(Bucket="framed")
+    payload = os.urandom((1 << 20) + 12345)
+    get = client(s3d, signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": "framed", "Key": "a"}
+    )
+    free = lambda: s3d.metrics()["kvtier_memory_free_bytes"]  # noqa: E731
+    before = free()
+    put = aws_chunked_put(s3d, "/framed/a", payload, 65524)
+    with socket.create_connection(("127.0.0.1", s3d.s3_port), timeout=30) as sock:
+        sock.sendall(put[:-100])
+        wait_until(lambda: free() <= before - len(payload), "G2 taking the body's room")
+        sock.sendall(put[-100:] + get_request(s3d, get.split(f":{s3d.s3_port}", 1)[1]))
+        sock.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := sock.recv(1 << 20):
+            reply += chunk
+    assert reply.count(b"HTTP/1.1 200 OK") == 2 and reply.endswith(payload)
+    for key, http_chunk in (("b", 1000), ("c", None)):
+        reply = raw(s3d, aws_chunked_put(s3d, f"/framed/{key}", payload, http_chunk))
+        assert reply.startswith(b"HTTP/1.1 200 OK"), reply[:300]
+        assert s3.get_object(Bucket="framed", Key=key)["Body"].read() == payload
+    # A wrong trailing checksum, a payload longer than declared, garbage after a chunk.
+    wrong = aws_chunked(payload, zlib.crc32(payload) ^ 1)
+    good = b"10000\r\n" + payload[:65536] + b"\r\n"
+    longer = good * 17 + b"0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n"
+    broken = good + b"10000\r\n" + payload[:65536] + b"XX" + good * 15
+    for put, code in (
+        (aws_chunked_put(s3d, "/framed/bad", payload, 65524, wire=wrong), b"BadDigest"),
+        (aws_chunked_put(s3d, "/framed/bad", payload, 65524, wire=longer), b"IncompleteBody"),
+        (aws_chunked_put(s3d, "/framed/bad", payload, 4096, wire=broken), b"IncompleteBody"),
+    ):
+        reply = raw(s3d, put)
+        assert reply.startswith(b"HTTP/1.1 400") and code in reply, reply[:300]
+        assert error_code(lambda: s3.head_object(Bucket="framed", Key="bad")) == "404"
+    with socket.create_connection(("127.0.0.1", s3d.s3_port), timeout=30) as sock:
+        put = aws_chunked_put(s3d, "/framed/cut", payload, 65524)
+        sock.sendall(put[: len(put) // 2])
+    assert error_code(lambda: s3.head_object(Bucket="framed", Key="cut")) == "404"
+    assert s3.get_object(Bucket="framed", Key="a")["Body"].read() == payload
 
 
 def test_large_bodies_received_in_place_leave_the_connection_awake(make_daemon: Any) -> None:

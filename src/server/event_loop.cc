@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -193,17 +194,29 @@ class Connection {
       if (state_ == State::kOpen && out_.pending_bytes() > MaxOutput()) break;
       const bool payload = state_ == State::kOpen && payload_left_ > 0;
       ssize_t n;
+      size_t tail = 0;  // Bytes read past the payload, into the input buffer.
       if (payload) {
         size_t want = target_.size() - target_filled_;
         if (target_.data() == nullptr) want = std::min(want, kDiscardChunk);
-        n = Receive(PayloadDestination(), want);
+        if (read_step_ > 0 && tls_ == nullptr && target_.data() != nullptr && want == payload_left_) {
+          // The payload's last bytes, and the framing after them in the same read.
+          in_.Reserve(read_step_);
+          n = ReceiveWithTail(PayloadDestination(), want, in_.write_ptr(), read_step_);
+          if (n > static_cast<ssize_t>(want)) {
+            tail = static_cast<size_t>(n) - want;
+            n = static_cast<ssize_t>(want);
+          }
+        } else {
+          n = Receive(PayloadDestination(), want);
+        }
       } else {
         // Room for the rest of a request of known size, no more: rounding it up to a read chunk
         // would outgrow a buffer sized to the request, copying the request into a new one.
         size_t want = kReadChunk;
         if (state_ == State::kOpen && needed_ > in_.size()) want = needed_ - in_.size();
+        if (read_step_ > 0) want = std::min(want, read_step_);
         in_.Reserve(want);
-        n = Receive(in_.write_ptr(), in_.writable_size());
+        n = Receive(in_.write_ptr(), read_step_ > 0 ? want : in_.writable_size());
       }
       if (n == kWouldBlock) {
         WakeForTheRest();
@@ -224,13 +237,14 @@ class Connection {
         return;
       }
       last_activity_ = Clock::now();
-      loop_->ctx_->metrics->BytesReceived(handler_->proto(), static_cast<uint64_t>(n));
+      loop_->ctx_->metrics->BytesReceived(handler_->proto(), static_cast<uint64_t>(n) + tail);
       if (payload) {
         PayloadReceived(static_cast<size_t>(n));
+        in_.Commit(tail);
         if (payload_left_ == 0) Pump();
         continue;
       }
-      if (in_.empty()) request_began_ = last_activity_;
+      if (in_.empty() && !mid_request_) request_began_ = last_activity_;
       in_.Commit(static_cast<size_t>(n));
       if (state_ == State::kLingering) {
         in_.Consume(in_.size());
@@ -286,7 +300,8 @@ class Connection {
 
   // Input bytes the request being received still needs, when known; 0 between requests.
   size_t ExpectedInput() const {
-    if (payload_left_ > 0) return payload_left_;
+    if (payload_left_ > 0) return payload_left_ + (payload_goes_on_ ? rest_at_least_ : 0);
+    if (mid_request_) return std::max<size_t>(rest_at_least_, 1);
     return !in_.empty() && needed_ > in_.size() ? needed_ - in_.size() : 0;
   }
 
@@ -301,7 +316,7 @@ class Connection {
   // already read into the input buffer goes to its place first.
   void BeginPayload(size_t bytes) {
     payload_left_ = bytes;
-    payload_received_ = 0;
+    if (!mid_request_) payload_received_ = 0;
     NextTarget();
     while (payload_left_ > 0 && !in_.empty() && state_ == State::kOpen) {
       const size_t n = std::min(in_.size(), target_.size() - target_filled_);
@@ -323,10 +338,22 @@ class Connection {
       NextTarget();
       return;
     }
+    if (payload_goes_on_) {  // The handler reads the rest of the request from the input.
+      handler_->PayloadFilled(&out_);
+      return;
+    }
     const Clock::time_point handling = Clock::now();
     handler_->PayloadFilled(&out_);  // The last: the reply is queued.
     TraceIfSlow(handling, payload_received_);
     payload_received_ = 0;  // The next request's deadline counts its own bytes only.
+  }
+
+  // Whether the request at the front goes on after outcome `o` (read in steps, its reply not yet
+  // queued), and what the handler said of its rest.
+  void GoesOn(const ProtocolHandler::Outcome& o, bool goes_on) {
+    mid_request_ = goes_on;
+    rest_at_least_ = goes_on ? o.bytes_needed : 0;
+    read_step_ = goes_on ? o.read_step : 0;
   }
 
   void NextTarget() {
@@ -357,12 +384,23 @@ class Connection {
         if (o.action == ProtocolHandler::Outcome::Action::kReceivePayload) {
           needed_ = 0;
           in_.Consume(o.consumed);
+          payload_goes_on_ = o.request_goes_on;
+          GoesOn(o, payload_goes_on_);
           BeginPayload(o.payload_bytes);
           if (payload_left_ > 0) break;
-          if (!in_.empty()) request_began_ = Clock::now();
+          if (!in_.empty() && !mid_request_) request_began_ = Clock::now();
+          continue;
+        }
+        if (o.action == ProtocolHandler::Outcome::Action::kConsumed) {
+          in_.Consume(o.consumed);
+          payload_received_ += o.consumed;
+          GoesOn(o, true);
+          needed_ = in_.size() + 1;  // Whatever comes next.
           continue;
         }
         TraceIfSlow(handling, o.consumed);
+        GoesOn(o, false);
+        payload_received_ = 0;
         needed_ = 0;
         if (o.action == ProtocolHandler::Outcome::Action::kClose) {
           in_.Consume(in_.size());
@@ -378,6 +416,14 @@ class Connection {
   }
 
   static constexpr ssize_t kWouldBlock = -2;
+
+  // Receive for plaintext, into `buf` and then up to `tail_n` bytes at `tail`, in one read.
+  ssize_t ReceiveWithTail(std::byte* buf, size_t n, std::byte* tail, size_t tail_n) {
+    iovec iov[2] = {{buf, n}, {tail, tail_n}};
+    ssize_t r = readv(fd_, iov, 2);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return kWouldBlock;
+    return r;
+  }
 
   // Reads into buf: the byte count, 0 at end of stream, kWouldBlock, or -1 on error. Input of a
   // TLS connection is decrypted here; a lingering connection's input is discarded raw.
@@ -469,6 +515,12 @@ class Connection {
   // bytes received so far, and the handler's current target with how much of it is filled.
   size_t payload_left_ = 0;
   size_t payload_received_ = 0;
+  bool payload_goes_on_ = false;  // The request goes on after the payload (Outcome::request_goes_on).
+  // A request read in steps (kConsumed, or a payload that the request goes on after) is under
+  // way: the bytes its rest has at least, and the most read into the input at a time.
+  bool mid_request_ = false;
+  size_t rest_at_least_ = 0;
+  size_t read_step_ = 0;
   std::span<std::byte> target_;
   size_t target_filled_ = 0;
   size_t write_budget_ = kWritesPerEvent;  // Left to write in this readiness event.

@@ -140,13 +140,26 @@ class ProtocolHandler {
       // `payload_bytes` bytes of input, goes straight to where PayloadTarget says (a put's G2
       // allocations) instead of through the input buffer.
       kReceivePayload,
+      // `consumed` bytes at the front of the request were read into the handler's state (a body
+      // taken as it comes: its framing); the request goes on with the next bytes, however few.
+      kConsumed,
     };
     Action action = Action::kNeedMore;
     size_t consumed = 0;
     // kNeedMore: the total size of the incomplete request, when known, so that the input buffer
-    // can grow to it at once. 0 = unknown.
+    // can grow to it at once. 0 = unknown. kConsumed, and kReceivePayload when the request goes
+    // on: the bytes the rest of the request (after the payload) has at least, for the request's
+    // deadline and for waking on more than one segment; not a size to wait for before handling.
     size_t bytes_needed = 0;
     size_t payload_bytes = 0;  // kReceivePayload: at least 1.
+    // kReceivePayload: the handler reads more of the request after the payload (the framing
+    // after a run of a framed body), so its reply is not queued when the payload ends.
+    bool request_goes_on = false;
+    // kConsumed, and kReceivePayload when the request goes on: reads into the input buffer take
+    // at most this many bytes at a time until the request ends (0: no limit), so that framing
+    // is read in small steps and the payload after it in place; the payload's last bytes are
+    // read together with up to this many after them.
+    size_t read_step = 0;
   };
 
   virtual ~ProtocolHandler() = default;

@@ -95,7 +95,16 @@ struct HttpRequestParser::Callbacks {
                               "-byte limit");
       return 1;
     }
-    self->AddBodyRange(static_cast<size_t>(reinterpret_cast<const std::byte*>(at) - self->base_), n);
+    if (self->request_.chunked) self->chunk_left_ -= n;
+    if (self->next_body_ != nullptr) {
+      self->next_body_->emplace_back(reinterpret_cast<std::byte*>(const_cast<char*>(at)), n);
+    } else {
+      self->AddBodyRange(static_cast<size_t>(reinterpret_cast<const std::byte*>(at) - self->base_), n);
+    }
+    return 0;
+  }
+  static int OnChunkHeader(http_parser* p) {
+    Self(p)->chunk_left_ = p->content_length;  // The chunk's size, http_parser documents.
     return 0;
   }
   static int OnMessageComplete(http_parser* p) {
@@ -113,6 +122,7 @@ struct HttpRequestParser::Callbacks {
       s.on_headers_complete = OnHeadersComplete;
       s.on_body = OnBody;
       s.on_message_complete = OnMessageComplete;
+      s.on_chunk_header = OnChunkHeader;
       return s;
     }();
     return settings;
@@ -136,6 +146,7 @@ void HttpRequestParser::Reset() {
   in_value_ = false;
   head_bytes_ = 0;
   body_.clear();
+  chunk_left_ = 0;
   error_status_ = 0;
   error_.clear();
 }
@@ -176,6 +187,29 @@ HttpRequestParser::State HttpRequestParser::Parse(std::span<const std::byte> inp
     state_ = State::kError;
   }
   return state_;
+}
+
+HttpRequestParser::State HttpRequestParser::ParseNext(std::span<std::byte> bytes,
+                                                      std::vector<std::span<std::byte>>* body,
+                                                      size_t* read) {
+  *read = 0;
+  if (state_ != State::kBody || bytes.empty()) return state_;
+  next_body_ = body;
+  *read = http_parser_execute(parser_.get(), &Callbacks::Settings(),
+                              reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  next_body_ = nullptr;
+  const http_errno err = HTTP_PARSER_ERRNO(parser_.get());
+  if (err != HPE_OK && err != HPE_PAUSED) {
+    SetError(400, std::string("malformed HTTP request: ") + http_errno_description(err));
+    state_ = State::kError;
+  }
+  return state_;
+}
+
+uint64_t HttpRequestParser::BodyRun() const {
+  if (state_ != State::kBody) return 0;
+  if (request_.chunked) return chunk_left_;
+  return request_.content_length ? *request_.content_length - request_.body_bytes : 0;
 }
 
 std::vector<std::span<std::byte>> HttpRequestParser::BodyPieces(std::span<std::byte> input) const {

@@ -66,6 +66,8 @@ class HttpRequestParser {
   // after the request are left unread (the next request, pipelined).
   State Parse(std::span<const std::byte> input);
 
+  // What Parse or ParseNext returned last.
+  State state() const { return state_; }
   // REQUIRES: Parse returned kBody or kComplete.
   const HttpRequest& request() const { return request_; }
   // REQUIRES: kComplete. The body, made contiguous in `input` (the same bytes Parse saw):
@@ -79,6 +81,17 @@ class HttpRequestParser {
   // REQUIRES: kBody, a request with Content-Length (not chunked). Bytes of the input before its
   // body: the request line and the headers.
   size_t head_size() const { return fed_ - static_cast<size_t>(request_.body_bytes); }
+  // REQUIRES: Parse returned kBody. For a handler that takes the body as it comes, consuming
+  // the input as it goes: reads `bytes`, the request's next ones after every byte read before
+  // (by Parse, then by ParseNext), and appends the body bytes among them to *body, as spans of
+  // `bytes`. *read: how many were read, all of them unless the request ends before their end
+  // (the rest is the next request's). Bytes of BodyRun() may lie anywhere (received in place):
+  // they are located, not read.
+  State ParseNext(std::span<std::byte> bytes, std::vector<std::span<std::byte>>* body,
+                  size_t* read);
+  // REQUIRES: kBody. Body bytes that come next with no framing before them: the rest of the
+  // current chunk of a chunked body (0 inside its framing), the rest of a Content-Length body.
+  uint64_t BodyRun() const;
   // REQUIRES: kError. The HTTP status to answer with (400, 413, 431 or 505) and why.
   int error_status() const { return error_status_; }
   const std::string& error() const { return error_; }
@@ -100,6 +113,8 @@ class HttpRequestParser {
   bool in_value_ = false;     // The last header piece was a value (a new field starts a header).
   size_t head_bytes_ = 0;
   std::vector<std::pair<size_t, size_t>> body_;  // (offset, length) in the input.
+  std::vector<std::span<std::byte>>* next_body_ = nullptr;  // ParseNext's, while it runs.
+  uint64_t chunk_left_ = 0;  // Bytes of the current chunk still to come.
   int error_status_ = 0;
   std::string error_;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace kvtier::server {
 namespace {
@@ -25,6 +26,37 @@ TEST(HttpRequestParserTest, ParsesAHeadThatArrivesByteByByte) {
   std::string copy = request;
   std::span<std::byte> body = p.Body(std::as_writable_bytes(std::span(copy.data(), copy.size())));
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(body.data()), body.size()), "hello");
+}
+
+TEST(HttpRequestParserTest, AChunkedBodyTakenAsItComesIsLocatedWhereverItLies) {
+  // The S3 handler's framed bodies (s3_put_in_place.h): the head and a chunk header in the input,
+  // then the chunk's data read elsewhere (in place) and handed over, then the framing after it.
+  std::string input = "PUT /b/k HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r";
+  HttpRequestParser p({});
+  ASSERT_EQ(p.Parse(Bytes(input)), HttpRequestParser::State::kBody);
+  EXPECT_EQ(p.BodyRun(), 0u);  // Inside the chunk's header.
+  std::vector<std::span<std::byte>> body;
+  size_t read = 0;
+  std::string lf = "\nhe";
+  ASSERT_EQ(p.ParseNext(std::as_writable_bytes(std::span(lf.data(), lf.size())), &body, &read),
+            HttpRequestParser::State::kBody);
+  EXPECT_EQ(read, lf.size());
+  ASSERT_EQ(body.size(), 1u);
+  EXPECT_EQ(body[0].data(), reinterpret_cast<std::byte*>(lf.data() + 1));
+  EXPECT_EQ(p.BodyRun(), 3u);
+  std::string in_place = "llo";
+  body.clear();
+  p.ParseNext(std::as_writable_bytes(std::span(in_place.data(), in_place.size())), &body, &read);
+  ASSERT_EQ(body.size(), 1u);
+  EXPECT_EQ(body[0].data(), reinterpret_cast<std::byte*>(in_place.data()));
+  EXPECT_EQ(p.BodyRun(), 0u);
+  std::string rest = "\r\n0\r\n\r\nGET /next";
+  body.clear();
+  EXPECT_EQ(p.ParseNext(std::as_writable_bytes(std::span(rest.data(), rest.size())), &body, &read),
+            HttpRequestParser::State::kComplete);
+  EXPECT_TRUE(body.empty());
+  EXPECT_EQ(read, rest.find("GET"));  // The next request is left unread.
+  EXPECT_EQ(p.request().body_bytes, 5u);
 }
 
 TEST(HttpRequestParserTest, AnIncompleteBodySaysWhereItBegins) {

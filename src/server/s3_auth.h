@@ -96,25 +96,6 @@ class ChunkSignatures {
   std::string previous_;
 };
 
-// An aws-chunked body (Content-Encoding: aws-chunked), decoded:
-//   chunk   = hex-size [";chunk-signature=" 64HEXDIG] CRLF data CRLF     (size > 0)
-//   last    = "0" [";chunk-signature=" 64HEXDIG] CRLF
-//   body    = *chunk last *(trailer CRLF) CRLF,  trailer = name ":" value
-struct AwsChunkedBody {
-  std::vector<std::span<std::byte>> data;  // The payload where it lies in the body, in order.
-  uint64_t size = 0;                       // The payload's bytes.
-  std::vector<std::pair<std::string, std::string>> trailers;  // Names in lower case.
-};
-
-// Decodes `body`, given as the pieces it lies in (HttpRequestParser::BodyPieces), moving
-// nothing. With `signatures`, every chunk must carry a valid signature, and with
-// `signed_trailer` the trailer too (x-amz-trailer-signature). nullopt when it is well-formed
-// and every signature holds; otherwise IncompleteBody / InvalidRequest (400) or
-// SignatureDoesNotMatch (403).
-std::optional<S3Error> DecodeAwsChunked(std::span<const std::span<std::byte>> body,
-                                        ChunkSignatures* signatures, bool signed_trailer,
-                                        AwsChunkedBody* out);
-
 // Percent-decodes `s` ('+' stays '+'); nullopt for a malformed escape.
 std::optional<std::string> PercentDecode(std::string_view s);
 

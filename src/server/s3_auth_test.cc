@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/common/sigv4.h"
+#include "src/server/aws_chunked.h"
 #include "src/server/http_request.h"
 #include "src/server/s3_checksum.h"
 
@@ -116,6 +117,39 @@ TEST(AwsChunkedTest, DecodesUnsignedChunksWithATrailerAcrossPieces) {
   ASSERT_FALSE(DecodeAwsChunked(one.pieces, nullptr, false, &out));
   ASSERT_EQ(out.data.size(), 2u);
   EXPECT_EQ(out.data[0].data(), one.pieces[0].data() + 3);
+}
+
+TEST(AwsChunkedTest, AStreamKeepsLinesAcrossCallsAndFindsPayloadWhereverItLies) {
+  // An S3 PUT received in place: framing in small reads, a chunk's data read into G2.
+  AwsChunkedStream stream;
+  AwsChunkedStream::Step step;
+  std::string framing = "5\r";
+  ASSERT_FALSE(stream.Next(std::as_writable_bytes(std::span(framing.data(), framing.size())), &step));
+  EXPECT_EQ(step.consumed, 2u);
+  EXPECT_FALSE(step.chunk_began);
+  EXPECT_EQ(stream.run(), 0u);
+  framing = "\nhe";
+  ASSERT_FALSE(stream.Next(std::as_writable_bytes(std::span(framing.data(), framing.size())), &step));
+  EXPECT_TRUE(step.chunk_began);  // It stops after the header, for its signature.
+  EXPECT_EQ(step.consumed, 1u);
+  EXPECT_EQ(stream.chunk_size(), 5u);
+  EXPECT_EQ(stream.run(), 5u);
+  std::string in_place = "hello";
+  ASSERT_FALSE(stream.Next(std::as_writable_bytes(std::span(in_place.data(), in_place.size())), &step));
+  EXPECT_EQ(step.data.data(), reinterpret_cast<std::byte*>(in_place.data()));
+  EXPECT_EQ(step.data.size(), 5u);
+  EXPECT_EQ(stream.run(), 0u);
+  framing = "\r\n0\r\nx-amz-checksum-crc32:DUoRhQ==\r\n\r\n";
+  std::span<std::byte> rest = std::as_writable_bytes(std::span(framing.data(), framing.size()));
+  while (!rest.empty() && !stream.done()) {
+    ASSERT_FALSE(stream.Next(rest, &step));
+    rest = rest.subspan(step.consumed);
+  }
+  EXPECT_TRUE(stream.done());
+  EXPECT_TRUE(rest.empty());
+  EXPECT_EQ(stream.payload_bytes(), 5u);
+  ASSERT_EQ(stream.trailers().size(), 1u);
+  EXPECT_EQ(stream.trailers()[0].second, "DUoRhQ==");
 }
 
 TEST(AwsChunkedTest, RefusesMalformedBodies) {

@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "src/common/sigv4.h"
+#include "src/server/aws_chunked.h"
 
 namespace kvtier::server {
 
@@ -24,7 +25,7 @@ std::optional<uint64_t> DecodedLength(const HttpRequest& request, uint64_t max_b
 std::optional<S3Error> DecodeS3Body(const HttpRequest& request,
                                     std::vector<std::span<std::byte>> http_pieces,
                                     const S3Auth& auth, S3Body* out) {
-  std::vector<std::pair<std::string, std::string>> trailers;
+  std::vector<std::pair<std::string, std::string>> trailers;  // Of an aws-chunked body.
   const std::string* encoding = request.Header("content-encoding");
   const bool streaming = auth.payload == S3Payload::kStreamingSigned ||
                          auth.payload == S3Payload::kStreamingSignedTrailer ||
@@ -55,10 +56,16 @@ std::optional<S3Error> DecodeS3Body(const HttpRequest& request,
     out->size = 0;
     for (std::span<const std::byte> p : out->pieces) out->size += p.size();
   }
+  return ExpectChecks(request, auth, trailers, out);
+}
+
+std::optional<S3Error> ExpectChecks(const HttpRequest& request, const S3Auth& auth,
+                                    std::span<const std::pair<std::string, std::string>> trailers,
+                                    S3Body* out) {
   if (auth.payload == S3Payload::kSha256) out->payload_sha256 = auth.payload_sha256;
-  using Headers = std::vector<std::pair<std::string, std::string>>;
-  for (const Headers* list : std::initializer_list<const Headers*>{&request.headers, &trailers}) {
-    for (const auto& [name, value] : *list) {
+  using Header = std::pair<std::string, std::string>;
+  for (std::span<const Header> list : {std::span<const Header>(request.headers), trailers}) {
+    for (const auto& [name, value] : list) {
       if (std::optional<S3ChecksumAlgorithm> a = ChecksumOfHeader(name)) out->expected.emplace_back(*a, value);
       if (name == "content-md5") out->expected.emplace_back(S3ChecksumAlgorithm::kMd5, value);
     }

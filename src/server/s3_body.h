@@ -45,6 +45,13 @@ std::optional<S3Error> DecodeS3Body(const HttpRequest& request,
                                     std::vector<std::span<std::byte>> http_pieces,
                                     const S3Auth& auth, S3Body* out);
 
+// What the payload of `request` must match (S3Body::expected, S3Body::payload_sha256): the
+// checksums sent in its headers, then those of `trailers`, Content-MD5 included, and the SHA-256
+// it signed. InvalidRequest when x-amz-trailer names no checksum or one that `trailers` lack.
+std::optional<S3Error> ExpectChecks(const HttpRequest& request, const S3Auth& auth,
+                                    std::span<const std::pair<std::string, std::string>> trailers,
+                                    S3Body* out);
+
 // A body's checks, folded over its bytes as they go by.
 class S3BodyChecks {
  public:

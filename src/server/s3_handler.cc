@@ -15,6 +15,7 @@
 #include "src/server/http_request.h"
 #include "src/server/s3_auth.h"
 #include "src/server/s3_body.h"
+#include "src/server/s3_list.h"
 #include "src/server/s3_protocol.h"
 #include "src/server/s3_put_in_place.h"
 #include "src/server/s3_service.h"
@@ -51,15 +52,9 @@ class S3Handler final : public ProtocolHandler {
   void OnRequestTimeout(OutputQueue* out) override { OnIdleTimeout(out); }
 
   Outcome HandleOne(std::span<std::byte> input, OutputQueue* out) override {
+    if (put_ && put_->framed()) return HandleFramed(input, out);
     const HttpRequestParser::State state = parser_.Parse(input);
-    if (state == HttpRequestParser::State::kError) {
-      ctx_->metrics->ProtocolError(Proto::kS3);
-      const int status = parser_.error_status();
-      const char* code = status == 413   ? "EntityTooLarge"
-                         : status == 431 ? "RequestHeaderSectionTooLarge"
-                                         : "BadRequest";
-      return Fail({status == 413 ? 400 : status, code, parser_.error()}, out);
-    }
+    if (state == HttpRequestParser::State::kError) return ParseFailed(out);
     if (state == HttpRequestParser::State::kHead) return {Action::kNeedMore, 0, 0};
     if (!head_checked_) {
       head_checked_ = true;
@@ -78,6 +73,9 @@ class S3Handler final : public ProtocolHandler {
         put_ = S3InPlacePut::Start(ctx_, r, auth_, principal_->tenant, ContentType());
         if (put_) {
           put_time_ = {};
+          if (put_->framed()) {  // What Parse read of the body lies in the input.
+            return Framed(put_->TakeBody(parser_.BodyPieces(input)), parser_.consumed(), out);
+          }
           return {Action::kReceivePayload, parser_.head_size(), 0, put_->body_bytes()};
         }
       }
@@ -105,23 +103,87 @@ class S3Handler final : public ProtocolHandler {
 
   std::span<std::byte> PayloadTarget() override {
     PayloadTime::Scope busy(&put_time_);
-    return put_->Target();
+    target_ = put_->Target(put_->framed() ? run_left_ : UINT64_MAX);
+    return target_;
   }
 
-  // Each piece is checked as it comes; after the last, the object is published or refused.
+  // Each piece is checked as it comes; after the last, the object is published or refused. A
+  // framed body's piece goes through the HTTP framing's parser and the aws-chunked stream, which
+  // find it in place.
   void PayloadFilled(OutputQueue* out) override {
     {
       PayloadTime::Scope busy(&put_time_);
+      if (put_->framed()) {
+        run_left_ -= target_.size();
+        std::vector<std::span<std::byte>> body;
+        size_t read = 0;
+        if (parser_.ParseNext(target_, &body, &read) == HttpRequestParser::State::kError ||
+            read != target_.size()) {
+          framed_error_ = S3Error{400, "IncompleteBody", "the body's framing was lost"};
+        } else if (std::optional<S3Error> e = put_->TakeBody(body)) {
+          framed_error_ = std::move(e);
+        }
+        return;
+      }
       put_->Filled();
       if (!put_->done()) return;
       // Only a keep-alive request comes this way.
-      Send(put_->Finish(parser_.request()), /*close=*/false, out);
+      Send(put_->Finish(parser_.request(), auth_), /*close=*/false, out);
       EndRequest();
     }
     put_time_.Record(ctx_->metrics, Proto::kS3, Op::kPut);
   }
 
  private:
+  // A framed body's bytes after those read before (S3InPlacePut::TakeBody).
+  Outcome HandleFramed(std::span<std::byte> input, OutputQueue* out) {
+    std::vector<std::span<std::byte>> body;
+    size_t read = 0;
+    if (framed_error_) return Fail(*framed_error_, out);
+    PayloadTime::Scope busy(&put_time_);
+    if (parser_.ParseNext(input, &body, &read) == HttpRequestParser::State::kError) {
+      return ParseFailed(out);
+    }
+    return Framed(put_->TakeBody(body), read, out);
+  }
+
+  // What comes after a framed body's bytes (`consumed` of the input) were taken, with error `e`:
+  // the reply once the request is complete, else the payload that follows the framing in place
+  // or the next framing bytes, read in small steps.
+  Outcome Framed(std::optional<S3Error> e, size_t consumed, OutputQueue* out) {
+    constexpr size_t kFramingStep = 4096;
+    if (e) return Fail(*e, out);
+    if (parser_.state() == HttpRequestParser::State::kComplete) {
+      if (!put_->framing_done()) {
+        return Fail({400, "IncompleteBody", "the HTTP body ended before its aws-chunked body did"}, out);
+      }
+      Send(put_->Finish(parser_.request(), auth_), /*close=*/false, out);
+      put_time_.Record(ctx_->metrics, Proto::kS3, Op::kPut);
+      EndRequest();
+      return {Action::kHandled, consumed, 0};
+    }
+    run_left_ = std::min(parser_.BodyRun(), put_->run());
+    if (run_left_ > put_->left()) {
+      return Fail({400, "IncompleteBody", "the body holds more than x-amz-decoded-content-length: " +
+                                              std::to_string(put_->body_bytes()) + " bytes"},
+                  out);
+    }
+    Outcome o{run_left_ > 0 ? Action::kReceivePayload : Action::kConsumed, consumed,
+              static_cast<size_t>(put_->left() - run_left_), static_cast<size_t>(run_left_)};
+    o.request_goes_on = true;
+    o.read_step = kFramingStep;
+    return o;
+  }
+
+  Outcome ParseFailed(OutputQueue* out) {
+    ctx_->metrics->ProtocolError(Proto::kS3);
+    const int status = parser_.error_status();
+    const char* code = status == 413   ? "EntityTooLarge"
+                       : status == 431 ? "RequestHeaderSectionTooLarge"
+                                       : "BadRequest";
+    return Fail({status == 413 ? 400 : status, code, parser_.error()}, out);
+  }
+
   std::optional<std::string> QueryValue(std::string_view name) const { return server::QueryValue(auth_, name); }
 
   // Forgets the request answered, to take the next; unpins the lock objects held long enough.
@@ -133,6 +195,7 @@ class S3Handler final : public ProtocolHandler {
     head_checked_ = false;
     whole_body_ = false;
     put_.reset();
+    framed_error_.reset();
     auth_ = S3Auth{};
     principal_ = nullptr;
   }
@@ -307,66 +370,13 @@ class S3Handler final : public ProtocolHandler {
     }
     if (r.method == "GET" && QueryValue("list-type") == "2") {
       timer->set_op(Op::kStats);
-      return ListObjects(tenant, bucket);
+      return ListObjectsV2(ctx_, auth_, tenant, bucket);
     }
     if (r.method == "POST" && QueryValue("delete")) {
       timer->set_op(Op::kDelete);
       return DeleteObjects(input, tenant, bucket);
     }
     return NotImplemented(r);
-  }
-
-  S3Reply ListObjects(TenantId tenant, const std::string& bucket) {
-    S3Listing l;
-    l.bucket = bucket;
-    l.prefix = QueryValue("prefix").value_or("");
-    l.delimiter = QueryValue("delimiter").value_or("");
-    l.token = QueryValue("continuation-token").value_or("");
-    l.start_after = QueryValue("start-after").value_or("");
-    l.max = ctx_->config->s3.max_list_keys;
-    if (std::optional<std::string> m = QueryValue("max-keys"); m && !m->empty()) {
-      if (m->size() > 9 || m->find_first_not_of("0123456789") != std::string::npos) {
-        return S3ErrorReply({400, "InvalidArgument", "max-keys must be a non-negative integer"}, "/" + bucket);
-      }
-      l.max = std::min<size_t>(l.max, std::stoul(*m));
-    }
-    // The continuation token is the last name returned; the names are listed in order.
-    std::string after = !l.token.empty() ? l.token : l.start_after;
-    std::vector<BlockKey> probe;
-    while (l.objects.size() + l.prefixes.size() < l.max) {
-      const size_t want = l.max - l.objects.size() - l.prefixes.size();
-      auto names = ctx_->s3->ListNames(tenant, bucket, l.prefix, after, want + 1);
-      if (names.empty()) break;
-      // Names whose objects were evicted or expired are forgotten as they are met.
-      probe.clear();
-      for (const auto& [name, header] : names) probe.push_back(S3ObjectKey(bucket, name));
-      for (size_t i = 0; i < names.size(); ++i) {
-        after = names[i].first;
-        Result<PrefixMatch> m = ctx_->store->LookupPrefix(tenant, std::span(&probe[i], 1));
-        if (!m.ok() || m->num_blocks == 0) {
-          ctx_->s3->NameRemoved(tenant, bucket, names[i].first);
-          continue;
-        }
-        if (l.objects.size() + l.prefixes.size() == l.max) {
-          l.truncated = true;
-          break;
-        }
-        const std::string& name = names[i].first;
-        if (!l.delimiter.empty()) {
-          const size_t d = name.find(l.delimiter, l.prefix.size());
-          if (d != std::string::npos) {
-            std::string common = name.substr(0, d + l.delimiter.size());
-            if (l.prefixes.empty() || l.prefixes.back() != common) l.prefixes.push_back(common);
-            l.last = name;
-            continue;
-          }
-        }
-        l.objects.push_back({name, names[i].second});
-        l.last = name;
-      }
-      if (l.truncated || names.size() < want + 1) break;
-    }
-    return {200, {{"Content-Type", "application/xml"}}, ListBucketResultXml(l)};
   }
 
   // The request body, decoded where it lies (s3_body.h); nullopt with *error set otherwise.
@@ -762,6 +772,9 @@ class S3Handler final : public ProtocolHandler {
   const S3Principal* principal_ = nullptr;
   uint64_t requests_ = 0;
   std::unique_ptr<S3InPlacePut> put_;  // The PUT whose body is being received in place.
+  std::span<std::byte> target_;         // Where the payload's piece under way goes.
+  uint64_t run_left_ = 0;               // Framed: payload bytes of the run under way.
+  std::optional<S3Error> framed_error_;  // Framed: what a piece received in place was.
   PayloadTime put_time_;
 };
 

@@ -83,6 +83,11 @@ class FuzzServer {
         out.Clear();
         continue;
       }
+      if (o.action == server::ProtocolHandler::Outcome::Action::kConsumed) {
+        if (o.consumed == 0) std::abort();  // A request read in steps must consume bytes.
+        pos += o.consumed;
+        continue;
+      }
       if (o.action != server::ProtocolHandler::Outcome::Action::kHandled) break;
       if (o.consumed == 0) std::abort();  // A handled request must consume bytes.
       pos += o.consumed;

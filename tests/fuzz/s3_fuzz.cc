@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "src/server/aws_chunked.h"
 #include "src/server/http_request.h"
 #include "src/server/s3_auth.h"
 #include "tests/fuzz/fuzz_server.h"
