@@ -5,10 +5,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <span>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <map>
@@ -18,6 +24,7 @@
 
 #include "kvtier/events.h"
 #include "kvtier/store.h"
+#include "src/env/fault_injection_env.h"
 
 namespace kvtier {
 namespace {
@@ -150,6 +157,74 @@ TEST_F(StoreTieringTest, BlocksSurviveAReopenThroughG3) {
   EXPECT_EQ(s.blocks, 0u);
   EXPECT_GE(s.disk_blocks, 16u);
   for (uint64_t k = 0; k < 16; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
+}
+
+// Whether thread `tid` of this process is asleep (blocked), as /proc says.
+bool Asleep(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t end = text.rfind(')');  // The state follows the command's name.
+  return end != std::string::npos && end + 2 < text.size() && text[end + 2] == 'S';
+}
+
+TEST_F(StoreTieringTest, APutWaitsForCopiesHoldingAllOfG2InsteadOfFailing) {
+  // Every G2 block under a lease for a copy to another tier (a flush to G3 here; G4 uploads on
+  // put take the same leases): nothing is evictable, but the copies end on their own, so a put
+  // waits for them. It failed with ResourceExhausted (CI's kv-events test met it under load,
+  // its blocks all leased by G4 uploads).
+  FaultInjectionEnv env(Env::Default());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false;  // G3's writes wait while set...
+  bool held = false;  // ...and one has.
+  env.AddFault({.op = FaultInjectionEnv::Op::kWrite, .path_filter = [&](const std::string&) {
+                  std::unique_lock l(mu);
+                  held = held || hold;
+                  cv.notify_all();
+                  cv.wait(l, [&] { return !hold; });
+                  return false;  // Not a fault: the write goes on once let.
+                }});
+  Options o;
+  o.env = &env;
+  o.memory.capacity_bytes = 4 * kBlock;
+  o.max_block_bytes = kBlock;
+  o.disk.dir = dir_.string();
+  o.disk.capacity_bytes = 64 * kMiB;
+  o.disk.segment_bytes = 4 * kMiB;
+  o.disk_admission = {.frequency_gate = false};
+  Result<std::unique_ptr<Store>> opened = Store::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  store_ = std::move(opened).value();
+  tenant_ = *store_->FindTenant("default");
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(Put(k).ok());
+  {
+    std::lock_guard l(mu);
+    hold = true;
+  }
+  std::thread flush([&] { EXPECT_TRUE(store_->Flush(tenant_).ok()); });
+  {
+    std::unique_lock l(mu);
+    cv.wait(l, [&] { return held; });  // The flush holds its leases on all four.
+  }
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> done{false};
+  Status put;
+  std::thread writer([&] {
+    tid = gettid();
+    put = Put(4);
+    done = true;
+  });
+  while (!done && (tid == 0 || !Asleep(tid))) std::this_thread::yield();
+  {
+    std::lock_guard l(mu);
+    hold = false;
+  }
+  cv.notify_all();
+  writer.join();
+  flush.join();
+  EXPECT_TRUE(put.ok()) << put.ToString();
+  for (uint64_t k = 0; k <= 4; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
+  store_.reset();  // Before the Env it uses.
 }
 
 TEST_F(StoreTieringTest, FlushMakesEveryBlockInDramDurableOnceAndKeepsItInDram) {

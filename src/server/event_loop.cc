@@ -214,7 +214,7 @@ class Connection {
         // would outgrow a buffer sized to the request, copying the request into a new one.
         size_t want = kReadChunk;
         if (state_ == State::kOpen && needed_ > in_.size()) want = needed_ - in_.size();
-        if (read_step_ > 0) want = std::min(want, read_step_);
+        if (read_step_ > 0) want = read_step_;  // A request read in steps.
         in_.Reserve(want);
         n = Receive(in_.write_ptr(), read_step_ > 0 ? want : in_.writable_size());
       }

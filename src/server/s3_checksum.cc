@@ -54,8 +54,9 @@ T TableCrc(T crc, const uint8_t* p, size_t n) {
 // stand for A(x) x^64 + B(x); moved D bits on, that is A x^(D+64) + B x^D mod P, and the
 // multiplier's extra factor x is taken out of the constants: x^(D+63) and x^(D-1).
 struct FoldConstants {
-  __m128i by16;  // D = 128: one lane onto the next.
-  __m128i by64;  // D = 512: each of four lanes onto its successor four lanes on.
+  __m128i by16;   // D = 128: one lane onto the next.
+  __m128i by64;   // D = 512: each of four lanes onto its successor four lanes on.
+  __m128i by256;  // D = 2048: each of sixteen lanes (four 512-bit registers) onto its successor.
 };
 
 // x^k mod P, reflected into 64 bits (bit i: the coefficient of x^(63 - i)). `normal` is P
@@ -80,7 +81,7 @@ const FoldConstants& FoldConstantsOf() {
       return _mm_set_epi64x(static_cast<int64_t>(ReflectedXPowMod(normal, kWidth, distance - 1)),
                             static_cast<int64_t>(ReflectedXPowMod(normal, kWidth, distance + 63)));
     };
-    return FoldConstants{pair(128), pair(512)};
+    return FoldConstants{pair(128), pair(512), pair(2048)};
   }();
   return k;
 }
@@ -117,8 +118,60 @@ __attribute__((target("pclmul,sse4.1"))) void FoldLanes(uint64_t crc, const uint
   *n = left;
 }
 
+// With 512-bit carry-less multiplication (VPCLMULQDQ) the same folding takes four 512-bit
+// registers, sixteen lanes, at a time: 256 bytes per step. REQUIRES: *n >= 256. As FoldLanes.
+#define KVTIER_VPCLMUL_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.1")))
+KVTIER_VPCLMUL_TARGET inline __m512i Fold512(__m512i lane, __m512i k, __m512i next) {
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(lane, k, 0x00),
+                                   _mm512_clmulepi64_epi128(lane, k, 0x11), next, 0x96);  // XOR3
+}
+
+KVTIER_VPCLMUL_TARGET inline __m512i Load512(const uint8_t* at) { return _mm512_loadu_si512(at); }
+
+KVTIER_VPCLMUL_TARGET void FoldLanes512(uint64_t crc, const uint8_t** p, size_t* n,
+                                        const FoldConstants& k, uint8_t out[16]) {
+  // The zero-masked forms: GCC 12's unmasked ones read an undefined register (-Wuninitialized).
+  const __m512i by256 = _mm512_maskz_broadcast_i32x4(0xFFFF, k.by256);
+  const __m512i by64 = _mm512_maskz_broadcast_i32x4(0xFFFF, k.by64);
+  const uint8_t* at = *p;
+  const __m512i first = _mm512_inserti32x4(_mm512_setzero_si512(),
+                                           _mm_cvtsi64_si128(static_cast<int64_t>(crc)), 0);
+  __m512i x0 = _mm512_xor_si512(Load512(at), first);
+  __m512i x1 = Load512(at + 64), x2 = Load512(at + 128), x3 = Load512(at + 192);
+  at += 256;
+  size_t left = *n - 256;
+  for (; left >= 256; at += 256, left -= 256) {
+    x0 = Fold512(x0, by256, Load512(at));
+    x1 = Fold512(x1, by256, Load512(at + 64));
+    x2 = Fold512(x2, by256, Load512(at + 128));
+    x3 = Fold512(x3, by256, Load512(at + 192));
+  }
+  x1 = Fold512(x0, by64, x1);
+  x2 = Fold512(x1, by64, x2);
+  x3 = Fold512(x2, by64, x3);
+  for (; left >= 64; at += 64, left -= 64) x3 = Fold512(x3, by64, Load512(at));
+  // The register's four 128-bit lanes, in the order of their bytes, each onto the next.
+  __m128i r = Fold(_mm512_maskz_extracti32x4_epi32(0xF, x3, 0), k.by16,
+                   _mm512_maskz_extracti32x4_epi32(0xF, x3, 1));
+  r = Fold(r, k.by16, _mm512_maskz_extracti32x4_epi32(0xF, x3, 2));
+  r = Fold(r, k.by16, _mm512_maskz_extracti32x4_epi32(0xF, x3, 3));
+  for (; left >= 16; at += 16, left -= 16) {
+    r = Fold(r, k.by16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), r);
+  *p = at;
+  *n = left;
+}
+
 bool HaveCarrylessMultiply() {
   static const bool have = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return have;
+}
+
+bool HaveVectorCarrylessMultiply() {
+  static const bool have = HaveCarrylessMultiply() && __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512vl") &&
+                           __builtin_cpu_supports("vpclmulqdq");
   return have;
 }
 #endif
@@ -131,7 +184,11 @@ T ReflectedCrc(T crc, std::span<const std::byte> data) {
 #if defined(__x86_64__)
   if (n >= 64 && HaveCarrylessMultiply()) {
     uint8_t folded[16];
-    FoldLanes(crc, &p, &n, FoldConstantsOf<T, kPolynomial>(), folded);
+    if (n >= 256 && HaveVectorCarrylessMultiply()) {
+      FoldLanes512(crc, &p, &n, FoldConstantsOf<T, kPolynomial>(), folded);
+    } else {
+      FoldLanes(crc, &p, &n, FoldConstantsOf<T, kPolynomial>(), folded);
+    }
     crc = TableCrc<T, kPolynomial>(0, folded, sizeof(folded));
   }
 #endif

@@ -590,8 +590,17 @@ Result<BlockHandle> MemoryTier::LeaseForCopy(uint32_t tenant, const BlockKey& ke
     return Status::ResourceExhausted("too many concurrent read leases on one block");
   }
   ++e.readers;
+  ++copy_leases_;
   *meta = MetaOf(e);
-  return BlockHandle(this, idx, e.size, Spans(idx));
+  return BlockHandle(&copy_releaser_, idx, e.size, Spans(idx));
+}
+
+void MemoryTier::EndCopyLease(uint32_t entry) {
+  MutexLock l(&mu_);
+  --copy_leases_;
+  --table_.at(entry).readers;
+  Reclaim(entry);
+  space_freed_.SignalAll();  // A put may be waiting for this block's pages, or to evict it.
 }
 
 void MemoryTier::ReleaseLease(uint32_t entry) {

@@ -156,7 +156,9 @@ class MemoryTier final : public BlockHandle::Releaser {
   // A read lease on the block; NotFound on a miss.
   Result<BlockHandle> Acquire(uint32_t tenant, const BlockKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // A read lease for copying the block to another tier, with what the tier keeps about it;
-  // unlike Acquire it is not an access (no hit, no recency).
+  // unlike Acquire it is not an access (no hit, no recency). Such a lease ends on its own (the
+  // copy is the Store's own work, not a client's), so a put that finds nothing else to evict
+  // waits for it, as for a demotion.
   Result<BlockHandle> LeaseForCopy(uint32_t tenant, const BlockKey& key, BlockMeta* meta)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Number of leading keys resident; each found block counts as accessed. `whole`: the keys
@@ -455,8 +457,21 @@ class MemoryTier final : public BlockHandle::Releaser {
   const uint32_t max_hint_retain_seconds_;
   Env* const env_;
 
+  // Ends the leases LeaseForCopy gives.
+  class CopyReleaser final : public BlockHandle::Releaser {
+   public:
+    explicit CopyReleaser(MemoryTier* tier) : tier_(tier) {}
+    void ReleaseLease(uint32_t entry) override { tier_->EndCopyLease(entry); }
+
+   private:
+    MemoryTier* const tier_;
+  };
+  void EndCopyLease(uint32_t entry) ABSL_LOCKS_EXCLUDED(mu_);
+  CopyReleaser copy_releaser_{this};
+
   mutable Mutex mu_;
-  CondVar space_freed_;      // A demotion finished: pages may be free.
+  CondVar space_freed_;      // A demotion or a copy lease ended: pages may be free.
+  uint32_t copy_leases_ ABSL_GUARDED_BY(mu_) = 0;  // LeaseForCopy's, not yet ended.
   CondVar demotion_queued_;  // pending_demotions_ grew, or demotion stopped.
   std::vector<ExtentAllocator> pages_ ABSL_GUARDED_BY(mu_);  // Per tenant region.
   uint32_t free_pages_ ABSL_GUARDED_BY(mu_);  // total_pages_ less every tenant's used pages.

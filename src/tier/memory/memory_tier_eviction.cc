@@ -219,10 +219,12 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
   // on their way out; the put then waits for them.
   // When nothing is evictable but demotions are in flight, wait for them: each one that ends
   // frees its pages and may leave its parent evictable (a chain longer than the room needed
-  // leaves G2 a block at a time).
+  // leaves G2 a block at a time). The same for copies to other tiers under lease (G4 uploads on
+  // put, a flush to G3): a leased block is not evicted, and one evicted under its lease keeps
+  // its pages until the copy ends.
   while (t.budget_pages != 0 && t.used_pages - t.demoting_pages + pages > t.budget_pages) {
     if (!EvictOne(tenant, now)) {
-      if (t.demoting_pages > 0) return false;
+      if (t.demoting_pages > 0 || copy_leases_ > 0) return false;
       return Status::ResourceExhausted("tenant '" + t.config.name +
                                        "' is at its G2 budget and every block it holds is "
                                        "pinned, leased or a prefix of one");
@@ -231,7 +233,7 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
   if (t.budget_pages != 0 && t.used_pages + pages > t.budget_pages) return false;
   while (uint64_t{free_pages_} + demoting_pages_ < pages) {
     if (!EvictAcrossTenants(now)) {
-      if (demoting_pages_ > 0) return false;
+      if (demoting_pages_ > 0 || copy_leases_ > 0) return false;
       return Status::ResourceExhausted(
           "G2 is full and every block in it is pinned, leased or a prefix of one");
     }
