@@ -1,5 +1,7 @@
 #include "src/server/aws_chunked.h"
 
+#include "src/server/http_request.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -16,12 +18,6 @@ S3Error Malformed(std::string why) {
   return S3Error{400, "IncompleteBody", "malformed aws-chunked body: " + std::move(why)};
 }
 
-std::string_view TrimBlanks(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Appends `piece` to `pieces`, joined to the last one when it follows it.
 void AppendPiece(std::vector<std::span<std::byte>>* pieces, std::span<std::byte> piece) {
   if (!pieces->empty() && pieces->back().data() + pieces->back().size() == piece.data()) {
@@ -35,6 +31,7 @@ void AppendPiece(std::vector<std::span<std::byte>>* pieces, std::span<std::byte>
 
 std::optional<S3Error> AwsChunkedStream::Next(std::span<std::byte> input, Step* step) {
   *step = {};
+  if (state_ == State::kDone && !input.empty()) return Malformed("bytes after the final CRLF");
   size_t at = 0;
   while (at < input.size() && state_ != State::kDone) {
     if (state_ == State::kData) {
@@ -135,7 +132,6 @@ std::optional<S3Error> DecodeAwsChunked(std::span<const std::span<std::byte>> bo
   std::string signature;
   for (std::span<std::byte> piece : body) {
     while (!piece.empty()) {
-      if (stream.done()) return Malformed("bytes after the final CRLF");
       AwsChunkedStream::Step step;
       if (std::optional<S3Error> e = stream.Next(piece, &step)) return e;
       piece = piece.subspan(step.consumed);

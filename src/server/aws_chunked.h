@@ -35,7 +35,8 @@ class AwsChunkedStream {
   // the next payload bytes and as many of them as `input` holds of their chunk, or up to the
   // end of the next chunk header (then stops, for its signature to be seen), or to the body's
   // end. A line cut short by the end of `input` is kept for the next call. The error,
-  // IncompleteBody (400), when the framing is malformed; the stream is then of no further use.
+  // IncompleteBody (400), when the framing is malformed or bytes come after the body's end; the
+  // stream is then of no further use.
   std::optional<S3Error> Next(std::span<std::byte> input, Step* step);
 
   // Payload bytes of the current chunk still to come (0 inside framing).

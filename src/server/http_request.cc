@@ -8,15 +8,12 @@
 #include <cstring>
 
 namespace kvtier::server {
-namespace {
 
 std::string_view TrimBlanks(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
-
-}  // namespace
 
 const std::string* HttpRequest::Header(std::string_view lower_name) const {
   for (const auto& [name, value] : headers) {

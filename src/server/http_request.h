@@ -123,6 +123,9 @@ class HttpRequestParser {
 // start; returns the bytes they make.
 std::span<std::byte> JoinInPlace(std::span<const std::span<std::byte>> pieces);
 
+// `s` without the spaces and tabs at either end (HTTP's optional whitespace).
+std::string_view TrimBlanks(std::string_view s);
+
 // The reason phrase of an HTTP status code, for the status line ("Error" for codes kvtierd does
 // not send).
 std::string_view HttpReason(int status);

@@ -23,12 +23,6 @@ constexpr int64_t kMaxPresignedSeconds = 7 * 24 * 3600;
 constexpr std::string_view kEmptySha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 S3Error Denied(std::string code, std::string message, int status = 403) {
   return S3Error{status, std::move(code), std::move(message)};
 }
@@ -109,7 +103,7 @@ bool ParseAuthorization(std::string_view header, Signed* out) {
   bool credential = false;
   while (!header.empty()) {
     const size_t comma = header.find(',');
-    const std::string_view item = Trim(header.substr(0, comma));
+    const std::string_view item = TrimBlanks(header.substr(0, comma));
     header = comma == std::string_view::npos ? std::string_view() : header.substr(comma + 1);
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) return false;

@@ -163,11 +163,7 @@ class S3Handler final : public ProtocolHandler {
       return {Action::kHandled, consumed, 0};
     }
     run_left_ = std::min(parser_.BodyRun(), put_->run());
-    if (run_left_ > put_->left()) {
-      return Fail({400, "IncompleteBody", "the body holds more than x-amz-decoded-content-length: " +
-                                              std::to_string(put_->body_bytes()) + " bytes"},
-                  out);
-    }
+    if (run_left_ > put_->left()) return Fail(put_->LongerThanDeclared(), out);
     Outcome o{run_left_ > 0 ? Action::kReceivePayload : Action::kConsumed, consumed,
               static_cast<size_t>(put_->left() - run_left_), static_cast<size_t>(run_left_)};
     o.request_goes_on = true;

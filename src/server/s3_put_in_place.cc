@@ -114,17 +114,11 @@ void S3InPlacePut::Filled() {
 std::optional<S3Error> S3InPlacePut::TakeBody(std::span<const std::span<std::byte>> pieces) {
   for (std::span<std::byte> piece : pieces) {
     while (!piece.empty()) {
-      if (framing_->done()) {
-        return S3Error{400, "IncompleteBody", "malformed aws-chunked body: bytes after the final CRLF"};
-      }
       AwsChunkedStream::Step step;
       if (std::optional<S3Error> e = framing_->Next(piece, &step)) return e;
       piece = piece.subspan(step.consumed);
       for (std::span<std::byte> data = step.data; !data.empty();) {
-        if (done()) {
-          return S3Error{400, "IncompleteBody", "the body holds more than x-amz-decoded-content-length: " +
-                                                    std::to_string(body_.size) + " bytes"};
-        }
+        if (done()) return LongerThanDeclared();
         const std::span<std::byte> to = Target(data.size());
         if (to.data() != data.data()) std::memcpy(to.data(), data.data(), to.size());
         Filled();
@@ -133,6 +127,11 @@ std::optional<S3Error> S3InPlacePut::TakeBody(std::span<const std::span<std::byt
     }
   }
   return std::nullopt;
+}
+
+S3Error S3InPlacePut::LongerThanDeclared() const {
+  return S3Error{400, "IncompleteBody", "the body holds more than x-amz-decoded-content-length: " +
+                                            std::to_string(body_.size) + " bytes"};
 }
 
 S3Reply S3InPlacePut::Finish(const HttpRequest& request, const S3Auth& auth) {

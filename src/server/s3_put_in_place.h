@@ -65,6 +65,8 @@ class S3InPlacePut {
   uint64_t run() const { return framing_->run(); }
   // Framed: the whole aws-chunked body, trailers included, has been read.
   bool framing_done() const { return framing_->done(); }
+  // Framed: the error for payload past x-amz-decoded-content-length.
+  S3Error LongerThanDeclared() const;
 
   // REQUIRES: done() (framed: framing_done()). Publishes the object, or adds the part, when the
   // body passed every check (otherwise the allocation is given back: nothing was visible). The
