@@ -182,17 +182,88 @@ TEST_F(SessionHintTest, WhileEvictionFollowsLruARetainedSessionStillGoesLast) {
   for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
 }
 
-TEST_F(SessionHintTest, RetentionEndsWhenItsTimeIsUp) {
+TEST_F(SessionHintTest, AnOverdueSessionIsKeptUntilItsRetentionEndsAsLongAgainAfterItsTime) {
   Open(16);
   PinFiller(10);
   const std::vector<uint64_t> waiting = Prompt(1, 3);
   Advance(5);
   const std::vector<uint64_t> other = Prompt(2, 3);
   ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(30)).ok());
+  // 31 s on, the tool call has overrun its 30 s: still protected, due back any moment.
   Advance(31);
   ASSERT_TRUE(Put(9000).ok());
+  for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
+  EXPECT_FALSE(Has(other.back()));
+  // 61 s on, the retention has ended: the blocks are ordinary ones, as recent as that moment,
+  // so the four blocks put later outlive the waiting session's tail.
+  Advance(30);
+  for (uint64_t k = 9001; k < 9005; ++k) ASSERT_TRUE(Put(k).ok());
   EXPECT_FALSE(Has(waiting.back()));
-  EXPECT_TRUE(Has(other.back()));
+  for (uint64_t k = 9001; k < 9005; ++k) EXPECT_TRUE(Has(k)) << k;
+}
+
+TEST_F(SessionHintTest, OfRetainedSessionsTheOneDueBackLastGivesWayFirstWhereverItsBlocksAre) {
+  Open(100);
+  PinFiller(10);
+  // Three agents in tool calls fill G2, each with 30 one-block prompts. The one due back last
+  // (a 300 s tool) was read first, so its blocks are the least recent, and the others' are
+  // more than a scan of 64 would pass over.
+  std::vector<std::vector<uint64_t>> sessions(3);
+  for (SessionId s = 1; s <= 3; ++s) {
+    for (int i = 0; i < 30; ++i) sessions[s - 1].push_back(Prompt(s, 1)[0]);
+  }
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(300)).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Retain(20)).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 3, Retain(60)).ok());
+  for (const std::vector<uint64_t>& keys : sessions) {
+    for (uint64_t k : keys) {
+      const BlockKey key = Key(k);
+      ASSERT_EQ(store_->LookupPrefix(tenant_, std::span(&key, 1))->num_blocks, 1u);
+    }
+  }
+  Advance(1);
+  ASSERT_TRUE(Put(9000).ok());
+  // The eviction takes the 300 s session's block read first.
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(Has(sessions[0][i]), i > 0) << i;
+    EXPECT_TRUE(Has(sessions[1][i])) << i;
+    EXPECT_TRUE(Has(sessions[2][i])) << i;
+  }
+}
+
+TEST_F(SessionHintTest, AnOverdueSessionGoesAfterOneDueBackLater) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> overdue = Prompt(1, 3);
+  const std::vector<uint64_t> later = Prompt(2, 3);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(10)).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Retain(300)).ok());
+  Advance(15);  // Session 1's tool call has overrun: it is due back any moment.
+  ASSERT_TRUE(Put(9000).ok());
+  for (uint64_t k : overdue) EXPECT_TRUE(Has(k)) << k;
+  EXPECT_FALSE(Has(later.back()));
+}
+
+TEST_F(SessionHintTest, ASessionThatCameBackIsNotItsOwnVictimWhileItPuts) {
+  Open(16);
+  PinFiller(10);
+  // Session 1 (a 300 s tool call) holds a chain and a stale block; session 2 (60 s) a chain.
+  const std::vector<uint64_t> back = Prompt(1, 2);
+  const std::vector<uint64_t> stale = Prompt(1, 1);
+  const std::vector<uint64_t> other = Prompt(2, 2);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(300)).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Retain(60)).ok());
+  Advance(5);  // G2 has room for one more block.
+  // Session 1 comes back early and extends its chain by two blocks: the first fits, and from
+  // then on session 1 is being served, no longer due back last; session 2 gives way.
+  PutOptions po;
+  po.session = 1;
+  po.parent = Key(back.back());
+  ASSERT_TRUE(store_->Put(tenant_, Key(9000), Value(9000), po).ok());
+  po.parent = Key(9000);
+  ASSERT_TRUE(store_->Put(tenant_, Key(9001), Value(9001), po).ok());
+  EXPECT_TRUE(Has(stale[0]));
+  EXPECT_FALSE(Has(other.back()));
 }
 
 TEST_F(SessionHintTest, RetainedBlocksStillGiveWaySoThatPutsNeverFail) {

@@ -26,7 +26,8 @@ enum class EntryState : uint8_t {
   kDetached,  // Deleted or evicted; kept until its readers and children are gone.
 };
 
-enum class QueueId : uint8_t { kNone, kProbation, kReused };
+// kSession: the queue of a session protected by a hint (MemoryTier::SessionSlot::queue).
+enum class QueueId : uint8_t { kNone, kProbation, kReused, kSession };
 
 struct Entry {
   BlockKey key;

@@ -490,6 +490,11 @@ Status MemoryTier::SaveSnapshot() {
         for (uint32_t i = lane.head; i != kNil; i = table_.at(i).next) order.push_back(i);
       }
     }
+    // Hints are not kept across restarts: protected sessions' blocks come back in the lanes.
+    for (const auto& [until, slot] : t.protected_sessions) {
+      const EntryList& queue = session_slots_[slot].queue;
+      for (uint32_t i = queue.head; i != kNil; i = table_.at(i).next) order.push_back(i);
+    }
   }
   for (uint32_t i = 0; i < table_.high_water(); ++i) {
     const Entry& e = table_.at(i);
@@ -547,7 +552,7 @@ Status MemoryTier::SaveSnapshot() {
     w.U32(e.last_access_s);
     w.U16(e.depth);
     w.U16(e.pins);
-    w.U8(static_cast<uint8_t>(e.queue));
+    w.U8(static_cast<uint8_t>(e.queue == QueueId::kSession ? LaneQueueOf(e) : e.queue));
     w.U8(e.flags & kSavedFlags);
     w.U8(e.dtype);
     w.U8(has_parent ? 1 : 0);

@@ -183,6 +183,7 @@ EntryList* MemoryTier::QueueOf(const Entry& e) {
   switch (e.queue) {
     case QueueId::kProbation: return &t.probation[LaneOf(e)];
     case QueueId::kReused: return &t.reused[LaneOf(e)];
+    case QueueId::kSession: return &session_slots_[e.session].queue;
     case QueueId::kNone: return nullptr;
   }
   return nullptr;
@@ -191,12 +192,14 @@ EntryList* MemoryTier::QueueOf(const Entry& e) {
 void MemoryTier::Dequeue(uint32_t index) {
   Entry& e = table_.at(index);
   if (EntryList* q = QueueOf(e)) table_.Remove(q, index, PagesFor(e.size));
+  if (e.queue == QueueId::kSession) --tenants_[e.tenant].session_queued;
   e.queue = QueueId::kNone;
 }
 
 void MemoryTier::Enqueue(uint32_t index, QueueId queue) {
   Entry& e = table_.at(index);
-  e.queue = queue;
+  e.queue = QueueFor(e, queue);
+  if (e.queue == QueueId::kSession) ++tenants_[e.tenant].session_queued;
   e.stamp = next_stamp_ += kStampStep;
   table_.PushBack(QueueOf(e), index, PagesFor(e.size));
   QueueFirstIfLow(index);
@@ -214,7 +217,8 @@ void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
   Entry& e = table_.at(index);
   // A chain's new block goes just ahead of its parent when they share a lane, so eviction
   // reaches the tail of a chain before its head. Re-queued blocks go to the back as usual.
-  e.queue = queue;
+  e.queue = QueueFor(e, queue);
+  if (e.queue == QueueId::kSession) ++tenants_[e.tenant].session_queued;
   EntryList* lane = QueueOf(e);
   if (e.parent != kNil && QueueOf(table_.at(e.parent)) == lane) {
     e.stamp = table_.at(e.parent).stamp - 1;
@@ -236,31 +240,6 @@ bool MemoryTier::Expired(const Entry& e, uint32_t now) const {
   }
   return config.ttl_s != 0 && e.pins == 0 && now > e.last_access_s &&
          now - e.last_access_s > config.ttl_s;
-}
-
-uint32_t MemoryTier::AcquireSessionSlot(uint32_t tenant, SessionId session) {
-  if (session == 0) return 0;
-  auto [it, inserted] = session_index_.try_emplace({tenant, session}, 0);
-  if (inserted) {
-    if (free_session_slots_.empty()) {
-      it->second = static_cast<uint32_t>(session_slots_.size());
-      session_slots_.emplace_back();
-    } else {
-      it->second = free_session_slots_.back();
-      free_session_slots_.pop_back();
-    }
-    session_slots_[it->second] = {tenant, session, 0};
-  }
-  ++session_slots_[it->second].refs;
-  return it->second;
-}
-
-void MemoryTier::ReleaseSessionSlot(uint32_t slot) {
-  if (slot == 0) return;
-  SessionSlot& s = session_slots_[slot];
-  if (--s.refs > 0) return;
-  session_index_.erase({s.tenant, s.id});
-  free_session_slots_.push_back(slot);
 }
 
 BlockMeta MemoryTier::MetaOf(const Entry& e) const {
@@ -393,7 +372,7 @@ void MemoryTier::Publish(uint32_t tenant, const BlockKey& key, size_t size,
   e.last_access_s = now;
   e.created_s = meta.created_us == 0 ? now : static_cast<uint32_t>(meta.created_us / 1000000);
   e.session = AcquireSessionSlot(tenant, meta.session);
-  session_slots_[e.session].finished = false;  // It goes on after all.
+  SessionCameBack(e.session, now);
   e.dtype = meta.dtype ? static_cast<uint8_t>(*meta.dtype) : 0;
   if (meta.in_shared) e.flags |= kEntryInShared;
   if (meta.role == BlockRole::kKvNeedsState) e.flags |= kEntryNeedsState;

@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <span>
@@ -269,6 +270,11 @@ class MemoryTier final : public BlockHandle::Releaser {
     GhostFilter ghost_reused;  // Evicted after having been in the reused queue.
     double reused_share = 0;   // Target share of the queued pages held by `reused`.
     EntryList recency;         // Every resident block, least recently used first.
+    // Sessions a hint protects, as (ProtectedUntil, session slot): eviction takes from the one
+    // due back last. Their blocks wait in their sessions' queues, outside the lanes.
+    std::set<std::pair<uint32_t, uint32_t>> protected_sessions;
+    std::set<std::pair<uint32_t, uint32_t>> protection_ends;  // (ProtectionEnd, session slot).
+    uint32_t session_queued = 0;  // Blocks in those queues.
     LruCheck lru_check;        // Whose victim eviction takes: the policy's or LRU's.
     TenantStats stats;
   };
@@ -278,13 +284,55 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint32_t tenant = 0;
     SessionId id = 0;
     uint32_t refs = 0;  // Resident entries naming this slot; 0 = free.
-    uint32_t retain_until_s = 0;  // SessionHint::retain_seconds: evicted last until then.
+    uint32_t retain_until_s = 0;  // SessionHint::retain_seconds: due back by then.
+    uint32_t retain_seconds = 0;  // The retention's length: it ends as long again after that.
     bool finished = false;  // SessionHint::finished, until the session puts again.
     Store::SessionPriority priority = Store::SessionPriority::kNormal;
+    // While a hint protects the session: its keys in the tenant's protected_sessions and
+    // protection_ends, and its queued blocks, in eviction order as in a lane (a chain's tail
+    // first). 0 = not protected.
+    uint32_t protected_until = 0;
+    uint32_t protected_end = 0;
+    EntryList queue;
   };
-  // Until when a hint protects the entry's block from eviction: its session's retention, or
-  // forever (due back last) for a high-priority session; 0 = not protected.
-  uint32_t ProtectedUntil(const Entry& e, uint32_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When a session a hint protects is due back, its blocks' order among protected ones (the one
+  // due back last goes first): its retention's time, or never (UINT32_MAX) for a high-priority
+  // session. A retained session past its time is overdue: due back any moment, so it goes last,
+  // until its retention ends, as long again after its time. 0 = not protected (a finished
+  // session is not).
+  static uint32_t ProtectedUntil(const SessionSlot& slot, uint32_t now);
+  // When that protection ends (UINT32_MAX: with a new hint only); 0 = not protected.
+  static uint32_t ProtectionEnd(const SessionSlot& slot, uint32_t now);
+  uint32_t ProtectedUntil(const Entry& e, uint32_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ProtectedUntil(session_slots_[e.session], now);
+  }
+  // Files the session in its tenant's protected_sessions under ProtectedUntil, after a hint or
+  // when a retention ends. A session no longer protected gives its queued blocks back to the
+  // lanes, at their recent ends (as if read now: a tool call that overran is still likely to
+  // come back).
+  void UpdateProtection(uint32_t session_slot, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A put into the session: a finished session goes on, and a retained one has come back, so
+  // its retention ends a second later (its own blocks are not its victims meanwhile).
+  void SessionCameBack(uint32_t session_slot, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UpdateProtection for each of the tenant's sessions whose retention has ended.
+  void EndPassedProtections(TenantState& t, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A protected block found in a lane (queued before its session was protected), and until when.
+  struct ProtectedCandidate {
+    uint32_t index = kNil;
+    uint32_t until = 0;
+  };
+  // The protected block to evict when nothing else is evictable: the first evictable block of
+  // the queue of the session due back last (Belady's choice, on the senders' word), or
+  // `in_lanes` when that is due later; kNil when no protected block is evictable.
+  uint32_t ProtectedVictim(const TenantState& t, ProtectedCandidate in_lanes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lanes' queue of a block: reused once it has been read again (or a ghost knew it).
+  static QueueId LaneQueueOf(const Entry& e) {
+    return (e.flags & kEntryWasReused) ? QueueId::kReused : QueueId::kProbation;
+  }
+  // The queue a block enqueued for `queue` goes to: its session's while a hint protects it
+  // (kSession for a session no longer protected: LaneQueueOf).
+  QueueId QueueFor(const Entry& e, QueueId queue) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves each resident block of `session_slot` to the cold end of its lane; `mark` is or-ed
   // into their policy bits.
   void QueueSessionFirst(uint32_t tenant, uint32_t session_slot, uint8_t mark)
@@ -340,9 +388,11 @@ class MemoryTier final : public BlockHandle::Releaser {
   // block, or an expired block at once): the least recently used, unless another is less likely
   // to return by kSignificance standard errors. kNil when the lanes hold none.
   // *decided (may be null) tells a victim taken on a hint, its expiry or its uselessness, not
-  // by the policy's order: LRU takes it too.
+  // by the policy's order: LRU takes it too. Protected blocks passed over update *in_lanes
+  // (with `evictable`) when due back later.
   uint32_t ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
-                        bool* decided = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                        bool* decided = nullptr, ProtectedCandidate* in_lanes = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LRU's candidate: the least recently used queued block with no reader, no child and no
   // retention (a hint that its session comes back soon); kNil when none is within
   // kMaxRecencySkips.

@@ -39,7 +39,7 @@ void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
 }
 
 uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
-                                  bool* decided) {
+                                  bool* decided, ProtectedCandidate* in_lanes) {
   // LRU's choice, and the candidate least likely to return, with the model's estimates.
   struct Candidate {
     uint32_t index = kNil;
@@ -47,9 +47,11 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
     double error = 0;
   };
   Candidate oldest, least;
-  uint32_t retained = kNil, retained_until = 0, low = kNil;
+  uint32_t low = kNil;
   bool unused;
+  ProtectedCandidate unused_protected;
   if (decided == nullptr) decided = &unused;
+  if (in_lanes == nullptr) in_lanes = &unused_protected;
   *decided = true;
   for (const EntryList& lane : lanes) {
     int skipped = 0;
@@ -66,14 +68,13 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
           if (low == kNil) low = idx;
           break;
         }
-        // A session hinted to come back soon goes last, within a bounded search; of those, the
-        // one due back last goes first (Belady's choice, on the senders' word).
+        // A session hinted to come back soon goes last (its blocks queued before the hint are
+        // passed over here, within a bounded search; ProtectedVictim weighs them).
         if (const uint32_t until = ProtectedUntil(e, now);
             until != 0 && skipped++ < kMaxRetainedSkips) {
-          if (retained == kNil || until > retained_until ||
-              (until == retained_until && e.stamp < table_.at(retained).stamp)) {
-            retained = idx;
-            retained_until = until;
+          if (in_lanes->index == kNil || until > in_lanes->until ||
+              (until == in_lanes->until && e.stamp < table_.at(in_lanes->index).stamp)) {
+            *in_lanes = {idx, until};
           }
           continue;
         }
@@ -89,67 +90,13 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
     }
   }
   if (low != kNil) return low;
-  if (oldest.index == kNil) return retained;
+  if (oldest.index == kNil) return kNil;
   *decided = false;
   // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
   // errors.
   return oldest.chance - least.chance > kSignificance * std::hypot(oldest.error, least.error)
              ? least.index
              : oldest.index;
-}
-
-Status MemoryTier::HintSession(uint32_t tenant, SessionId session,
-                               const Store::SessionHint& hint) {
-  if (session == 0) return Status::InvalidArgument("session 0 means \"no session\"");
-  const bool goes_on = hint.retain_seconds != 0 || hint.priority.has_value();
-  if (!goes_on && !hint.finished) return Status::InvalidArgument("the session hint is empty");
-  if (goes_on && hint.finished) {
-    return Status::InvalidArgument("a finished session has no retention or priority");
-  }
-  if (hint.retain_seconds > max_hint_retain_seconds_) {
-    return Status::InvalidArgument("retain_seconds " + std::to_string(hint.retain_seconds) +
-                                   " is over the limit of " +
-                                   std::to_string(max_hint_retain_seconds_) +
-                                   " (memory.max_hint_retain_seconds)");
-  }
-  MutexLock l(&mu_);
-  auto it = session_index_.find({tenant, session});
-  if (it == session_index_.end()) return Status::NotFound("session has no block in G2");
-  const uint32_t slot_index = it->second;
-  SessionSlot& slot = session_slots_[slot_index];
-  ++tenants_[tenant].stats.session_hints;
-  if (hint.retain_seconds != 0) slot.retain_until_s = NowSeconds() + hint.retain_seconds;
-  if (hint.priority) {
-    const bool lowered = *hint.priority == Store::SessionPriority::kLow &&
-                         slot.priority != Store::SessionPriority::kLow;
-    slot.priority = *hint.priority;
-    if (lowered) QueueSessionFirst(tenant, slot_index, 0);
-  }
-  if (!hint.finished) return Status::OK();
-  slot.retain_until_s = 0;
-  if (slot.finished) return Status::OK();  // Nothing put since: its blocks are marked.
-  slot.finished = true;
-  // Marked to be taken as soon as they are reached (one pass over the table per finished
-  // session: a repeat costs nothing until it puts again).
-  QueueSessionFirst(tenant, slot_index, kPolicyFinished);
-  return Status::OK();
-}
-
-void MemoryTier::QueueSessionFirst(uint32_t tenant, uint32_t session_slot, uint8_t mark) {
-  for (uint32_t idx = 0; idx < table_.high_water(); ++idx) {
-    Entry& e = table_.at(idx);
-    if (e.state != EntryState::kResident || e.tenant != tenant || e.session != session_slot) {
-      continue;
-    }
-    e.policy |= mark;
-    if (e.queue != QueueId::kNone) QueueFirst(idx);  // Not pinned or demoting.
-  }
-}
-
-uint32_t MemoryTier::ProtectedUntil(const Entry& e, uint32_t now) const {
-  const SessionSlot& slot = session_slots_[e.session];
-  if (slot.retain_until_s > now) return slot.retain_until_s;
-  return slot.priority == Store::SessionPriority::kHigh ? UINT32_MAX : 0;
 }
 
 uint32_t MemoryTier::CountOf(const Lanes& lanes) {
@@ -261,10 +208,15 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
     for (const EntryList& lane : queue) {
       if (lane.head != kNil) oldest = std::min(oldest, table_.at(lane.head).last_access_s);
     }
-    if (oldest == UINT32_MAX) continue;
+    double age = -double(oldest);
+    if (oldest == UINT32_MAX) {
+      if (v.protected_sessions.empty()) continue;
+      // Only blocks a hint protects: after every tenant with others, the one whose session is
+      // due back last first.
+      age = double(v.protected_sessions.rbegin()->first) - 0x1p33;
+    }
     double limit = v.budget_pages ? double(v.budget_pages) : double(total_pages_);
-    order.push_back({any_budget ? 0 : -double(oldest),
-                     double(v.used_pages - v.demoting_pages) / limit, i});
+    order.push_back({any_budget ? 0 : age, double(v.used_pages - v.demoting_pages) / limit, i});
   }
   std::sort(order.begin(), order.end(), std::greater<>());
   for (const Candidate& c : order) {
@@ -275,9 +227,15 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
 
 bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
   TenantState& t = tenants_[tenant];
+  EndPassedProtections(t, now);
   bool decided = false;
-  uint32_t victim = ChooseVictim(t.probation, now, /*evictable=*/true, &decided);
-  if (victim == kNil) victim = ChooseVictim(t.reused, now, /*evictable=*/true, &decided);
+  ProtectedCandidate in_lanes;
+  uint32_t victim = ChooseVictim(t.probation, now, /*evictable=*/true, &decided, &in_lanes);
+  if (victim == kNil) {
+    victim = ChooseVictim(t.reused, now, /*evictable=*/true, &decided, &in_lanes);
+  }
+  // Protected blocks go only when nothing else of the tenant can.
+  if (victim == kNil) victim = ProtectedVictim(t, in_lanes);
   if (victim == kNil) return false;
   if (t.lru_check.follows_lru && !decided) {
     if (const uint32_t lru = LruCandidate(t, now); lru != kNil) victim = lru;
@@ -343,7 +301,8 @@ void MemoryTier::EvictVictim(uint32_t idx, uint32_t now) {
   const Entry& e = table_.at(idx);
   if (!Expired(e, now)) {
     TenantState& t = tenants_[e.tenant];
-    const size_t remember = kGhostsPerQueuedBlock * (CountOf(t.probation) + CountOf(t.reused));
+    const size_t remember =
+        kGhostsPerQueuedBlock * (CountOf(t.probation) + CountOf(t.reused) + t.session_queued);
     GhostFilter& ghost = (e.flags & kEntryWasReused) ? t.ghost_reused : t.ghost_once;
     ghost.Insert(e.key.Hash64(), remember, e.turn);
   }
