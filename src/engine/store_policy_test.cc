@@ -194,12 +194,14 @@ TEST_F(SessionHintTest, AnOverdueSessionIsKeptUntilItsRetentionEndsAsLongAgainAf
   ASSERT_TRUE(Put(9000).ok());
   for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
   EXPECT_FALSE(Has(other.back()));
-  // 61 s on, the retention has ended: the blocks are ordinary ones, as recent as that moment,
-  // so the four blocks put later outlive the waiting session's tail.
+  // 61 s on, the retention has ended: the session has not come back in twice its time, and
+  // its blocks go first, tail first, before older ones of no hint.
   Advance(30);
-  for (uint64_t k = 9001; k < 9005; ++k) ASSERT_TRUE(Put(k).ok());
+  ASSERT_TRUE(Put(9001).ok());
   EXPECT_FALSE(Has(waiting.back()));
-  for (uint64_t k = 9001; k < 9005; ++k) EXPECT_TRUE(Has(k)) << k;
+  EXPECT_TRUE(Has(waiting.front()));
+  EXPECT_TRUE(Has(other.front()));
+  EXPECT_TRUE(Has(9000));
 }
 
 TEST_F(SessionHintTest, OfRetainedSessionsTheOneDueBackLastGivesWayFirstWhereverItsBlocksAre) {
@@ -348,6 +350,42 @@ TEST_F(SessionHintTest, AHighPrioritySessionIsKeptOverOthersAndGivesWayBeforeARe
   EXPECT_FALSE(Has(high[1]));
   EXPECT_TRUE(Has(high[0]));
   EXPECT_TRUE(Has(9001));
+}
+
+TEST_F(SessionHintTest, TenantsWithoutBudgetsShareG2AsOneCacheHintsIncluded) {
+  Open(16, {TenantOptions{"a"}, TenantOptions{"b"}});
+  const TenantId b = *store_->FindTenant("b");
+  PinFiller(8);
+  auto prompt = [&](TenantId t, SessionId session, uint64_t first, int blocks) {
+    for (int i = 0; i < blocks; ++i) {
+      PutOptions po;
+      po.session = session;
+      if (i > 0) po.parent = Key(first + i - 1);
+      ASSERT_TRUE(store_->Put(t, Key(first + i), Value(first + i), po).ok());
+    }
+  };
+  // Tenant a: an agent in a 300 s tool call, then one finished. Tenant b, later: an agent in a
+  // 20 s tool call and a block of no session.
+  prompt(tenant_, 1, 100, 2);
+  prompt(tenant_, 2, 200, 2);
+  Advance(5);
+  prompt(b, 1, 300, 2);
+  ASSERT_TRUE(Put(400, std::nullopt, b).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(300)).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 2, Finished()).ok());
+  ASSERT_TRUE(store_->HintSession(b, 1, Retain(20)).ok());
+  Advance(5);
+  // Tenant b's session comes back with five more blocks (one fits). Tenant a's finished session
+  // goes first, though b's blocks are more recent; then b's block of no hint, though tenant a's
+  // retained blocks are older; then a's 300 s session, due back after b's, though older.
+  prompt(b, 1, 300, 7);
+  EXPECT_FALSE(Has(200));
+  EXPECT_FALSE(Has(201));
+  EXPECT_FALSE(Has(400, b));
+  EXPECT_FALSE(Has(101));
+  EXPECT_TRUE(Has(100));
+  EXPECT_TRUE(Has(300, b));
+  EXPECT_TRUE(Has(301, b));
 }
 
 TEST_F(SessionHintTest, BadHintsAreRefusedWithAReason) {

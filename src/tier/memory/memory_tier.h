@@ -316,16 +316,10 @@ class MemoryTier final : public BlockHandle::Releaser {
   void SessionCameBack(uint32_t session_slot, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UpdateProtection for each of the tenant's sessions whose retention has ended.
   void EndPassedProtections(TenantState& t, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A protected block found in a lane (queued before its session was protected), and until when.
-  struct ProtectedCandidate {
-    uint32_t index = kNil;
-    uint32_t until = 0;
-  };
   // The protected block to evict when nothing else is evictable: the first evictable block of
-  // the queue of the session due back last (Belady's choice, on the senders' word), or
-  // `in_lanes` when that is due later; kNil when no protected block is evictable.
-  uint32_t ProtectedVictim(const TenantState& t, ProtectedCandidate in_lanes) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // the queue of the session due back last (Belady's choice, on the senders' word); kNil when
+  // no protected block is evictable.
+  uint32_t ProtectedVictim(const TenantState& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The lanes' queue of a block: reused once it has been read again (or a ghost knew it).
   static QueueId LaneQueueOf(const Entry& e) {
     return (e.flags & kEntryWasReused) ? QueueId::kReused : QueueId::kProbation;
@@ -337,9 +331,6 @@ class MemoryTier final : public BlockHandle::Releaser {
   // into their policy bits.
   void QueueSessionFirst(uint32_t tenant, uint32_t session_slot, uint8_t mark)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Protected blocks ChooseVictim passes over in one lane before taking one as any other: a
-  // hint orders evictions, it never makes them cost more than this.
-  static constexpr int kMaxRetainedSkips = 64;
 
   // `named_files`: the arena is files of OpenFromFile.
   MemoryTier(std::unique_ptr<Arena> arena, bool named_files, const MemoryTierOptions& options,
@@ -388,11 +379,10 @@ class MemoryTier final : public BlockHandle::Releaser {
   // block, or an expired block at once): the least recently used, unless another is less likely
   // to return by kSignificance standard errors. kNil when the lanes hold none.
   // *decided (may be null) tells a victim taken on a hint, its expiry or its uselessness, not
-  // by the policy's order: LRU takes it too. Protected blocks passed over update *in_lanes
-  // (with `evictable`) when due back later.
+  // by the policy's order: LRU takes it too. With `evictable`, a block of a protected session
+  // (queued before its hint) met on the way moves to its session's queue.
   uint32_t ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
-                        bool* decided = nullptr, ProtectedCandidate* in_lanes = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                        bool* decided = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LRU's candidate: the least recently used queued block with no reader, no child and no
   // retention (a hint that its session comes back soon); kNil when none is within
   // kMaxRecencySkips.
@@ -447,6 +437,11 @@ class MemoryTier final : public BlockHandle::Releaser {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictAcrossTenants(uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictOne(uint32_t tenant, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The tenant's next victim, not yet evicted (kNil: none); `protected_too`: a block a hint
+  // protects when no other can go. *decided: taken for a reason (expiry, a hint, uselessness),
+  // not by the policy's order.
+  uint32_t NextVictim(uint32_t tenant, uint32_t now, bool protected_too, bool* decided)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Remembers the victim in its ghost, then Evict.
   void EvictVictim(uint32_t index, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a chosen victim: expired, demoted to G3 if admitted, or dropped.

@@ -39,7 +39,7 @@ void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
 }
 
 uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
-                                  bool* decided, ProtectedCandidate* in_lanes) {
+                                  bool* decided) {
   // LRU's choice, and the candidate least likely to return, with the model's estimates.
   struct Candidate {
     uint32_t index = kNil;
@@ -49,14 +49,12 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
   Candidate oldest, least;
   uint32_t low = kNil;
   bool unused;
-  ProtectedCandidate unused_protected;
   if (decided == nullptr) decided = &unused;
-  if (in_lanes == nullptr) in_lanes = &unused_protected;
   *decided = true;
   for (const EntryList& lane : lanes) {
-    int skipped = 0;
-    for (uint32_t idx = lane.head; idx != kNil; idx = table_.at(idx).next) {
+    for (uint32_t idx = lane.head, next; idx != kNil; idx = next) {
       const Entry& e = table_.at(idx);
+      next = e.next;
       if (evictable) {
         if (Expired(e, now)) return idx;
         // A leased block is being read; a parent of resident blocks goes after its children.
@@ -68,14 +66,11 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
           if (low == kNil) low = idx;
           break;
         }
-        // A session hinted to come back soon goes last (its blocks queued before the hint are
-        // passed over here, within a bounded search; ProtectedVictim weighs them).
-        if (const uint32_t until = ProtectedUntil(e, now);
-            until != 0 && skipped++ < kMaxRetainedSkips) {
-          if (in_lanes->index == kNil || until > in_lanes->until ||
-              (until == in_lanes->until && e.stamp < table_.at(in_lanes->index).stamp)) {
-            *in_lanes = {idx, until};
-          }
+        // A block of a session a hint protects, queued before the hint: it joins its session's
+        // queue, where ProtectedVictim weighs it (a block moves once, so scans stay short).
+        if (session_slots_[e.session].protected_until != 0) {
+          Dequeue(idx);
+          Enqueue(idx, QueueId::kSession);
           continue;
         }
       }
@@ -189,57 +184,85 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
 }
 
 bool MemoryTier::EvictAcrossTenants(uint32_t now) {
-  // With budgets, the tenant using the largest share of its budget (of the tier when
-  // unlimited) gives up a block. Without any, tenants share the tier as one cache: the one
-  // whose oldest queued block was accessed longest ago gives it up. If it cannot, the next.
   const bool any_budget = std::any_of(tenants_.begin(), tenants_.end(),
                                       [](const TenantState& t) { return t.budget_pages != 0; });
-  struct Candidate {
-    double age;    // Minus the oldest queued block's last access; 0 with budgets.
-    double share;  // Of the budget, or of the tier.
-    uint32_t tenant;
-    auto operator<=>(const Candidate&) const = default;
+  if (any_budget) {
+    // The tenant using the largest share of its budget (of the tier when unlimited) gives up
+    // a block; if it cannot, the next.
+    std::vector<std::pair<double, uint32_t>> order;
+    for (uint32_t i = 0; i < tenants_.size(); ++i) {
+      const TenantState& v = tenants_[i];
+      const double limit = v.budget_pages ? double(v.budget_pages) : double(total_pages_);
+      order.emplace_back(double(v.used_pages - v.demoting_pages) / limit, i);
+    }
+    std::sort(order.begin(), order.end(), std::greater<>());
+    for (const auto& [share, tenant] : order) {
+      if (EvictOne(tenant, now)) return true;
+    }
+    return false;
+  }
+  // Without budgets the tenants share the tier as one cache, and its victim is chosen as a
+  // tenant's is, across them all: a block taken for a reason (expired, of a finished or
+  // low-priority session, serving nothing) first, then the policies' victims, least recently
+  // used first; a block a hint protects only when no tenant has another, from the session due
+  // back last.
+  struct Pick {
+    bool decided;
+    double age;  // Minus the tenant's oldest queued block's last access.
+    uint32_t index;
+    auto operator<=>(const Pick&) const = default;
   };
-  std::vector<Candidate> order;
+  std::optional<Pick> best;
   for (uint32_t i = 0; i < tenants_.size(); ++i) {
+    bool decided = false;
+    const uint32_t victim = NextVictim(i, now, /*protected_too=*/false, &decided);
+    if (victim == kNil) continue;
+    // Policies' victims: the tenant whose oldest queued block was accessed longest ago.
     const TenantState& v = tenants_[i];
-    const Lanes& queue = CountOf(v.probation) > 0 ? v.probation : v.reused;
     uint32_t oldest = UINT32_MAX;
-    for (const EntryList& lane : queue) {
-      if (lane.head != kNil) oldest = std::min(oldest, table_.at(lane.head).last_access_s);
+    for (const Lanes* queue : {&v.probation, &v.reused}) {
+      for (const EntryList& lane : *queue) {
+        if (lane.head != kNil) oldest = std::min(oldest, table_.at(lane.head).last_access_s);
+      }
     }
-    double age = -double(oldest);
-    if (oldest == UINT32_MAX) {
-      if (v.protected_sessions.empty()) continue;
-      // Only blocks a hint protects: after every tenant with others, the one whose session is
-      // due back last first.
-      age = double(v.protected_sessions.rbegin()->first) - 0x1p33;
+    const Pick pick{decided, -double(oldest), victim};
+    if (!best || pick > *best) best = pick;
+  }
+  if (!best) {
+    for (const TenantState& t : tenants_) {
+      if (t.protected_sessions.empty()) continue;
+      const uint32_t victim = ProtectedVictim(t);
+      if (victim == kNil) continue;
+      const Pick pick{true, double(t.protected_sessions.rbegin()->first), victim};
+      if (!best || pick > *best) best = pick;
     }
-    double limit = v.budget_pages ? double(v.budget_pages) : double(total_pages_);
-    order.push_back({any_budget ? 0 : age, double(v.used_pages - v.demoting_pages) / limit, i});
   }
-  std::sort(order.begin(), order.end(), std::greater<>());
-  for (const Candidate& c : order) {
-    if (EvictOne(c.tenant, now)) return true;
+  if (!best) return false;
+  EvictVictim(best->index, now);
+  return true;
+}
+
+uint32_t MemoryTier::NextVictim(uint32_t tenant, uint32_t now, bool protected_too,
+                                bool* decided) {
+  TenantState& t = tenants_[tenant];
+  EndPassedProtections(t, now);
+  uint32_t victim = ChooseVictim(t.probation, now, /*evictable=*/true, decided);
+  if (victim == kNil) victim = ChooseVictim(t.reused, now, /*evictable=*/true, decided);
+  // Protected blocks go only when nothing else of the tenant can.
+  if (victim == kNil && protected_too) {
+    victim = ProtectedVictim(t);
+    *decided = true;
   }
-  return false;
+  if (victim != kNil && t.lru_check.follows_lru && !*decided) {
+    if (const uint32_t lru = LruCandidate(t, now); lru != kNil) victim = lru;
+  }
+  return victim;
 }
 
 bool MemoryTier::EvictOne(uint32_t tenant, uint32_t now) {
-  TenantState& t = tenants_[tenant];
-  EndPassedProtections(t, now);
   bool decided = false;
-  ProtectedCandidate in_lanes;
-  uint32_t victim = ChooseVictim(t.probation, now, /*evictable=*/true, &decided, &in_lanes);
-  if (victim == kNil) {
-    victim = ChooseVictim(t.reused, now, /*evictable=*/true, &decided, &in_lanes);
-  }
-  // Protected blocks go only when nothing else of the tenant can.
-  if (victim == kNil) victim = ProtectedVictim(t, in_lanes);
+  const uint32_t victim = NextVictim(tenant, now, /*protected_too=*/true, &decided);
   if (victim == kNil) return false;
-  if (t.lru_check.follows_lru && !decided) {
-    if (const uint32_t lru = LruCandidate(t, now); lru != kNil) victim = lru;
-  }
   EvictVictim(victim, now);
   return true;
 }

@@ -142,13 +142,10 @@ void MemoryTier::UpdateProtection(uint32_t session_slot, uint32_t now) {
     t.protection_ends.emplace(end, session_slot);
     return;
   }
-  // In queue order, so the chains' tails stay ahead of their heads.
-  while (s.queue.head != kNil) {
-    const uint32_t idx = s.queue.head;
-    Dequeue(idx);
-    Enqueue(idx, QueueId::kSession);
-  }
-  RebalanceQueues(s.tenant, now);
+  // Its blocks go to the cold ends of their probation lanes, in its queue's order (chains'
+  // tails first): a session that has not come back in twice its retention, or is no longer of
+  // high priority, has waited longer than the blocks queued meanwhile.
+  while (s.queue.tail != kNil) QueueFirst(s.queue.tail);
 }
 
 void MemoryTier::SessionCameBack(uint32_t session_slot, uint32_t now) {
@@ -170,9 +167,8 @@ void MemoryTier::EndPassedProtections(TenantState& t, uint32_t now) {
   }
 }
 
-uint32_t MemoryTier::ProtectedVictim(const TenantState& t, ProtectedCandidate in_lanes) const {
+uint32_t MemoryTier::ProtectedVictim(const TenantState& t) const {
   for (auto it = t.protected_sessions.rbegin(); it != t.protected_sessions.rend(); ++it) {
-    if (in_lanes.index != kNil && in_lanes.until >= it->first) break;
     // The queue's first block with no reader and no child: its chain's tail. A session whose
     // blocks are all read or are prefixes of other sessions' passes to the next.
     for (uint32_t idx = session_slots_[it->second].queue.head; idx != kNil;
@@ -181,7 +177,7 @@ uint32_t MemoryTier::ProtectedVictim(const TenantState& t, ProtectedCandidate in
       if (e.readers == 0 && e.children == 0) return idx;
     }
   }
-  return in_lanes.index;
+  return kNil;
 }
 
 }  // namespace kvtier
