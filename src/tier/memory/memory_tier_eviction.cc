@@ -233,7 +233,8 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
       if (t.protected_sessions.empty()) continue;
       const uint32_t victim = ProtectedVictim(t);
       if (victim == kNil) continue;
-      const Pick pick{true, double(t.protected_sessions.rbegin()->first), victim};
+      const Pick pick{true, double(session_slots_[table_.at(victim).session].protected_until),
+                      victim};
       if (!best || pick > *best) best = pick;
     }
   }
