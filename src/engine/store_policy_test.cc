@@ -388,6 +388,33 @@ TEST_F(SessionHintTest, TenantsWithoutBudgetsShareG2AsOneCacheHintsIncluded) {
   EXPECT_TRUE(Has(301, b));
 }
 
+TEST_F(SessionHintTest, AcrossTenantsTheBlockOfTheSessionDueBackLastGoesFirst) {
+  Open(16, {TenantOptions{"a"}, TenantOptions{"b"}});
+  const TenantId b = *store_->FindTenant("b");
+  PinFiller(10);
+  auto put = [&](TenantId t, SessionId session, uint64_t k, std::optional<uint64_t> parent) {
+    PutOptions po;
+    po.session = session;
+    if (parent) po.parent = Key(*parent);
+    ASSERT_TRUE(store_->Put(t, Key(k), Value(k), po).ok());
+  };
+  // Tenant a: session 3 (due back in 600 s) put a shared prefix, which session 1 (in 100 s)
+  // extends, so session 3 has no block to give. Tenant b: session 1, due back in 300 s.
+  put(tenant_, 3, 100, std::nullopt);
+  put(tenant_, 1, 101, 100);
+  put(tenant_, 1, 102, 101);
+  put(b, 1, 200, std::nullopt);
+  put(b, 1, 201, 200);
+  put(b, 1, 202, 201);
+  ASSERT_TRUE(store_->HintSession(tenant_, 3, Retain(600)).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(100)).ok());
+  ASSERT_TRUE(store_->HintSession(b, 1, Retain(300)).ok());
+  // Only protected blocks are left: tenant b's session is due back after a's session 1.
+  ASSERT_TRUE(Put(9000).ok());
+  EXPECT_FALSE(Has(202, b));
+  EXPECT_TRUE(Has(102));
+}
+
 TEST_F(SessionHintTest, BadHintsAreRefusedWithAReason) {
   Open(16, {TenantOptions{"a"}, TenantOptions{"b"}});
   Prompt(1, 2);
