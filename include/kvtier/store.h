@@ -479,14 +479,19 @@ class Store {
                                    std::string_view protocol, bool lockout) = 0;
 
   // What an engine, a router or an agent framework knows of a session that the Store cannot
-  // see. A hint orders G2's evictions within the tenant and nothing else: it never keeps a
-  // block past the tenant's budget, a pin, a TTL, a deletion or the capacity (a put always
-  // finds room as without hints). A hint is forgotten when the session has no block left in G2.
+  // see. A hint orders G2's evictions and nothing else: it never keeps a block past the
+  // tenant's budget, a pin, a TTL, a deletion or the capacity (a put always finds room as
+  // without hints). With budgets it orders the tenant's own evictions; tenants without budgets
+  // share G2 as one cache, where a protected block goes after every other tenant's unprotected
+  // ones too (budgets are what isolates tenants from each other's hints). A hint is forgotten
+  // when the session has no block left in G2.
   enum class SessionPriority : uint8_t { kNormal = 0, kLow = 1, kHigh = 2 };
   struct SessionHint {
     // The session comes back within this many seconds (the agent waits on a tool call): its G2
-    // blocks are evicted only when no other block of the tenant can be, until then. 0 = none;
-    // at most MemoryTierOptions::max_hint_retain_seconds.
+    // blocks are evicted only when no other block of the tenant can be, the session due back
+    // last first; past that time it is overdue (due any moment, so kept over the others) for
+    // as long again. A put into the session ends the retention. 0 = none; at most
+    // MemoryTierOptions::max_hint_retain_seconds.
     uint32_t retain_seconds = 0;
     // The session is over: its G2 blocks are the tenant's next victims.
     bool finished = false;

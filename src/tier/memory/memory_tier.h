@@ -56,9 +56,9 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -307,9 +307,9 @@ class MemoryTier final : public BlockHandle::Releaser {
     return ProtectedUntil(session_slots_[e.session], now);
   }
   // Files the session in its tenant's protected_sessions under ProtectedUntil, after a hint or
-  // when a retention ends. A session no longer protected gives its queued blocks back to the
-  // lanes, at their recent ends (as if read now: a tool call that overran is still likely to
-  // come back).
+  // when a retention ends. A session no longer protected gives its queued blocks to the cold
+  // ends of the probation lanes (it did not come back in twice its retention, or is no longer
+  // of high priority).
   void UpdateProtection(uint32_t session_slot, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A put into the session: a finished session goes on, and a retained one has come back, so
   // its retention ends a second later (its own blocks are not its victims meanwhile).
