@@ -154,7 +154,7 @@ class Client {
   virtual Result<DeletionReport> DeleteSession(SessionId session) = 0;
   // Tells the server what the caller knows of a session of this tenant (Store::SessionHint:
   // a tool call's expected time, the session's end, its priority); it orders G2's evictions
-  // within the tenant only. The Store's errors (NotFound when no block of the session is in G2);
+  // only (Store::SessionHint). The Store's errors (NotFound when no block of the session is in G2);
   // Unimplemented when the server predates hints.
   virtual Status HintSession(SessionId session, const Store::SessionHint& hint) = 0;
   // Deletes every block of the connection's tenant, on every tier. Other tenants are untouched.

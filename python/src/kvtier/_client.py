@@ -327,13 +327,15 @@ class Client(_BlockClient):
         """Tells kvtierd what the caller knows of one of this tenant's sessions.
 
         ``retain_s``: the session comes back within this many seconds (an agent waits on a
-        tool call): its DRAM blocks are evicted after the tenant's others until then.
+        tool call): its DRAM blocks are evicted after the tenant's others until then, and
+        kept past that time for as long again (overdue: due back any moment).
         ``priority``: ``"low"`` (evicted first, after finished sessions), ``"normal"`` or
         ``"high"`` (evicted last, as a retained session); it holds for the session's later
         blocks too. ``finished``: the session is over, its blocks go first (alone).
 
-        A hint orders evictions within the tenant and nothing else (docs/store.md, "Session
-        hints"). Raises :class:`NotFound` when no block of the session is in DRAM,
+        A hint orders evictions and nothing else: within the tenant when tenants have
+        budgets, across tenants sharing DRAM without them (docs/store.md, "Session hints").
+        Raises :class:`NotFound` when no block of the session is in DRAM,
         :class:`InvalidArgument` for an empty or contradictory hint or one past
         ``memory.max_hint_retain_seconds``.
         """
