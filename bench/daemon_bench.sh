@@ -76,7 +76,7 @@ prefault = true   # measure the protocol, not first-touch page faults of the are
 EOF
 "$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/kvtierd.log" &
 PIDS+=($!)
-wait_kvtierd "$!" "$DIR/kvtierd.toml" "$DIR/ports" "$DIR/kvtierd.log"
+wait_kvtierd "$!" "$DIR/ports" "$DIR/kvtierd.log"
 # shellcheck disable=SC1091
 source "$DIR/ports"
 # The RESP comparison runs against a kvtierd of its own with one event loop, as redis-server
@@ -101,7 +101,7 @@ EOF
 "$KVTIERD" --config "$DIR/resp.toml" --port-file "$DIR/resp_ports" 2>"$DIR/kvtierd_resp.log" &
 KVTIERD_PID=$!
 PIDS+=($KVTIERD_PID)
-wait_kvtierd "$KVTIERD_PID" "$DIR/resp.toml" "$DIR/resp_ports" "$DIR/kvtierd_resp.log"
+wait_kvtierd "$KVTIERD_PID" "$DIR/resp_ports" "$DIR/kvtierd_resp.log"
 RESP_PORT=$(sed -n 's/^resp_port=//p' "$DIR/resp_ports")
 REDIS=""
 KV_RESP=""
@@ -122,7 +122,7 @@ if command -v openssl >/dev/null; then
   "$KVTIERD" --config "$DIR/tls.toml" --port-file "$DIR/tls_ports" --unix-socket "" \
     --tls-cert "$DIR/cert.pem" --tls-key "$DIR/key.pem" 2>"$DIR/kvtierd_tls.log" &
   PIDS+=($!)
-  wait_kvtierd "$!" "$DIR/tls.toml" "$DIR/tls_ports" "$DIR/kvtierd_tls.log"
+  wait_kvtierd "$!" "$DIR/tls_ports" "$DIR/kvtierd_tls.log"
   TLS_NATIVE_PORT=$(sed -n 's/^native_port=//p' "$DIR/tls_ports")
   KV_TLS=$("$NATIVE_BENCH" --endpoint "127.0.0.1:$TLS_NATIVE_PORT" --tls-ca "$DIR/cert.pem" \
     --clients "$CLIENTS" --ops "$OPS" --value-bytes "$VALUE")

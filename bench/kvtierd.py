@@ -1,6 +1,7 @@
 """Starting a kvtierd for a Python benchmark (bench/common.sh's `wait_kvtierd` is the wait for
 the shell ones): its configuration written to a directory of its own, its log there, and the
-wait until it serves and, when it takes G2's memory up front (`prefault = true`), has taken it.
+wait until it serves and, when it takes G2's memory up front (`prefault = true`), has taken it
+(its port file says `g2_provisioned=1`).
 
 G2 takes that memory on a thread of its own while it already serves: a benchmark that started
 measuring meanwhile would charge its first phase for clearing every page of G2 beside it."""
@@ -13,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-# The line G2's provisioning thread logs when it is done, or when it gives up.
+# The line G2's provisioning thread logs when it is done (how much, how long), or when it gives up.
 PROVISIONED = re.compile(
     r"G2: took (\d+) MiB of memory up front in (\d+) ms|G2: memory not taken up front"
 )
@@ -34,14 +35,12 @@ def read_ports(path: Path) -> dict[str, str]:
 def wait_ready(
     proc: subprocess.Popen[bytes], directory: Path, log: Path, seconds: float = 120
 ) -> dict[str, str]:
-    """Waits until the kvtierd of ``directory``'s kvtierd.toml, started with ``--port-file
-    directory/ports`` and logging to ``log``, serves and has provisioned G2 (where its
-    configuration asks for that); returns its ports. Raises RuntimeError, with the log, when it
-    exits or takes longer than ``seconds``."""
-    prefault = re.search(r"^prefault\s*=\s*true", (directory / "kvtierd.toml").read_text(), re.M)
+    """Waits until the kvtierd started with ``--port-file directory/ports`` and logging to
+    ``log`` serves and has provisioned G2 (its port file says ``g2_provisioned=1``); returns its
+    ports. Raises RuntimeError, with the log, when it exits or takes longer than ``seconds``."""
     ports = directory / "ports"
     deadline = time.monotonic() + seconds
-    while not ports.exists() or (prefault and not PROVISIONED.search(log.read_text())):
+    while not ports.exists() or read_ports(ports).get("g2_provisioned") != "1":
         if proc.poll() is not None or time.monotonic() > deadline:
             what = "G2 did not take its memory" if ports.exists() else "kvtierd did not start"
             raise RuntimeError(f"{what} in {directory}:\n{log.read_text(errors='replace')}")

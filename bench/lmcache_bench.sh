@@ -61,7 +61,7 @@ dir = ""
 TOML
 "$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" >"$DIR/kvtierd.log" 2>&1 &
 PIDS+=($!)
-wait_kvtierd "$!" "$DIR/kvtierd.toml" "$DIR/ports" "$DIR/kvtierd.log"
+wait_kvtierd "$!" "$DIR/ports" "$DIR/kvtierd.log"
 KV_RESP=$(sed -n 's/^resp_port=//p' "$DIR/ports")
 KV_NATIVE=$(sed -n 's/^native_port=//p' "$DIR/ports")
 KV_SOCK=$(sed -n 's/^unix_socket=//p' "$DIR/ports")

@@ -39,7 +39,7 @@ max_block_bytes = "4MiB"
 EOT
 "$KVTIERD" --config "$DIR/kvtierd.toml" --port-file "$DIR/ports" 2>"$DIR/kvtierd.log" &
 PIDS+=($!)
-wait_kvtierd "$!" "$DIR/kvtierd.toml" "$DIR/ports" "$DIR/kvtierd.log"
+wait_kvtierd "$!" "$DIR/ports" "$DIR/kvtierd.log"
 SOCKET=$(sed -n 's/^unix_socket=//p' "$DIR/ports")
 echo "kvtierd $(nproc) cores, $(uname -r), server.busy_poll_us = $BUSY_POLL_US; $((VALUE >> 10)) KiB values, $OPS blocks, $ROUNDS GET passes, 1 client thread"
 ${PERF:-} "$BENCH" --socket "$SOCKET" --ops "$OPS" --rounds "$ROUNDS" --value-bytes "$VALUE"

@@ -33,12 +33,12 @@ start_kvtierd() {
 }
 
 # wait_provisioned DIR: waits, bounded, until the kvtierd start_kvtierd started with DIR has
-# taken G2's memory (with prefault, on a thread of its own while it already serves), as its
-# log says; for a test that looks at the memory G2 holds (kvtier admin arenas).
+# taken G2's memory (with prefault, on a thread of its own while it already serves): its port
+# file says g2_provisioned=1; for a test that looks at the memory G2 holds (kvtier admin arenas).
 wait_provisioned() {
   local dir=$1
   for _ in $(seq 600); do
-    grep -qE "G2: (took .* MiB of memory up front|memory not taken up front)" "$dir/log" && return
+    grep -qx "g2_provisioned=1" "$dir/ports" && return
     kill -0 "$PID" 2>/dev/null || { echo "FAIL: kvtierd exited"; cat "$dir/log"; exit 1; }
     sleep 0.05  # Polling for readiness, bounded.
   done

@@ -9,6 +9,7 @@
 #define KVTIER_STORE_H_
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -573,6 +574,11 @@ class Store {
 
   virtual StoreStats Stats() const = 0;
   virtual Result<TenantStats> StatsForTenant(TenantId tenant) const = 0;
+
+  // With MemoryTierOptions::prefault, G2 takes its memory up front on a thread of its own
+  // while the Store serves. Waits up to `timeout` for that to end (done, or given up and
+  // logged); true once it has, or when nothing was to be taken.
+  virtual bool WaitMemoryProvisioned(std::chrono::milliseconds timeout) = 0;
 
   // With G4: the G4 traffic of every node sharing it, from the reports each node writes to
   // G4 every shared.report_ms. This node's is current. The others' are read in the

@@ -103,6 +103,9 @@ class StoreImpl final : public Store, private BlockAllocation::Owner {
   Result<uint64_t> ApplyDeletionNotices() override ABSL_LOCKS_EXCLUDED(notice_mu_);
   Result<FleetView> Fleet() override ABSL_LOCKS_EXCLUDED(fleet_mu_);
   StoreStats Stats() const override;
+  bool WaitMemoryProvisioned(std::chrono::milliseconds timeout) override {
+    return memory_->WaitProvisioned(timeout);
+  }
   Result<TenantStats> StatsForTenant(TenantId tenant) const override;
   Result<std::vector<HeldBlock>> ListHeld(TenantId tenant, uint64_t* cursor,
                                           size_t slots) const override;

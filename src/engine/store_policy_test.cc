@@ -111,6 +111,18 @@ TEST_F(ConversationStoreTest, APromptPutInOneRequestIsOneTurnHoweverLong) {
   for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
 }
 
+TEST_F(ConversationStoreTest, OfTenantsWithoutBudgetsAndAsOldTheOneHoldingMoreGivesUpABlock) {
+  Open(15, {TenantOptions{"a"}, TenantOptions{"b"}});
+  const TenantId b = *store_->FindTenant("b");
+  PinFiller(10);
+  // Within one second (ages are whole seconds): tenant a puts four blocks, then b one.
+  for (uint64_t k = 1; k <= 4; ++k) ASSERT_TRUE(Put(k).ok());
+  ASSERT_TRUE(Put(100, std::nullopt, b).ok());
+  ASSERT_TRUE(Put(5).ok());  // G2 is full: a, the larger, gives up its least recent block.
+  EXPECT_TRUE(Has(100, b));
+  EXPECT_FALSE(Has(1));
+}
+
 class SessionHintTest : public ConversationStoreTest {
  protected:
   // A prompt of `blocks` blocks put with `session`; returns its keys, head first.

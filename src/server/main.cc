@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -60,7 +62,10 @@ Status ReadFile(const std::string& path, std::string* out) {
   return Status::OK();
 }
 
-Status WritePortFile(const std::string& path, const kvtier::server::Server& server) {
+// `provisioned`: G2 has taken its memory up front (or was not asked to): the line
+// g2_provisioned=1, which a benchmark waits for before it measures.
+Status WritePortFile(const std::string& path, const kvtier::server::Server& server,
+                     bool provisioned) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -69,7 +74,8 @@ Status WritePortFile(const std::string& path, const kvtier::server::Server& serv
         << "http_port=" << server.http_port() << "\n"
         << "s3_port=" << server.s3_port() << "\n"
         << "unix_socket=" << server.unix_socket_path() << "\n"
-        << "g2_arena_file=" << server.g2_arena_file() << "\n";
+        << "g2_arena_file=" << server.g2_arena_file() << "\n"
+        << "g2_provisioned=" << (provisioned ? 1 : 0) << "\n";
     if (!server.events_endpoint().empty()) {
       out << "events_endpoint=" << server.events_endpoint() << "\n"
           << "events_replay_endpoint=" << server.events_replay_endpoint() << "\n";
@@ -121,7 +127,8 @@ int main(int argc, char** argv) {
                "Rolling upgrade: take the sockets, G2 and G3 of the kvtierd running with the same "
                "data_dir once it has drained; no client is refused (docs/operations.md)");
   app.add_option("--port-file", port_file,
-                 "After listening, write the bound ports here (for scripts using port 0)");
+                 "After listening, write the bound ports here (for scripts using port 0); "
+                 "rewritten with g2_provisioned=1 once G2 has taken its memory up front");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -212,9 +219,21 @@ int main(int argc, char** argv) {
                !config.tls.enabled() ? "off"
                : config.tls.require_client_cert ? "1.3 (client certificates required)"
                                                 : "1.3");
+  // The port file is written once kvtierd serves, and again once G2 has taken its memory.
+  std::atomic<bool> stopping{false};
+  std::thread provisioned_writer;
   if (!port_file.empty()) {
-    s = WritePortFile(port_file, **server);
+    s = WritePortFile(port_file, **server, /*provisioned=*/false);
     if (!s.ok()) return Fail(s);
+    provisioned_writer = std::thread([&] {
+      while (!stopping.load()) {
+        if (!(*server)->WaitMemoryProvisioned(std::chrono::milliseconds(100))) continue;
+        if (Status w = WritePortFile(port_file, **server, /*provisioned=*/true); !w.ok()) {
+          std::fprintf(stderr, "kvtierd: %s\n", w.ToString().c_str());
+        }
+        return;
+      }
+    });
   }
 
   // While serving, this thread gives the kernel back the freed heap pages every few seconds:
@@ -232,6 +251,8 @@ int main(int argc, char** argv) {
   } else {
     std::fprintf(stderr, "kvtierd: %s received, shutting down\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   }
+  stopping = true;
+  if (provisioned_writer.joinable()) provisioned_writer.join();
   (*server)->Shutdown();
   std::fprintf(stderr, "kvtierd: stopped\n");
   return 0;

@@ -6,6 +6,7 @@
 #ifndef KVTIER_SERVER_SERVER_H_
 #define KVTIER_SERVER_SERVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -61,6 +62,10 @@ class Server {
   std::string events_endpoint() const { return events_ ? events_->endpoint() : ""; }
   std::string events_replay_endpoint() const { return events_ ? events_->replay_endpoint() : ""; }
   size_t num_loops() const { return loops_.size(); }
+  // Store::WaitMemoryProvisioned.
+  bool WaitMemoryProvisioned(std::chrono::milliseconds timeout) {
+    return store_->WaitMemoryProvisioned(timeout);
+  }
   // A kvtierd started with --take-over has the sockets now.
   bool handed_over() const { return handover_ != nullptr && handover_->handed_over(); }
 

@@ -49,6 +49,10 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(const MemoryTierOptions& op
 
 void MemoryTier::StartProvisioning() {
   if (!arena_) return;
+  {
+    MutexLock l(&mu_);
+    provisioned_ = false;
+  }
   provisioner_ = std::thread([this] {
     const uint64_t start_us = env_->NowMicros();
     uint64_t pages = 0;
@@ -57,17 +61,34 @@ void MemoryTier::StartProvisioning() {
       if (!step.ok()) {
         env_->Log("G2: memory not taken up front (puts take it as they go): " +
                   step.status().ToString());
-        return;
+        break;
       }
-      if (!*step) break;
+      if (!*step) {
+        if (pages > 0) {
+          env_->Log("G2: took " + std::to_string(pages * page_bytes_ >> 20) +
+                    " MiB of memory up front in " +
+                    std::to_string((env_->NowMicros() - start_us) / 1000) +
+                    " ms, serving meanwhile");
+        }
+        break;
+      }
       pages += **step;
     }
-    if (pages > 0) {
-      env_->Log("G2: took " + std::to_string(pages * page_bytes_ >> 20) + " MiB of memory up " +
-                "front in " + std::to_string((env_->NowMicros() - start_us) / 1000) +
-                " ms, serving meanwhile");
-    }
+    MutexLock l(&mu_);
+    provisioned_ = true;
+    provision_done_.SignalAll();
   });
+}
+
+bool MemoryTier::WaitProvisioned(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock l(&mu_);
+  while (!provisioned_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    provision_done_.WaitFor(&mu_, deadline - now);
+  }
+  return true;
 }
 
 Result<std::optional<uint64_t>> MemoryTier::ProvisionStep() {

@@ -52,6 +52,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -222,6 +223,8 @@ class MemoryTier final : public BlockHandle::Releaser {
   uint64_t CapacityBytes() const { return capacity_bytes_; }
 
   void FillStats(StoreStats* stats) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Store::WaitMemoryProvisioned.
+  bool WaitProvisioned(std::chrono::milliseconds timeout) ABSL_LOCKS_EXCLUDED(mu_);
   TenantStats StatsForTenant(uint32_t tenant) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -516,6 +519,8 @@ class MemoryTier final : public BlockHandle::Releaser {
 
   mutable Mutex mu_;
   CondVar space_freed_;      // A demotion or a copy lease ended: pages may be free.
+  CondVar provision_done_;   // provisioned_ became true.
+  bool provisioned_ ABSL_GUARDED_BY(mu_) = true;  // No provisioning thread is running.
   uint32_t copy_leases_ ABSL_GUARDED_BY(mu_) = 0;  // LeaseForCopy's, not yet ended.
   CondVar demotion_queued_;  // pending_demotions_ grew, or demotion stopped.
   std::vector<ExtentAllocator> pages_ ABSL_GUARDED_BY(mu_);  // Per tenant region.

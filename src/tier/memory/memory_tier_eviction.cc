@@ -208,7 +208,8 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
   // back last.
   struct Pick {
     bool decided;
-    double age;  // Minus the tenant's oldest queued block's last access.
+    double age;    // Minus the tenant's oldest queued block's last access (whole seconds)...
+    double share;  // ...then the larger share of the tier.
     uint32_t index;
     auto operator<=>(const Pick&) const = default;
   };
@@ -225,7 +226,8 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
         if (lane.head != kNil) oldest = std::min(oldest, table_.at(lane.head).last_access_s);
       }
     }
-    const Pick pick{decided, -double(oldest), victim};
+    const double share = double(v.used_pages - v.demoting_pages) / double(total_pages_);
+    const Pick pick{decided, -double(oldest), share, victim};
     if (!best || pick > *best) best = pick;
   }
   if (!best) {
@@ -234,7 +236,7 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
       const uint32_t victim = ProtectedVictim(t);
       if (victim == kNil) continue;
       const Pick pick{true, double(session_slots_[table_.at(victim).session].protected_until),
-                      victim};
+                      double(t.used_pages - t.demoting_pages) / double(total_pages_), victim};
       if (!best || pick > *best) best = pick;
     }
   }
