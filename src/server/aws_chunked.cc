@@ -1,11 +1,12 @@
 #include "src/server/aws_chunked.h"
 
-#include "src/server/http_request.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <string>
 #include <string_view>
+
+#include "src/server/http_request.h"
 
 namespace kvtier::server {
 namespace {
