@@ -194,6 +194,33 @@ TEST_F(SessionHintTest, WhileEvictionFollowsLruARetainedSessionStillGoesLast) {
   for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
 }
 
+TEST_F(SessionHintTest, TenantsWithoutBudgetsAreCheckedAgainstOneLruOfAllTheirBlocks) {
+  Open(40, {TenantOptions{"a"}, TenantOptions{"b"}, TenantOptions{"c"}});
+  const TenantId b = *store_->FindTenant("b"), c = *store_->FindTenant("c");
+  // Tenant a's session, hinted to come back within the hour, holds a quarter of G2.
+  const std::vector<uint64_t> waiting = Prompt(1, 10);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(3600)).ok());
+  // Tenants b and c loop over 35 one-block prompts between them. One LRU of G2's size over all
+  // three tenants' blocks serves the whole loop; G2 serves none of it. Neither b nor c alone
+  // is behind an LRU of its own blocks: each holds fewer than its half of the loop.
+  for (int round = 0; round < 20; ++round) {
+    for (uint64_t k = 5000; k < 5035; ++k) {
+      const TenantId t = k % 2 == 0 ? b : c;
+      const BlockKey key = Key(k);
+      Result<PrefixMatch> m = store_->LookupPrefix(t, std::span(&key, 1));
+      ASSERT_TRUE(m.ok());
+      if (m->num_blocks == 0) {
+        ASSERT_TRUE(Put(k, std::nullopt, t).ok());
+      }
+      Advance(1);
+    }
+  }
+  uint64_t trials = 0;
+  for (const TenantStats& t : store_->Stats().tenants) trials += t.lru_trials;
+  EXPECT_GE(trials, 1u);
+  for (uint64_t k : waiting) EXPECT_TRUE(Has(k)) << k;
+}
+
 TEST_F(SessionHintTest, AnOverdueSessionIsKeptUntilItsRetentionEndsAsLongAgainAfterItsTime) {
   Open(16);
   PinFiller(10);

@@ -66,7 +66,7 @@ class ShadowLru {
   // Removes the node from the LRU, the index and into the free list.
   void Remove(uint32_t node);
 
-  const size_t max_sampled_;
+  size_t max_sampled_;
   uint64_t threshold_ = UINT64_MAX;
   size_t capacity_ = 1;
   size_t size_ = 0;

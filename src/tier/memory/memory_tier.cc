@@ -187,6 +187,7 @@ MemoryTier::MemoryTier(std::unique_ptr<Arena> arena, bool named_files,
     t.stats.memory_budget_bytes = t.config.budget_bytes;
     t.reused_share = options.initial_reused_share;
   }
+  SetUpLruChecks();
 }
 
 MemoryTier::~MemoryTier() {
@@ -249,18 +250,6 @@ void MemoryTier::EnqueueNew(uint32_t index, QueueId queue) {
     table_.PushBack(lane, index, PagesFor(e.size));
   }
   QueueFirstIfLow(index);
-}
-
-bool MemoryTier::Expired(const Entry& e, uint32_t now) const {
-  // A demoting block carries on to G3, where its retention continues.
-  if (e.flags & kEntryDemoting) return false;
-  const TenantConfig& config = tenants_[e.tenant].config;
-  // Maximum age is a retention limit: pins do not extend it.
-  if (config.max_age_s != 0 && now > e.created_s && now - e.created_s > config.max_age_s) {
-    return true;
-  }
-  return config.ttl_s != 0 && e.pins == 0 && now > e.last_access_s &&
-         now - e.last_access_s > config.ttl_s;
 }
 
 BlockMeta MemoryTier::MetaOf(const Entry& e) const {
@@ -620,7 +609,7 @@ size_t MemoryTier::LookupPrefix(uint32_t tenant, std::span<const BlockKey> keys,
     found_entries.push_back(idx);
   }
   const size_t found = found_entries.size();
-  if (whole) CheckAgainstLru(t, keys, found);
+  if (whole) CheckAgainstLru(tenant, keys, found);
   // Deepest first, so that the head of the prefix is the most recent and tails go first.
   for (auto it = found_entries.rbegin(); it != found_entries.rend(); ++it) Touch(*it, now);
   t.stats.hits += found;
@@ -790,6 +779,7 @@ void MemoryTier::FillStats(StoreStats* stats) const {
     bytes += t.ghost_once.MemoryUsage() + t.ghost_reused.MemoryUsage() + t.returns.MemoryUsage() +
              t.lru_check.shadow.MemoryUsage();
   }
+  bytes += lru_check_.shadow.MemoryUsage();
   stats->index_bytes = bytes;
   stats->memory_restored_blocks = restored_blocks_;
   stats->memory_restore_dropped_blocks = restore_dropped_blocks_;

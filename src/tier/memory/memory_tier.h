@@ -392,8 +392,18 @@ class MemoryTier final : public BlockHandle::Releaser {
   uint32_t LruCandidate(const TenantState& t, uint32_t now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The LRU check on a prefix lookup of `keys` of which G2 served `found`.
-  void CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys, size_t found)
+  void CheckAgainstLru(uint32_t tenant, std::span<const BlockKey> keys, size_t found)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The LRU check that decides the tenant's victims: its own when tenants have budgets (each
+  // evicts its own blocks), the tier's when they share G2 as one cache (no budgets), which one
+  // LRU over all their blocks is measured against.
+  LruCheck& LruCheckOf(TenantState& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shared_cache_ ? lru_check_ : t.lru_check;
+  }
+  // Decides shared_cache_ and which checks hold a sampled LRU (at construction).
+  void SetUpLruChecks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The key's hash in that check's sampled LRU: the tier's tells tenants' equal keys apart.
+  uint64_t LruHashOf(uint32_t tenant, const BlockKey& key) const;
   // Starts following LRU (`lru`) or the policy, with fresh evidence.
   static void FollowLru(LruCheck& check, bool lru, double trial);
   // Links a block into the tenant's recency list: at the recent end, or just ahead of
@@ -547,6 +557,10 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Pieces after the first of blocks stored in more than one extent.
   std::unordered_map<uint32_t, std::vector<Extent>> more_extents_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);
+  // No tenant has a budget: the tenants share G2 as one cache (EvictAcrossTenants), and
+  // lru_check_ is their LRU check.
+  bool shared_cache_ = false;
+  LruCheck lru_check_ ABSL_GUARDED_BY(mu_);
   std::vector<SessionSlot> session_slots_ ABSL_GUARDED_BY(mu_);  // [0] is "no session".
   std::vector<uint32_t> free_session_slots_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint32_t, SessionId>, uint32_t> session_index_ ABSL_GUARDED_BY(mu_);

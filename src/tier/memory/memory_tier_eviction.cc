@@ -184,9 +184,7 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
 }
 
 bool MemoryTier::EvictAcrossTenants(uint32_t now) {
-  const bool any_budget = std::any_of(tenants_.begin(), tenants_.end(),
-                                      [](const TenantState& t) { return t.budget_pages != 0; });
-  if (any_budget) {
+  if (!shared_cache_) {
     // The tenant using the largest share of its budget (of the tier when unlimited) gives up
     // a block; if it cannot, the next.
     std::vector<std::pair<double, uint32_t>> order;
@@ -204,11 +202,13 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
   // Without budgets the tenants share the tier as one cache, and its victim is chosen as a
   // tenant's is, across them all: a block taken for a reason (expired, of a finished or
   // low-priority session, serving nothing) first, then the policies' victims, least recently
-  // used first; a block a hint protects only when no tenant has another, from the session due
-  // back last.
+  // used first (while the tier's LRU check follows LRU, each tenant's LRU candidate by its own
+  // last access: one LRU over every tenant's blocks); a block a hint protects only when no
+  // tenant has another, from the session due back last.
   struct Pick {
     bool decided;
-    double age;    // Minus the tenant's oldest queued block's last access (whole seconds)...
+    double age;    // Minus the last access of the tenant's oldest queued block, or while the
+                   // tier follows LRU of its LRU candidate (whole seconds)...
     double share;  // ...then the larger share of the tier.
     uint32_t index;
     auto operator<=>(const Pick&) const = default;
@@ -218,12 +218,17 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
     bool decided = false;
     const uint32_t victim = NextVictim(i, now, /*protected_too=*/false, &decided);
     if (victim == kNil) continue;
-    // Policies' victims: the tenant whose oldest queued block was accessed longest ago.
+    // Policies' victims: the tenant whose oldest queued block was accessed longest ago; while
+    // the tier follows LRU, whose LRU candidate was.
     const TenantState& v = tenants_[i];
     uint32_t oldest = UINT32_MAX;
-    for (const Lanes* queue : {&v.probation, &v.reused}) {
-      for (const EntryList& lane : *queue) {
-        if (lane.head != kNil) oldest = std::min(oldest, table_.at(lane.head).last_access_s);
+    if (lru_check_.follows_lru && !decided) {
+      oldest = table_.at(victim).last_access_s;
+    } else {
+      for (const Lanes* queue : {&v.probation, &v.reused}) {
+        for (const EntryList& lane : *queue) {
+          if (lane.head != kNil) oldest = std::min(oldest, table_.at(lane.head).last_access_s);
+        }
       }
     }
     const double share = double(v.used_pages - v.demoting_pages) / double(total_pages_);
@@ -256,7 +261,7 @@ uint32_t MemoryTier::NextVictim(uint32_t tenant, uint32_t now, bool protected_to
     victim = ProtectedVictim(t);
     *decided = true;
   }
-  if (victim != kNil && t.lru_check.follows_lru && !*decided) {
+  if (victim != kNil && LruCheckOf(t).follows_lru && !*decided) {
     if (const uint32_t lru = LruCandidate(t, now); lru != kNil) victim = lru;
   }
   return victim;
@@ -289,11 +294,35 @@ void MemoryTier::FollowLru(LruCheck& check, bool lru, double trial) {
   check.trial = trial;
 }
 
-void MemoryTier::CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys, size_t found) {
-  LruCheck& check = t.lru_check;
+void MemoryTier::SetUpLruChecks() {
+  shared_cache_ = std::none_of(tenants_.begin(), tenants_.end(),
+                               [](const TenantState& t) { return t.budget_pages != 0; });
+  // The checks not used hold no sampled LRU: the tenants' own when the tier's decides, the
+  // tier's when each tenant's does.
+  if (shared_cache_) {
+    for (TenantState& t : tenants_) t.lru_check.shadow = ShadowLru(1);
+  } else {
+    lru_check_.shadow = ShadowLru(1);
+  }
+}
+
+uint64_t MemoryTier::LruHashOf(uint32_t tenant, const BlockKey& key) const {
+  if (!shared_cache_) return key.Hash64();
+  // MurmurHash3's finaliser of the tenant's index, so that a tenant's keys stay a uniform
+  // sample of the hash space (ShadowLru follows the small hashes).
+  uint64_t salt = tenant;
+  salt = (salt ^ (salt >> 33)) * 0xff51afd7ed558ccdULL;
+  salt = (salt ^ (salt >> 33)) * 0xc4ceb9fe1a85ec53ULL;
+  return key.Hash64() ^ salt ^ (salt >> 33);
+}
+
+void MemoryTier::CheckAgainstLru(uint32_t tenant, std::span<const BlockKey> keys, size_t found) {
+  TenantState& t = tenants_[tenant];
+  LruCheck& check = LruCheckOf(t);
   lookup_hashes_.resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) lookup_hashes_[i] = keys[i].Hash64();
-  const ShadowLru::Served served = check.shadow.Lookup(lookup_hashes_, found, t.stats.blocks);
+  for (size_t i = 0; i < keys.size(); ++i) lookup_hashes_[i] = LruHashOf(tenant, keys[i]);
+  const ShadowLru::Served served = check.shadow.Lookup(
+      lookup_hashes_, found, shared_cache_ ? table_.indexed() : t.stats.blocks);
   if (served.sampled == 0) return;
   const double fill = static_cast<double>(check.shadow.capacity());
   check.sampled += served.sampled;
@@ -321,6 +350,18 @@ void MemoryTier::CheckAgainstLru(TenantState& t, std::span<const BlockKey> keys,
     check.squares /= 2;
     check.sampled /= 2;
   }
+}
+
+bool MemoryTier::Expired(const Entry& e, uint32_t now) const {
+  // A demoting block carries on to G3, where its retention continues.
+  if (e.flags & kEntryDemoting) return false;
+  const TenantConfig& config = tenants_[e.tenant].config;
+  // Maximum age is a retention limit: pins do not extend it.
+  if (config.max_age_s != 0 && now > e.created_s && now - e.created_s > config.max_age_s) {
+    return true;
+  }
+  return config.ttl_s != 0 && e.pins == 0 && now > e.last_access_s &&
+         now - e.last_access_s > config.ttl_s;
 }
 
 void MemoryTier::EvictVictim(uint32_t idx, uint32_t now) {
@@ -444,7 +485,7 @@ void MemoryTier::Detach(uint32_t index, DetachReason reason) {
   Dequeue(index);
   RecencyUnlink(t, index);
   // LRU would not serve an expired or deleted block either.
-  if (reason != DetachReason::kEvicted) t.lru_check.shadow.Erase(e.key.Hash64());
+  if (reason != DetachReason::kEvicted) LruCheckOf(t).shadow.Erase(LruHashOf(e.tenant, e.key));
   table_.Unindex(index);
   e.state = EntryState::kDetached;
   ReleaseSessionSlot(e.session);
