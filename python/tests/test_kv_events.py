@@ -5,13 +5,16 @@ comes late."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import boto3
 import msgspec
 import zmq
+from botocore.config import Config
 from conftest import DEADLINE, Daemon
 from vllm.distributed.kv_events import (
     AllBlocksCleared,
@@ -364,3 +367,61 @@ def test_a_restarted_kvtierd_announces_what_g2_adopted_and_g3_recovered(
         assert any(p is not None for p in parents.values())
     finally:
         router.close()
+
+
+def test_s3_objects_are_announced_as_blocks_are(make_daemon: Any) -> None:
+    """An S3 object is a Store value: a router sees it stored, and removed once deleted. The
+    same bytes put again are a no-op and announce nothing."""
+    d = make_daemon(
+        extra="[events]\nenabled = true\n"
+        'endpoint = "tcp://127.0.0.1:*"\nreplay_endpoint = "tcp://127.0.0.1:*"\nbatch_ms = 5\n'
+        '[s3]\nlisten = "127.0.0.1:0"\n'
+    )
+    acme = kvtier.Client(d.unix_url, "acme-token")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{d.s3_port}",
+        aws_access_key_id="AKIDACME",
+        aws_secret_access_key="acme-s3-secret",
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 0}),
+    )
+    router = Router(d.ports["events_endpoint"], d.ports["events_replay_endpoint"])
+    try:
+        router.wait_for_probe(lambda k: acme.put(k, bytes(4096)))
+        probes = {key(i, b"p") for i in range(1000)}
+
+        def objects() -> list[Any]:
+            """The acme blocks stored in G2 that are not probes (nor markers): S3 objects."""
+            held = stored(events_of(router.live, "kvtier.acme"), "CPU")
+            return [h for h in held if h not in probes and not h.startswith(b"marker")]
+
+        body = os.urandom(100_000)
+        s3.create_bucket(Bucket="kvcache")
+        s3.put_object(Bucket="kvcache", Key="layer-0/block-1", Body=body)
+        router.receive(lambda: len(objects()) == 1)
+        (obj,) = objects()
+        assert obj not in removed(events_of(router.live, "kvtier.acme"), "CPU")
+
+        # Put again with the same bytes; a marker block after it tells when everything the
+        # daemon had to say about that put has arrived.
+        s3.put_object(Bucket="kvcache", Key="layer-0/block-1", Body=body)
+        acme.put(b"marker".ljust(32, b"m"), bytes(4096))
+        router.receive(
+            lambda: (
+                b"marker".ljust(32, b"m") in stored(events_of(router.live, "kvtier.acme"), "CPU")
+            )
+        )
+        announced = [
+            e
+            for e in events_of(router.live, "kvtier.acme")
+            if isinstance(e, BlockStored) and obj in e.block_hashes
+        ]
+        assert len(announced) == 1, "the same bytes stored again announce nothing"
+        assert s3.get_object(Bucket="kvcache", Key="layer-0/block-1")["Body"].read() == body
+
+        s3.delete_object(Bucket="kvcache", Key="layer-0/block-1")
+        router.receive(lambda: obj in removed(events_of(router.live, "kvtier.acme"), "CPU"))
+    finally:
+        router.close()
+        acme.close()
