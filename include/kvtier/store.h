@@ -253,7 +253,9 @@ struct TenantStats {
   uint64_t rejected_puts = 0;        // Puts that failed for lack of evictable space.
   uint64_t session_hints = 0;        // Session hints taken (Store::HintSession).
   // Times G2 eviction found plain LRU serving more of this tenant's prefix lookups than its
-  // policy, and followed LRU for a trial (docs/store.md, "The LRU check").
+  // policy, and followed LRU for a trial (docs/store.md, "The LRU check"). Tenants without
+  // budgets are checked together, as one cache: a trial counts on the tenant whose lookup
+  // started it.
   uint64_t lru_trials = 0;
 
   // Every counter above with its name on the wire, in JSON and in Python, in wire order.
