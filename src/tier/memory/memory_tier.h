@@ -402,8 +402,9 @@ class MemoryTier final : public BlockHandle::Releaser {
   }
   // Decides shared_cache_ and which checks hold a sampled LRU (at construction).
   void SetUpLruChecks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The key's hash in that check's sampled LRU: the tier's tells tenants' equal keys apart.
-  uint64_t LruHashOf(uint32_t tenant, const BlockKey& key) const;
+  // XORed into a key's hash in that check's sampled LRU: 0 in a tenant's own check; in the
+  // tier's, the tenant's own, so that tenants' equal keys are apart.
+  uint64_t LruSaltOf(uint32_t tenant) const;
   // Starts following LRU (`lru`) or the policy, with fresh evidence.
   static void FollowLru(LruCheck& check, bool lru, double trial);
   // Links a block into the tenant's recency list: at the recent end, or just ahead of

@@ -213,6 +213,9 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
     uint32_t index;
     auto operator<=>(const Pick&) const = default;
   };
+  const auto tier_share = [this](const TenantState& t) {
+    return double(t.used_pages - t.demoting_pages) / double(total_pages_);
+  };
   std::optional<Pick> best;
   for (uint32_t i = 0; i < tenants_.size(); ++i) {
     bool decided = false;
@@ -231,8 +234,7 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
         }
       }
     }
-    const double share = double(v.used_pages - v.demoting_pages) / double(total_pages_);
-    const Pick pick{decided, -double(oldest), share, victim};
+    const Pick pick{decided, -double(oldest), tier_share(v), victim};
     if (!best || pick > *best) best = pick;
   }
   if (!best) {
@@ -241,7 +243,7 @@ bool MemoryTier::EvictAcrossTenants(uint32_t now) {
       const uint32_t victim = ProtectedVictim(t);
       if (victim == kNil) continue;
       const Pick pick{true, double(session_slots_[table_.at(victim).session].protected_until),
-                      double(t.used_pages - t.demoting_pages) / double(total_pages_), victim};
+                      tier_share(t), victim};
       if (!best || pick > *best) best = pick;
     }
   }
@@ -306,21 +308,22 @@ void MemoryTier::SetUpLruChecks() {
   }
 }
 
-uint64_t MemoryTier::LruHashOf(uint32_t tenant, const BlockKey& key) const {
-  if (!shared_cache_) return key.Hash64();
+uint64_t MemoryTier::LruSaltOf(uint32_t tenant) const {
+  if (!shared_cache_) return 0;
   // MurmurHash3's finaliser of the tenant's index, so that a tenant's keys stay a uniform
   // sample of the hash space (ShadowLru follows the small hashes).
   uint64_t salt = tenant;
   salt = (salt ^ (salt >> 33)) * 0xff51afd7ed558ccdULL;
   salt = (salt ^ (salt >> 33)) * 0xc4ceb9fe1a85ec53ULL;
-  return key.Hash64() ^ salt ^ (salt >> 33);
+  return salt ^ (salt >> 33);
 }
 
 void MemoryTier::CheckAgainstLru(uint32_t tenant, std::span<const BlockKey> keys, size_t found) {
   TenantState& t = tenants_[tenant];
   LruCheck& check = LruCheckOf(t);
   lookup_hashes_.resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) lookup_hashes_[i] = LruHashOf(tenant, keys[i]);
+  const uint64_t salt = LruSaltOf(tenant);
+  for (size_t i = 0; i < keys.size(); ++i) lookup_hashes_[i] = keys[i].Hash64() ^ salt;
   const ShadowLru::Served served = check.shadow.Lookup(
       lookup_hashes_, found, shared_cache_ ? table_.indexed() : t.stats.blocks);
   if (served.sampled == 0) return;
@@ -485,7 +488,9 @@ void MemoryTier::Detach(uint32_t index, DetachReason reason) {
   Dequeue(index);
   RecencyUnlink(t, index);
   // LRU would not serve an expired or deleted block either.
-  if (reason != DetachReason::kEvicted) LruCheckOf(t).shadow.Erase(LruHashOf(e.tenant, e.key));
+  if (reason != DetachReason::kEvicted) {
+    LruCheckOf(t).shadow.Erase(e.key.Hash64() ^ LruSaltOf(e.tenant));
+  }
   table_.Unindex(index);
   e.state = EntryState::kDetached;
   ReleaseSessionSlot(e.session);
