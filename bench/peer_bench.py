@@ -3,7 +3,9 @@
 instead, both on their same-host shared-memory path.
 
 kvtier: its own kvtierd (G2 only, prefaulted, large enough that nothing is evicted) and one
-kvtier.ShmClient per thread, put_many from the values and get_into destination arrays.
+kvtier.ShmClient per thread, put_many from values in its staging buffer
+(ShmClient.staging_buffer: kvtierd copies them into G2, the client copies nothing, as Mooncake's
+registered buffers) and get_into destination arrays.
 Mooncake Store (build/venv-peers, from python/requirements-peers.txt: `scripts/deps.sh
 --peers`): mooncake_master with its own HTTP metadata server (no etcd), mooncake_client (the
 "real client", holding a memory segment large enough that nothing is evicted, TCP protocol, as
@@ -134,7 +136,9 @@ class Kvtier:
         self.server = server  # kvtierd's pid.
         self.clients = [kvtier.ShmClient(url) for _ in range(threads)]
         self.admin = kvtier.Client(url)
-        self.src = [np.empty(blocks * size, np.uint8) for _ in range(threads)]
+        # The values live in staging buffers, as Mooncake's in its registered memory.
+        self.staging = [c.staging_buffer(blocks * size) for c in self.clients]
+        self.src = [np.frombuffer(b.view, np.uint8) for b in self.staging]
         self.dst = [np.ones(blocks * size, np.uint8) for _ in range(threads)]  # Pages faulted.
         for t in range(threads):
             fill_blocks(self.src[t].data, size, blocks, seed=t)
@@ -177,6 +181,10 @@ class Kvtier:
         )
 
     def close(self) -> None:
+        self.src.clear()
+        self.values.clear()
+        for b in self.staging:
+            b.release()
         for client in self.clients:
             client.close()
         self.admin.close()

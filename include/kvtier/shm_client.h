@@ -8,6 +8,9 @@
 //   - Put reserves space in G2 and in the staging file, copies the value into the staging
 //     file, then commits it (the daemon copies it into G2); Allocate and Commit are its two
 //     halves, for writers that produce the bytes in place.
+//   - StagingBuffer reserves a buffer of the staging file for the client to keep and write
+//     blocks into (from a device copy, say); PutMany of values inside it is one request and
+//     one copy, the daemon's into G2 (Mooncake Store's registered buffers do the same).
 // Only request/reply metadata (keys, lease ids, offsets) goes through the socket.
 //
 // Every offset and length the daemon sends is checked against the mapping before it is used.
@@ -151,6 +154,35 @@ class ShmAllocation {
   std::vector<std::span<std::byte>> pieces_;
 };
 
+// A buffer of this client's staging file, reserved by ShmClient::StagingBuffer: memory the
+// client keeps and writes blocks into. ShmClient::PutMany of values that lie inside it sends
+// their offsets, not their bytes, and kvtierd copies them straight into G2: no copy by the
+// client. A block is what the buffer held when kvtierd copied it, during PutMany; the buffer
+// may be written again as soon as PutMany returns. Destroying it, or Release(), gives the room
+// back (an SHM_RELEASE is sent without waiting); its memory must not be used after that.
+// Move-only; not thread-safe itself.
+class ShmBuffer {
+ public:
+  ShmBuffer() = default;
+  ShmBuffer(ShmBuffer&&) noexcept;
+  ShmBuffer& operator=(ShmBuffer&&) noexcept;
+  ShmBuffer(const ShmBuffer&) = delete;
+  ShmBuffer& operator=(const ShmBuffer&) = delete;
+  ~ShmBuffer();
+
+  std::span<std::byte> data() const { return data_; }
+  // False once kvtierd closed the connection that reserved it (a restart or an upgrade): the
+  // memory stays mapped, and PutMany copies values in it as it copies any other memory.
+  bool Valid() const;
+  void Release();
+
+ private:
+  friend class ShmClient;
+  std::shared_ptr<shm_internal::Connection> conn_;
+  uint64_t id_ = 0;
+  std::span<std::byte> data_;
+};
+
 class ShmClient {
  public:
   // Connects, says HELLO asking for SHARED_MEMORY, attaches and maps the tenant's region.
@@ -167,6 +199,9 @@ class ShmClient {
   uint64_t arena_size() const;
   uint32_t max_leases() const;
   uint32_t max_allocations() const;
+  // Size of the connection's staging file: the room for StagingBuffers and for the
+  // allocations of Put and Allocate not yet committed.
+  uint64_t staging_size() const;
   // The tenant the connection acts for.
   const std::string& tenant() const;
 
@@ -189,8 +224,14 @@ class ShmClient {
   Status Put(const BlockKey& key, std::span<const std::byte> value,
              const PutOptions& options = {});
   // One status per write, in order: one SHM_ALLOC and one SHM_COMMIT for the whole batch
-  // (split at max_batch and max_allocations).
+  // (split at max_batch and max_allocations). A batch whose values all lie inside
+  // StagingBuffers of the current connection is one SHM_PUT instead, without the copy.
   std::vector<Status> PutMany(std::span<const BlockWrite> writes);
+
+  // Reserves a buffer of `bytes` in the staging file (staging_size(), shared with the
+  // allocations of Put and Allocate). InvalidArgument for 0 bytes; ResourceExhausted when the
+  // staging file has no free run that large, or past 256 buffers.
+  Result<ShmBuffer> StagingBuffer(size_t bytes);
 
   // The two halves of Put, for writers that produce the bytes in place: reserves `size`
   // bytes for `key`. AlreadyExists when the key is present (nothing to write);

@@ -80,6 +80,31 @@ def test_get_into_and_put_many_move_tensors(daemon: Daemon) -> None:
             shm.get_into(keys[:1], [torch.empty(10, dtype=torch.uint8)])
 
 
+def test_put_many_from_a_staging_buffer_stores_what_it_held(daemon: Daemon) -> None:
+    with kvtier.Client(daemon.unix_url) as c, kvtier.ShmClient(daemon.unix_url) as shm:
+        block = 64 * 128 * 2
+        buf = shm.staging_buffer(4 * block)
+        assert buf.size == 4 * block and buf.valid
+        kv = np.frombuffer(buf.view, dtype=np.uint8).reshape(4, block)
+        kv[:] = np.random.default_rng(5).integers(0, 256, kv.shape, dtype=np.uint8)
+        expected = [bytes(row) for row in kv]
+        keys = [bytes([0xB0 + i]) * 32 for i in range(4)]
+        shm.put_many(keys, list(kv), chain=True)
+        kv[:] = 0  # The buffer is the client's again: the blocks stay as they were put.
+        assert c.get_many(keys) == expected
+        with pytest.raises(BufferError, match="still in use"):
+            buf.release()  # `kv` still uses the buffer's memory.
+        del kv
+        buf.release()
+        assert not buf.valid
+        with pytest.raises(kvtier.FailedPrecondition):
+            _ = buf.view
+        with pytest.raises(kvtier.InvalidArgument):
+            shm.staging_buffer(0)
+        with pytest.raises(kvtier.ResourceExhausted):
+            shm.staging_buffer(1 << 40)
+
+
 def test_shared_memory_needs_the_unix_socket_and_respects_tenants(daemon: Daemon) -> None:
     with pytest.raises(kvtier.InvalidArgument, match="Unix socket"):
         kvtier.ShmClient(daemon.tcp_url)

@@ -1,416 +1,22 @@
-// ShmClient (include/kvtier/shm_client.h): a blocking Unix-socket connection that speaks the
-// native protocol's SHM_* requests, plus the arena mapping they refer to.
+// ShmClient (include/kvtier/shm_client.h): the calls of the shared-memory fast path, on the
+// connection of src/client/shm_connection.h.
 
 #include "kvtier/shm_client.h"
 
-#include <poll.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <climits>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
-#include <unordered_set>
 #include <utility>
 
-#include "src/client/client_connection.h"
+#include "src/client/shm_connection.h"
 #include "src/common/copy.h"
-#include "src/common/mutex.h"
 #include "src/protocol/messages.h"
 #include "src/protocol/shm_messages.h"
-#include "src/protocol/wire.h"
 
 namespace kvtier {
-namespace shm_internal {
-
-using protocol::FrameHeader;
-using protocol::Opcode;
-
-namespace {
-
-std::string Errno() { return std::strerror(errno); }
-
-// MADV_POPULATE_READ, which older C libraries do not name.
-constexpr int kMadvPopulateRead = 22;
-
-}  // namespace
-
-// One connection and the arena mapping. Thread-safe: one request at a time under mu_.
-class Connection {
- public:
-  static Result<std::shared_ptr<Connection>> Open(const ShmClientOptions& options);
-  ~Connection();
-
-  // Sends one request and returns its reply body (whose leading status the caller decodes).
-  Result<std::vector<std::byte>> Call(Opcode opcode, const std::string& body)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends SHM_RELEASE or SHM_ABORT for `ids` without waiting for the reply (it is read later).
-  void SendIds(Opcode opcode, std::span<const uint64_t> ids) ABSL_LOCKS_EXCLUDED(mu_);
-  // Reads the replies of every SendIds so far.
-  Status Flush() ABSL_LOCKS_EXCLUDED(mu_);
-  // The connection failed here (a call saw it closed, or broke it off).
-  bool Broken() ABSL_LOCKS_EXCLUDED(mu_);
-  // kvtierd closed the connection (or it failed here): its leases and allocations are gone.
-  // Never blocks; may be called while another thread uses the connection.
-  bool Lost() const;
-
-  // The tenant's G2 region (read-only) and the connection's staging file (read-write).
-  const std::byte* base() const { return base_; }
-  uint64_t arena_size() const { return attach_.arena_size; }
-  std::byte* staging() const { return staging_; }
-  // Maps the pages of a leased piece in one call (ShmClientOptions::populate).
-  void Populate(std::span<const std::byte> piece);
-  uint64_t staging_size() const { return attach_.staging_size; }
-  const protocol::ShmAttachReply& attach() const { return attach_; }
-  const protocol::HelloResponse& hello() const { return hello_; }
-
- private:
-  Connection(int fd, uint32_t spin_us) : fd_(fd), spin_(std::chrono::microseconds(spin_us)) {}
-  Status Handshake(const ShmClientOptions& options) ABSL_LOCKS_EXCLUDED(mu_);
-  Status WriteFrame(Opcode opcode, uint64_t id, const std::string& body)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads n bytes; when `fds` is set, also accepts the descriptors passed with them (any
-  // other descriptor received is closed).
-  Status ReadExact(std::byte* out, size_t n, std::vector<int>* fds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads one reply frame.
-  Status ReadFrame(FrameHeader* header, std::vector<std::byte>* body, std::vector<int>* fds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads replies until the one for `id`; release replies met on the way are consumed.
-  Result<std::vector<std::byte>> AwaitReply(uint64_t id, std::vector<int>* fds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Status Fail(Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Checks the SHM_ATTACH reply and maps the two files whose descriptors came with it.
-  Status Attach(const Result<std::vector<std::byte>>& reply, const std::vector<int>& fds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static constexpr size_t kMaxFds = 2;
-
-  const int fd_;
-  const std::chrono::microseconds spin_;  // ShmClientOptions::spin_us.
-  std::byte* base_ = nullptr;
-  std::byte* staging_ = nullptr;
-  bool populate_ = false;
-  static constexpr uint64_t kPopulateChunk = 2 << 20;
-  // A bit per chunk of the region: mapped already (Populate).
-  std::unique_ptr<std::atomic<uint64_t>[]> populated_;
-  protocol::HelloResponse hello_;
-  protocol::ShmAttachReply attach_;
-  Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // Ids of SendIds requests whose replies are still to be read.
-  std::unordered_set<uint64_t> unread_releases_ ABSL_GUARDED_BY(mu_);
-  Status broken_ ABSL_GUARDED_BY(mu_);  // Not OK once the connection failed.
-  // Bytes received and not yet consumed: read_buf_[read_begin_, read_end_).
-  static constexpr size_t kReadBufferBytes = 64 << 10;
-  std::byte read_buf_[kReadBufferBytes] ABSL_GUARDED_BY(mu_);
-  size_t read_begin_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t read_end_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-namespace {
-
-// Unread SendIds replies kept before SendIds drains them (so a client that only releases
-// never lets the daemon's replies pile up until it stops reading our requests).
-constexpr size_t kMaxUnreadReleases = 64;
-
-}  // namespace
-
-Result<std::shared_ptr<Connection>> Connection::Open(const ShmClientOptions& options) {
-  std::string path = options.socket_path;
-  if (path.starts_with("unix:")) path = path.substr(5);
-  if (path.empty()) return Status::InvalidArgument("ShmClientOptions::socket_path is empty");
-  Result<int> fd = client::ConnectUnix(path);
-  if (!fd.ok()) return fd.status();
-  std::shared_ptr<Connection> conn(new Connection(*fd, options.spin_us));
-  KVTIER_RETURN_IF_ERROR(conn->Handshake(options));
-  return conn;
-}
-
-Connection::~Connection() {
-  if (base_ != nullptr) munmap(base_, attach_.arena_size);
-  if (staging_ != nullptr) munmap(staging_, attach_.staging_size);
-  close(fd_);  // The daemon ends every lease and allocation of the connection.
-}
-
-Status Connection::Handshake(const ShmClientOptions& options) {
-  MutexLock lock(&mu_);
-  protocol::HelloRequest hello;
-  hello.features = protocol::kFeatureSharedMemory | protocol::kFeatureSessions;
-  hello.tenant = options.tenant;
-  hello.token = options.token;
-  hello.client_name = options.client_name;
-  std::string body;
-  protocol::EncodeHello(hello, &body);
-  uint64_t id = next_id_++;
-  KVTIER_RETURN_IF_ERROR(WriteFrame(Opcode::kHello, id, body));
-  Result<std::vector<std::byte>> reply = AwaitReply(id, nullptr);
-  if (!reply.ok()) return reply.status();
-  Result<protocol::HelloResponse> resp = protocol::DecodeHelloResponse(*reply);
-  if (!resp.ok()) return resp.status();
-  hello_ = *resp;
-  if ((hello_.features & protocol::kFeatureSharedMemory) == 0) {
-    return Status::FailedPrecondition(
-        "kvtierd did not grant shared memory (offered on its Unix socket, with a G2 arena)");
-  }
-
-  id = next_id_++;
-  KVTIER_RETURN_IF_ERROR(WriteFrame(Opcode::kShmAttach, id, ""));
-  std::vector<int> fds;
-  reply = AwaitReply(id, &fds);
-  populate_ = options.populate;
-  Status attached = Attach(reply, fds);
-  for (int fd : fds) close(fd);  // The mappings keep the files.
-  return attached;
-}
-
-Status Connection::Attach(const Result<std::vector<std::byte>>& reply,
-                          const std::vector<int>& fds) {
-  Result<protocol::ShmAttachReply> attach =
-      reply.ok() ? protocol::DecodeShmAttachReply(*reply)
-                 : Result<protocol::ShmAttachReply>(reply.status());
-  if (!attach.ok()) return attach.status();
-  if (fds.size() != 2) {
-    return Status::Internal("kvtierd sent " + std::to_string(fds.size()) +
-                            " descriptors with SHM_ATTACH, not its G2 region and a staging file");
-  }
-  attach_ = *attach;  // The sizes the destructor unmaps.
-  populated_.reset(new std::atomic<uint64_t>[(attach->arena_size / kPopulateChunk + 64) / 64]());
-  // The region is mapped read-only (its descriptor allows nothing else); the staging file is
-  // this connection's own, for writing new blocks.
-  struct Part {
-    int fd;
-    uint64_t size;
-    int prot;
-    std::byte** base;
-    const char* what;
-  };
-  const Part parts[] = {{fds[0], attach->arena_size, PROT_READ, &base_, "G2 region"},
-                        {fds[1], attach->staging_size, PROT_READ | PROT_WRITE, &staging_,
-                         "staging file"}};
-  for (const Part& part : parts) {
-    struct stat st{};
-    if (fstat(part.fd, &st) != 0 || part.size == 0 ||
-        static_cast<uint64_t>(st.st_size) < part.size || part.size > uint64_t{SIZE_MAX}) {
-      return Status::Internal(std::string("the ") + part.what + " descriptor kvtierd sent is smaller than the " +
-                              std::to_string(part.size) + " bytes it announced");
-    }
-    // Never MAP_POPULATE: the files are sparse, and faulting in a hole takes memory.
-    void* p = mmap(nullptr, part.size, part.prot, MAP_SHARED, part.fd, 0);
-    if (p == MAP_FAILED) {
-      return Status::ResourceExhausted(std::string("cannot map the ") + part.what + ": " + Errno());
-    }
-    madvise(p, part.size, MADV_HUGEPAGE);  // A hint; fine to be refused.
-    *part.base = static_cast<std::byte*>(p);
-  }
-  return Status::OK();
-}
-
-void Connection::Populate(std::span<const std::byte> piece) {
-  if (!populate_ || piece.empty()) return;
-  // Once per chunk of the region: the daemon's blocks reuse their pages, which then stay
-  // mapped here (a page whose memory the daemon gives back simply faults in again).
-  const uint64_t first = static_cast<uint64_t>(piece.data() - base_) / kPopulateChunk;
-  const uint64_t last = static_cast<uint64_t>(piece.data() + piece.size() - 1 - base_) /
-                        kPopulateChunk;
-  for (uint64_t c = first; c <= last; ++c) {
-    const uint64_t bit = uint64_t{1} << (c % 64);
-    if (populated_[c / 64].fetch_or(bit, std::memory_order_relaxed) & bit) continue;
-    const uint64_t end = std::min<uint64_t>((c + 1) * kPopulateChunk, attach_.arena_size);
-    // A hint (Linux 5.14+); the first read faults the pages in otherwise.
-    madvise(base_ + c * kPopulateChunk, end - c * kPopulateChunk, kMadvPopulateRead);
-  }
-}
-
-bool Connection::Broken() {
-  MutexLock lock(&mu_);
-  return !broken_.ok();
-}
-
-bool Connection::Lost() const {
-  pollfd p{fd_, POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-Status Connection::Fail(Status s) {
-  if (broken_.ok()) broken_ = s;
-  shutdown(fd_, SHUT_RDWR);
-  return s;
-}
-
-Status Connection::WriteFrame(Opcode opcode, uint64_t id, const std::string& body) {
-  if (!broken_.ok()) return broken_;
-  FrameHeader h;
-  h.opcode = static_cast<uint8_t>(opcode);
-  h.request_id = id;
-  h.body_length = static_cast<uint32_t>(body.size());
-  std::byte head[protocol::kHeaderSize];
-  protocol::EncodeHeader(h, head);
-  iovec iov[2] = {{head, sizeof(head)}, {const_cast<char*>(body.data()), body.size()}};
-  size_t next = 0;
-  while (next < 2) {
-    msghdr msg{};
-    msg.msg_iov = iov + next;
-    msg.msg_iovlen = 2 - next;
-    ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Fail(Status::Unavailable("write to kvtierd failed: " + Errno()));
-    }
-    auto left = static_cast<size_t>(n);
-    while (next < 2 && left >= iov[next].iov_len) left -= iov[next++].iov_len;
-    if (left > 0) {
-      iov[next].iov_base = static_cast<char*>(iov[next].iov_base) + left;
-      iov[next].iov_len -= left;
-    }
-  }
-  return Status::OK();
-}
-
-Status Connection::ReadExact(std::byte* out, size_t n, std::vector<int>* fds) {
-  while (n > 0) {
-    if (read_begin_ < read_end_) {
-      size_t take = std::min(n, read_end_ - read_begin_);
-      std::memcpy(out, read_buf_ + read_begin_, take);
-      read_begin_ += take;
-      out += take;
-      n -= take;
-      continue;
-    }
-    // Small reads go through the buffer, so that one recvmsg usually brings a whole reply (or
-    // several); a large one goes straight to its destination.
-    const bool direct = n >= kReadBufferBytes;
-    iovec iov = direct ? iovec{out, n} : iovec{read_buf_, kReadBufferBytes};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    ssize_t r = -1;
-    if (direct) {
-      r = recvmsg(fd_, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
-    } else {
-      // A reply from a daemon on this host comes within microseconds; waking a blocked thread
-      // takes tens of them. Poll for spin_ first.
-      const auto until = std::chrono::steady_clock::now() + spin_;
-      do {
-        r = recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      } while (r < 0 && errno == EAGAIN && std::chrono::steady_clock::now() < until);
-      if (r < 0 && errno == EAGAIN) r = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      return Fail(Status::Unavailable(r == 0 ? "kvtierd closed the connection"
-                                             : "read from kvtierd failed: " + Errno()));
-    }
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int passed;
-        std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (fds != nullptr && fds->size() < kMaxFds) {
-          fds->push_back(passed);
-        } else {
-          close(passed);  // Only the SHM_ATTACH reply brings any: two.
-        }
-      }
-    }
-    if (direct) {
-      out += r;
-      n -= static_cast<size_t>(r);
-    } else {
-      read_begin_ = 0;
-      read_end_ = static_cast<size_t>(r);
-    }
-  }
-  return Status::OK();
-}
-
-Status Connection::ReadFrame(FrameHeader* header, std::vector<std::byte>* body,
-                             std::vector<int>* fds) {
-  std::byte head[protocol::kHeaderSize];
-  KVTIER_RETURN_IF_ERROR(ReadExact(head, sizeof(head), fds));
-  uint32_t limit = hello_.max_frame_bytes == 0 ? (1u << 20) : hello_.max_frame_bytes + (1u << 20);
-  protocol::DecodedFrame f = protocol::DecodeFrame(std::span(head, sizeof(head)), limit);
-  if (f.state == protocol::DecodedFrame::State::kError) return Fail(f.error);
-  *header = f.header;
-  if (!(header->flags & protocol::kFlagResponse)) {
-    return Fail(Status::InvalidArgument("kvtierd sent a frame that is not a response"));
-  }
-  body->resize(header->body_length);
-  KVTIER_RETURN_IF_ERROR(ReadExact(body->data(), body->size(), nullptr));
-  if (header->opcode == static_cast<uint8_t>(Opcode::kError)) {
-    Status s = protocol::DecodeResponseStatus(*body);
-    return Fail(s.ok() ? Status::Internal("kvtierd sent an ERROR frame with status OK") : s);
-  }
-  return Status::OK();
-}
-
-Result<std::vector<std::byte>> Connection::AwaitReply(uint64_t id, std::vector<int>* fds) {
-  for (;;) {
-    FrameHeader h;
-    std::vector<std::byte> body;
-    KVTIER_RETURN_IF_ERROR(ReadFrame(&h, &body, fds));
-    if (h.request_id == id) return body;
-    if (unread_releases_.erase(h.request_id) == 0) {
-      return Fail(Status::Internal("kvtierd replied to unknown request id " +
-                                   std::to_string(h.request_id)));
-    }
-  }
-}
-
-Result<std::vector<std::byte>> Connection::Call(Opcode opcode, const std::string& body) {
-  MutexLock lock(&mu_);
-  if (body.size() > hello_.max_frame_bytes) {
-    return Status::InvalidArgument("request of " + std::to_string(body.size()) +
-                                   " bytes exceeds the daemon's max_frame_bytes");
-  }
-  uint64_t id = next_id_++;
-  KVTIER_RETURN_IF_ERROR(WriteFrame(opcode, id, body));
-  return AwaitReply(id, nullptr);
-}
-
-void Connection::SendIds(Opcode opcode, std::span<const uint64_t> leases) {
-  MutexLock lock(&mu_);
-  if (!broken_.ok()) return;  // The daemon dropped the connection's leases with it.
-  const size_t max_batch = std::max<size_t>(hello_.max_batch, 1);
-  for (size_t start = 0; start < leases.size(); start += max_batch) {
-    if (unread_releases_.size() >= kMaxUnreadReleases) {
-      // The oldest replies are the ones ahead in the stream; any request id will do to drain
-      // them all, so wait for the last one sent.
-      uint64_t last = *std::max_element(unread_releases_.begin(), unread_releases_.end());
-      unread_releases_.erase(last);
-      if (!AwaitReply(last, nullptr).ok()) return;
-    }
-    std::string body;
-    protocol::EncodeShmIds(leases.subspan(start, std::min(max_batch, leases.size() - start)),
-                           &body);
-    uint64_t id = next_id_++;
-    if (!WriteFrame(opcode, id, body).ok()) return;
-    unread_releases_.insert(id);
-  }
-}
-
-Status Connection::Flush() {
-  MutexLock lock(&mu_);
-  while (!unread_releases_.empty()) {
-    uint64_t last = *std::max_element(unread_releases_.begin(), unread_releases_.end());
-    unread_releases_.erase(last);
-    Result<std::vector<std::byte>> reply = AwaitReply(last, nullptr);
-    if (!reply.ok()) return reply.status();
-  }
-  return broken_;
-}
-
-}  // namespace shm_internal
 
 // ---- ShmBlocks ----
 
@@ -489,17 +95,72 @@ void ShmAllocation::Abort() {
   pieces_.clear();
 }
 
+// ---- ShmBuffer ----
+
+ShmBuffer::ShmBuffer(ShmBuffer&& other) noexcept { *this = std::move(other); }
+
+ShmBuffer& ShmBuffer::operator=(ShmBuffer&& other) noexcept {
+  if (this != &other) {
+    Release();
+    conn_ = std::move(other.conn_);
+    id_ = std::exchange(other.id_, 0);
+    data_ = std::exchange(other.data_, {});
+  }
+  return *this;
+}
+
+ShmBuffer::~ShmBuffer() { Release(); }
+
+bool ShmBuffer::Valid() const { return conn_ != nullptr && id_ != 0 && !conn_->Lost(); }
+
+void ShmBuffer::Release() {
+  if (id_ != 0 && conn_ != nullptr) {
+    if (!data_.empty()) {
+      conn_->RemoveReserved(static_cast<uint64_t>(data_.data() - conn_->staging()));
+    }
+    uint64_t id = std::exchange(id_, 0);
+    conn_->SendIds(protocol::Opcode::kShmRelease, std::span(&id, 1));
+  }
+  id_ = 0;
+  data_ = {};
+}
+
 namespace {
 
-// One batch's SHM_ALLOC, copies into the staging file and SHM_COMMIT on `conn`.
+// One batch's SHM_PUT of values inside staging buffers, at `offsets`, on `conn`.
+std::vector<Status> PutFromBuffers(const std::shared_ptr<shm_internal::Connection>& conn,
+                                   std::span<const protocol::PutEntry> entries,
+                                   std::span<const uint64_t> offsets) {
+  std::string body;
+  protocol::EncodeShmPutRequest(entries, offsets, &body);
+  Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmPut, body);
+  Result<std::vector<Status>> statuses =
+      raw.ok() ? protocol::DecodeItemStatuses(*raw) : Result<std::vector<Status>>(raw.status());
+  if (statuses.ok() && statuses->size() != entries.size()) {
+    statuses = Status::InvalidArgument("SHM_PUT reply has the wrong number of items");
+  }
+  if (!statuses.ok()) return std::vector<Status>(entries.size(), statuses.status());
+  return std::move(statuses).value();
+}
+
+// One batch's put on `conn`: SHM_PUT when every value lies inside a staging buffer; else
+// SHM_ALLOC, copies into the staging file and SHM_COMMIT.
 std::vector<Status> PutOn(const std::shared_ptr<shm_internal::Connection>& conn,
                           std::span<const BlockWrite> batch) {
   std::vector<Status> out(batch.size());
   std::vector<protocol::PutEntry> entries;
+  std::vector<uint64_t> offsets;
   entries.reserve(batch.size());
+  offsets.reserve(batch.size());
+  bool from_buffers = !batch.empty();
   for (const BlockWrite& w : batch) {
     entries.push_back({w.key, w.parent, w.value.size(), w.session, w.dtype});
+    if (!from_buffers) continue;
+    std::optional<uint64_t> offset = conn->ReservedOffset(w.value);
+    from_buffers = offset.has_value();
+    if (from_buffers) offsets.push_back(*offset);
   }
+  if (from_buffers) return PutFromBuffers(conn, entries, offsets);
   std::string body;
   protocol::EncodePutDirectory(entries, &body);
   Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmAlloc, body);
@@ -630,6 +291,7 @@ ShmClient::~ShmClient() = default;
 uint64_t ShmClient::arena_size() const { return Current()->arena_size(); }
 uint32_t ShmClient::max_leases() const { return Current()->attach().max_leases; }
 uint32_t ShmClient::max_allocations() const { return Current()->attach().max_allocations; }
+uint64_t ShmClient::staging_size() const { return Current()->staging_size(); }
 const std::string& ShmClient::tenant() const { return state_->tenant; }
 
 Status ShmClient::Flush() {
@@ -669,6 +331,29 @@ Result<ShmAllocation> ShmClient::Allocate(const BlockKey& key, size_t size,
       a.pieces_.emplace_back(conn->staging() + e.offset, e.length);
     }
     return a;
+  });
+}
+
+Result<ShmBuffer> ShmClient::StagingBuffer(size_t bytes) {
+  return WithReconnect([&](const std::shared_ptr<shm_internal::Connection>& conn)
+                           -> Result<ShmBuffer> {
+    std::string body;
+    protocol::EncodeShmReserveRequest(bytes, &body);
+    Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmReserve, body);
+    if (!raw.ok()) return raw.status();
+    Result<protocol::ShmReservation> reserved = protocol::DecodeShmReserveReply(*raw);
+    if (!reserved.ok()) return reserved.status();
+    ShmBuffer b;
+    b.conn_ = conn;
+    b.id_ = reserved->id;  // Released by `b` on any error below.
+    const protocol::ShmExtent extent{reserved->offset, bytes};
+    Status valid = protocol::CheckExtents(std::span(&extent, 1), bytes, conn->staging_size());
+    if (!valid.ok()) {
+      return Status::Internal("kvtierd sent a bad extent: " + std::string(valid.message()));
+    }
+    b.data_ = {conn->staging() + reserved->offset, bytes};
+    conn->AddReserved(reserved->offset, bytes);
+    return b;
   });
 }
 

@@ -33,7 +33,7 @@ bool ReadExtents(BodyReader* r, std::vector<ShmExtent>* out) {
 
 bool IsShmOpcode(uint8_t opcode) {
   return opcode >= static_cast<uint8_t>(Opcode::kShmAttach) &&
-         opcode <= static_cast<uint8_t>(Opcode::kShmAbort);
+         opcode <= static_cast<uint8_t>(Opcode::kShmPut);
 }
 
 Status CheckExtents(std::span<const ShmExtent> extents, uint64_t block_size, uint64_t arena_size) {
@@ -123,6 +123,55 @@ Result<ShmGetReply> DecodeShmGetReply(std::span<const std::byte> body) {
     if (reply.items[i].is_inline()) reply.inline_values[i] = r.Bytes(reply.items[i].size);
   }
   return reply;
+}
+
+void EncodeShmReserveRequest(uint64_t size, std::string* out) { BodyWriter(out).U64(size); }
+
+Result<uint64_t> DecodeShmReserveRequest(std::span<const std::byte> body) {
+  BodyReader r(body);
+  const uint64_t size = r.U64();
+  if (!r.done()) return Malformed("SHM_RESERVE");
+  return size;
+}
+
+void EncodeShmReserveReply(const ShmReservation& m, std::string* out) {
+  BodyWriter w(out);
+  w.StatusValue(Status::OK());
+  w.U64(m.id);
+  w.U64(m.offset);
+}
+
+Result<ShmReservation> DecodeShmReserveReply(std::span<const std::byte> body) {
+  BodyReader r(body);
+  KVTIER_RETURN_IF_ERROR(ReadLeadingStatus(&r));
+  ShmReservation m;
+  m.id = r.U64();
+  m.offset = r.U64();
+  if (!r.done() || m.id == 0) return Malformed("SHM_RESERVE response");
+  return m;
+}
+
+void EncodeShmPutRequest(std::span<const PutEntry> entries, std::span<const uint64_t> offsets,
+                         std::string* out) {
+  EncodePutDirectory(entries, out);
+  BodyWriter w(out);
+  for (uint64_t offset : offsets) w.U64(offset);
+}
+
+Result<std::vector<ShmPutItem>> DecodeShmPutRequest(std::span<const std::byte> body,
+                                                    uint32_t max_batch, uint64_t max_block_bytes) {
+  BodyReader r(body);
+  Result<std::vector<PutEntry>> entries =
+      ReadPutDirectory(&r, "SHM_PUT", kEntryHasParent | kEntryHasSession | kEntryHasDtype,
+                       max_batch, max_block_bytes);
+  if (!entries.ok()) return entries.status();
+  if (r.remaining() != uint64_t{entries->size()} * 8) return Malformed("SHM_PUT");
+  std::vector<ShmPutItem> items(entries->size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].entry = std::move((*entries)[i]);
+    items[i].offset = r.U64();
+  }
+  return items;
 }
 
 Result<std::vector<PutEntry>> DecodeShmAllocRequest(std::span<const std::byte> body,

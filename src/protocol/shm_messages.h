@@ -20,7 +20,7 @@
 
 namespace kvtier::protocol {
 
-// True for SHM_ATTACH .. SHM_ABORT.
+// True for SHM_ATTACH .. SHM_PUT.
 bool IsShmOpcode(uint8_t opcode);
 
 // At most this many extents describe one block (an arena block is usually one extent; the
@@ -85,6 +85,30 @@ struct ShmAllocItem {
 };
 void EncodeShmAllocReply(std::span<const ShmAllocItem> items, std::string* out);
 Result<std::vector<ShmAllocItem>> DecodeShmAllocReply(std::span<const std::byte> body);
+
+// SHM_RESERVE request: the buffer's size in bytes. Its reply: the reservation's id (non-zero;
+// SHM_RELEASE ends it) and where the buffer starts in the staging file.
+struct ShmReservation {
+  uint64_t id = 0;
+  uint64_t offset = 0;
+};
+void EncodeShmReserveRequest(uint64_t size, std::string* out);
+Result<uint64_t> DecodeShmReserveRequest(std::span<const std::byte> body);
+void EncodeShmReserveReply(const ShmReservation& m, std::string* out);
+Result<ShmReservation> DecodeShmReserveReply(std::span<const std::byte> body);
+
+// SHM_PUT request: PUT_MANY's entry directory without the values, then for each entry the
+// offset in the staging file where its `size` bytes are (inside a reserved buffer). Its reply
+// is item statuses (EncodeItemStatuses).
+struct ShmPutItem {
+  PutEntry entry;
+  uint64_t offset = 0;
+};
+void EncodeShmPutRequest(std::span<const PutEntry> entries, std::span<const uint64_t> offsets,
+                         std::string* out);
+// InvalidArgument as DecodePutMany for a bad entry, a missing offset, or trailing bytes.
+Result<std::vector<ShmPutItem>> DecodeShmPutRequest(std::span<const std::byte> body,
+                                                    uint32_t max_batch, uint64_t max_block_bytes);
 
 // SHM_RELEASE, SHM_COMMIT and SHM_ABORT requests: u32 count, u64 ids. Their replies are item
 // statuses (EncodeItemStatuses). InvalidArgument for more than max_batch ids or a body that is

@@ -19,12 +19,12 @@ BlockKey Key(uint8_t n) {
 }
 
 TEST(ShmMessagesTest, OpcodesAreRequestsAndNamed) {
-  for (uint8_t op = 0x20; op <= 0x25; ++op) {
+  for (uint8_t op = 0x20; op <= 0x27; ++op) {
     EXPECT_TRUE(IsShmOpcode(op));
     EXPECT_TRUE(IsRequestOpcode(op));
     EXPECT_NE(OpcodeName(op), "UNKNOWN");
   }
-  EXPECT_FALSE(IsShmOpcode(0x26));
+  EXPECT_FALSE(IsShmOpcode(0x28));
   EXPECT_FALSE(IsShmOpcode(static_cast<uint8_t>(Opcode::kGetMany)));
 }
 
@@ -123,6 +123,40 @@ TEST(ShmMessagesTest, AllocRequestAndReplyRoundTrip) {
   EXPECT_EQ((*reply)[0].allocation, 5u);
   EXPECT_EQ((*reply)[0].extents, items[0].extents);
   EXPECT_EQ((*reply)[1].status.code(), StatusCode::kAlreadyExists);
+}
+
+TEST(ShmMessagesTest, ReserveAndPutRoundTrip) {
+  std::string body;
+  EncodeShmReserveRequest(3 << 20, &body);
+  EXPECT_EQ(*DecodeShmReserveRequest(Bytes(body)), 3u << 20);
+  EXPECT_FALSE(DecodeShmReserveRequest(Bytes(body + "x")).ok());
+  EXPECT_FALSE(DecodeShmReserveRequest(Bytes(body.substr(1))).ok());
+  body.clear();
+  EncodeShmReserveReply({7, 4096}, &body);
+  Result<ShmReservation> reserved = DecodeShmReserveReply(Bytes(body));
+  ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
+  EXPECT_EQ(reserved->id, 7u);
+  EXPECT_EQ(reserved->offset, 4096u);
+  body.clear();
+  EncodeShmReserveReply({0, 4096}, &body);
+  EXPECT_FALSE(DecodeShmReserveReply(Bytes(body)).ok());  // Id 0 is no reservation.
+
+  std::vector<PutEntry> entries = {{Key(1), Key(0), 100, 9, KvDtype::kFp16},
+                                   {Key(2), std::nullopt, 200, 0, std::nullopt}};
+  const std::vector<uint64_t> offsets = {8192, 8292};
+  body.clear();
+  EncodeShmPutRequest(entries, offsets, &body);
+  Result<std::vector<ShmPutItem>> items = DecodeShmPutRequest(Bytes(body), 16, 1 << 20);
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ((*items)[0].entry.parent, Key(0));
+  EXPECT_EQ((*items)[0].entry.dtype, KvDtype::kFp16);
+  EXPECT_EQ((*items)[0].offset, 8192u);
+  EXPECT_EQ((*items)[1].entry.size, 200u);
+  EXPECT_EQ((*items)[1].offset, 8292u);
+  EXPECT_FALSE(DecodeShmPutRequest(Bytes(body), 1, 1 << 20).ok());          // max_batch
+  EXPECT_FALSE(DecodeShmPutRequest(Bytes(body + "x"), 16, 1 << 20).ok());   // trailing
+  EXPECT_FALSE(DecodeShmPutRequest(Bytes(body.substr(0, body.size() - 8)), 16, 1 << 20).ok());
 }
 
 TEST(ShmMessagesTest, IdLists) {

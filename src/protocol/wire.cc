@@ -52,6 +52,8 @@ bool IsRequestOpcode(uint8_t opcode) {
     case Opcode::kShmAlloc:
     case Opcode::kShmCommit:
     case Opcode::kShmAbort:
+    case Opcode::kShmReserve:
+    case Opcode::kShmPut:
       return true;
     case Opcode::kError:
       return false;
@@ -85,6 +87,8 @@ std::string_view OpcodeName(uint8_t opcode) {
     case Opcode::kShmAlloc: return "SHM_ALLOC";
     case Opcode::kShmCommit: return "SHM_COMMIT";
     case Opcode::kShmAbort: return "SHM_ABORT";
+    case Opcode::kShmReserve: return "SHM_RESERVE";
+    case Opcode::kShmPut: return "SHM_PUT";
     case Opcode::kError: return "ERROR";
   }
   return "UNKNOWN";

@@ -52,6 +52,8 @@ enum class Opcode : uint8_t {
   kShmAlloc = 0x23,
   kShmCommit = 0x24,
   kShmAbort = 0x25,
+  kShmReserve = 0x26,
+  kShmPut = 0x27,
   // Server only: a connection-level error (bad framing); the server closes after sending it.
   kError = 0x7F,
 };

@@ -45,10 +45,12 @@ Op OpFor(uint8_t opcode) {
     case Opcode::kHintSession: return Op::kAdmin;
     case Opcode::kShmGet: return Op::kGet;
     case Opcode::kShmAlloc:
-    case Opcode::kShmCommit: return Op::kPut;
+    case Opcode::kShmCommit:
+    case Opcode::kShmPut: return Op::kPut;
     case Opcode::kShmAttach:
     case Opcode::kShmRelease:
     case Opcode::kShmAbort:
+    case Opcode::kShmReserve:
     case Opcode::kError: break;
   }
   return Op::kOther;
@@ -165,6 +167,8 @@ class NativeHandler final : public ProtocolHandler {
       case Opcode::kShmAlloc:
       case Opcode::kShmCommit:
       case Opcode::kShmAbort:
+      case Opcode::kShmReserve:
+      case Opcode::kShmPut:
       case Opcode::kError: break;
     }
     return true;

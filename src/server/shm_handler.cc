@@ -39,6 +39,8 @@ void ShmHandler::Handle(const FrameHeader& h, std::span<const std::byte> body, T
   switch (op) {
     case Opcode::kShmGet: Get(h, body, tenant, out); return;
     case Opcode::kShmAlloc: Alloc(h, body, out); return;
+    case Opcode::kShmReserve: Reserve(h, body, out); return;
+    case Opcode::kShmPut: Put(h, body, out); return;
     default: IdOp(h, body, out); return;
   }
 }
@@ -177,6 +179,33 @@ void ShmHandler::Alloc(const FrameHeader& h, std::span<const std::byte> body, Ou
   }
   body_.clear();
   protocol::EncodeShmAllocReply(items, &body_);
+  Send(out, h);
+}
+
+void ShmHandler::Reserve(const FrameHeader& h, std::span<const std::byte> body,
+                         OutputQueue* out) {
+  Result<uint64_t> bytes = protocol::DecodeShmReserveRequest(body);
+  Result<protocol::ShmReservation> reserved =
+      bytes.ok() ? session_->Reserve(*bytes) : Result<protocol::ShmReservation>(bytes.status());
+  if (!reserved.ok()) {
+    Reply(out, h, reserved.status());
+    return;
+  }
+  body_.clear();
+  protocol::EncodeShmReserveReply(*reserved, &body_);
+  Send(out, h);
+}
+
+void ShmHandler::Put(const FrameHeader& h, std::span<const std::byte> body, OutputQueue* out) {
+  Result<std::vector<protocol::ShmPutItem>> items = protocol::DecodeShmPutRequest(
+      body, ctx_->config->max_batch, ctx_->config->store.max_block_bytes);
+  if (!items.ok()) {
+    Reply(out, h, items.status());
+    return;
+  }
+  std::vector<Status> statuses = session_->Put(*items);
+  body_.clear();
+  protocol::EncodeItemStatuses(statuses, &body_);
   Send(out, h);
 }
 

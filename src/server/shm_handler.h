@@ -1,4 +1,4 @@
-// The native protocol's shared-memory requests (SHM_ATTACH .. SHM_ABORT, docs/protocol.md
+// The native protocol's shared-memory requests (SHM_ATTACH .. SHM_PUT, docs/protocol.md
 // "Shared-memory fast path") for one connection. The native handler owns one, asks it which
 // feature bit to grant in HELLO, and hands it every SHM_* request after HELLO.
 //
@@ -43,6 +43,8 @@ class ShmHandler {
   void Get(const protocol::FrameHeader& h, std::span<const std::byte> body, TenantId tenant,
            OutputQueue* out);
   void Alloc(const protocol::FrameHeader& h, std::span<const std::byte> body, OutputQueue* out);
+  void Reserve(const protocol::FrameHeader& h, std::span<const std::byte> body, OutputQueue* out);
+  void Put(const protocol::FrameHeader& h, std::span<const std::byte> body, OutputQueue* out);
   void IdOp(const protocol::FrameHeader& h, std::span<const std::byte> body, OutputQueue* out);
   // Header + body_ (+ extra_body_bytes the caller appends itself).
   void Send(OutputQueue* out, const protocol::FrameHeader& request, uint64_t extra_body_bytes = 0);

@@ -68,11 +68,75 @@ Result<uint64_t> ShmSession::AddLease(BlockHandle handle,
   return id;
 }
 
-Status ShmSession::Release(uint64_t lease) {
-  if (leases_.erase(lease) == 0) {
-    return Status::NotFound("no lease " + std::to_string(lease) + " on this connection");
+Status ShmSession::Release(uint64_t id) {
+  if (leases_.erase(id) != 0) return Status::OK();
+  for (auto it = reservations_.begin(); it != reservations_.end(); ++it) {
+    if (it->second.id == id) {
+      staging_pages_.Free(it->second.pages);
+      reservations_.erase(it);
+      return Status::OK();
+    }
   }
-  return Status::OK();
+  return Status::NotFound("no lease or reservation " + std::to_string(id) + " on this connection");
+}
+
+Result<protocol::ShmReservation> ShmSession::Reserve(uint64_t bytes) {
+  if (bytes == 0) return Status::InvalidArgument("a buffer of 0 bytes");
+  if (reservations_.size() >= limits_.max_reservations) {
+    return Status::ResourceExhausted("this connection already holds max_reservations (" +
+                                     std::to_string(limits_.max_reservations) +
+                                     ") staging buffers: release some first");
+  }
+  const uint64_t pages = bytes / page_bytes_ + (bytes % page_bytes_ != 0);
+  std::vector<Extent> run;
+  if (pages > staging_pages_.largest_free_run() ||
+      !staging_pages_.Allocate(static_cast<uint32_t>(pages), &run)) {
+    return Status::ResourceExhausted(
+        "this connection's staging file (" + std::to_string(staging_->region_bytes()) +
+        " bytes) has no free run of " + std::to_string(bytes) +
+        " bytes: release buffers, or commit or abort allocations, first");
+  }
+  // One run: the best-fitting free run is taken whole when one is large enough.
+  const uint64_t offset = uint64_t{run[0].first_page} * page_bytes_;
+  const uint64_t id = next_id_++;
+  reservations_.emplace(offset, Reserved{id, run[0]});
+  return protocol::ShmReservation{id, offset};
+}
+
+bool ShmSession::InReservation(uint64_t offset, uint64_t size) const {
+  auto it = reservations_.upper_bound(offset);
+  if (it == reservations_.begin()) return false;
+  --it;
+  const uint64_t end = it->first + uint64_t{it->second.pages.num_pages} * page_bytes_;
+  return offset < end && size <= end - offset;
+}
+
+std::vector<Status> ShmSession::Put(std::span<const protocol::ShmPutItem> items) {
+  std::vector<Status> out(items.size());
+  std::vector<BlockWrite> writes;
+  std::vector<size_t> index;
+  writes.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const protocol::ShmPutItem& item = items[i];
+    if (!InReservation(item.offset, item.entry.size)) {
+      out[i] = Status::InvalidArgument(
+          "bytes [" + std::to_string(item.offset) + ", +" + std::to_string(item.entry.size) +
+          ") of the staging file are not inside one buffer reserved with SHM_RESERVE");
+      continue;
+    }
+    // The client may still be writing them: the block is what they hold at the copy, and
+    // nothing can change it afterwards.
+    writes.push_back({item.entry.key,
+                      {staging_->base(0) + item.offset, item.entry.size},
+                      item.entry.parent,
+                      item.entry.session,
+                      item.entry.dtype});
+    index.push_back(i);
+  }
+  if (writes.empty()) return out;
+  std::vector<Status> stored = store_->PutMany(tenant_, writes);
+  for (size_t k = 0; k < index.size(); ++k) out[index[k]] = std::move(stored[k]);
+  return out;
 }
 
 Result<uint64_t> ShmSession::Allocate(const protocol::PutEntry& entry,

@@ -1,6 +1,7 @@
 // ShmSession: what one connection of the shared-memory fast path holds in the store — its read
-// leases (id -> BlockHandle) and its uncommitted allocations (id -> BlockAllocation) — and the
-// translation of their spans into offsets a client can use.
+// leases (id -> BlockHandle), its uncommitted allocations (id -> BlockAllocation) and the
+// buffers it reserved in its staging file — and the translation of their spans into offsets a
+// client can use.
 //
 // Isolation: the client maps its tenant's G2 region read-only (Store::shared_arena), so it
 // sees its own tenant's blocks and nothing else, and can change none of them. It writes new
@@ -23,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -48,6 +50,8 @@ class ShmSession {
     // it holds memory for at most what the allocations have needed at once. Raised to the
     // largest block.
     uint64_t staging_bytes = uint64_t{1} << 30;
+    // Most buffers reserved in the staging file at once.
+    uint32_t max_reservations = 256;
   };
 
   // A session for `tenant`, whose G2 region `arena` is. `page_bytes` is the staging file's
@@ -67,6 +71,7 @@ class ShmSession {
   uint64_t staging_size() const { return staging_->region_bytes(); }
   size_t lease_count() const { return leases_.size(); }
   size_t allocation_count() const { return allocations_.size(); }
+  size_t reservation_count() const { return reservations_.size(); }
 
   // Converts spans to offsets in the arena. False when any span is not inside it (a block
   // served from below G2 lives in a heap buffer of its handle).
@@ -77,8 +82,8 @@ class ShmSession {
   // `extents`. ResourceExhausted when max_leases are held; FailedPrecondition when the block
   // is not in the arena. On error the handle is dropped (the store's lease ends).
   Result<uint64_t> AddLease(BlockHandle handle, std::vector<protocol::ShmExtent>* extents);
-  // Ends a lease. NotFound for an id this session does not hold.
-  Status Release(uint64_t lease);
+  // Ends a lease or a reservation. NotFound for an id this session does not hold.
+  Status Release(uint64_t id);
 
   // Reserves G2 space for `entry` (Store::Allocate) and staging space of the same size, and
   // keeps both, with the put options, until Commit or Abort. Returns its id and fills
@@ -93,6 +98,17 @@ class ShmSession {
   // Gives an allocation's space back. NotFound for an id this session does not hold.
   Status Abort(uint64_t allocation);
 
+  // Reserves `bytes` of the staging file, in one run of pages, for the client to manage until
+  // Release: the buffers it writes blocks into before an SHM_PUT. InvalidArgument for 0 bytes;
+  // ResourceExhausted past max_reservations or when no free run of the staging file is that
+  // large.
+  Result<protocol::ShmReservation> Reserve(uint64_t bytes);
+  // Stores each item's `entry.size` bytes at `offset` in the staging file (Store::PutMany: one
+  // copy into G2), one status per item, in order. An item whose bytes are not inside one
+  // reserved buffer is InvalidArgument and stores nothing; the others are stored as PUT_MANY
+  // stores them (OK when the key is present).
+  std::vector<Status> Put(std::span<const protocol::ShmPutItem> items);
+
  private:
   struct PendingPut {
     BlockAllocation allocation;
@@ -103,6 +119,8 @@ class ShmSession {
   ShmSession(Store* store, TenantId tenant, const SharedArena& arena, uint32_t page_bytes,
              const Limits& limits, std::unique_ptr<Arena> staging);
   void Unstage(const std::vector<Extent>& staged);
+  // Whether bytes [offset, offset + size) of the staging file lie inside one reserved buffer.
+  bool InReservation(uint64_t offset, uint64_t size) const;
 
   Store* const store_;
   const TenantId tenant_;
@@ -114,6 +132,12 @@ class ShmSession {
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, BlockHandle> leases_;
   std::unordered_map<uint64_t, PendingPut> allocations_;
+  struct Reserved {
+    uint64_t id;
+    Extent pages;
+  };
+  // Reserved buffers by their first byte in the staging file.
+  std::map<uint64_t, Reserved> reservations_;
 };
 
 }  // namespace kvtier::server

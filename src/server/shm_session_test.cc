@@ -145,6 +145,47 @@ TEST_F(ShmSessionTest, AllocateFillCommitPublishes) {
             StatusCode::kAlreadyExists);
 }
 
+// A staging buffer is one run of the staging file: enough pages free in pieces are not enough.
+TEST_F(ShmSessionTest, StagingBuffersAreOneRunAndAreReleasedLikeLeases) {
+  ShmSession::Limits limits;
+  limits.staging_bytes = 8 * 4096;
+  limits.max_reservations = 3;
+  std::unique_ptr<ShmSession> session = NewSession(limits);
+  Result<protocol::ShmReservation> a = session->Reserve(3 * 4096);
+  Result<protocol::ShmReservation> b = session->Reserve(2 * 4096);
+  Result<protocol::ShmReservation> c = session->Reserve(3 * 4096);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(session->Reserve(1).status().code(), StatusCode::kResourceExhausted);  // The limit.
+  ASSERT_TRUE(session->Release(a->id).ok());
+  ASSERT_TRUE(session->Release(c->id).ok());
+  // Six pages free, in two runs of three: four in one run are not there.
+  EXPECT_EQ(session->Reserve(4 * 4096).status().code(), StatusCode::kResourceExhausted);
+  Result<protocol::ShmReservation> d = session->Reserve(3 * 4096 - 10);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(session->reservation_count(), 2u);
+
+  // A put from the buffer is one copy into G2; the buffer stays the client's.
+  std::byte* staging = MapStaging(*session);
+  std::vector<std::byte> v = Value(9, 3 * 4096 - 10);
+  std::memcpy(staging + d->offset, v.data(), v.size());
+  std::vector<protocol::ShmPutItem> items = {
+      {{Key(9), std::nullopt, v.size(), 0, std::nullopt}, d->offset},
+      {{Key(10), std::nullopt, 4096, 0, std::nullopt}, b->offset + 4096 + 1}};  // Runs past b.
+  std::vector<Status> put = session->Put(items);
+  ASSERT_EQ(put.size(), 2u);
+  EXPECT_TRUE(put[0].ok()) << put[0].ToString();
+  EXPECT_EQ(put[1].code(), StatusCode::kInvalidArgument);
+  std::memset(staging + d->offset, 0, v.size());
+  std::vector<std::byte> out(v.size());
+  ASSERT_TRUE(store_->Read(tenant_, Key(9), out).ok());
+  EXPECT_EQ(out, v);
+  EXPECT_EQ(store_->Get(tenant_, Key(10)).status().code(), StatusCode::kNotFound);
+  munmap(staging, session->staging_size());
+  EXPECT_EQ(session->Commit(d->id).code(), StatusCode::kNotFound);  // Not an allocation.
+  EXPECT_TRUE(session->Release(d->id).ok());
+  EXPECT_EQ(session->Release(d->id).code(), StatusCode::kNotFound);
+}
+
 TEST_F(ShmSessionTest, AbortAndUnknownIds) {
   std::unique_ptr<ShmSession> session = NewSession({.max_leases = 4, .max_allocations = 1});
   const uint64_t before = Used();

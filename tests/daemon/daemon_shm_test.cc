@@ -242,6 +242,59 @@ TEST(DaemonShmTest, AllocateFillInPlaceCommitOrAbort) {
   EXPECT_EQ(native->Get(TestKey(21)).status().code(), StatusCode::kNotFound);
 }
 
+// A put from a staging buffer is one SHM_PUT: kvtierd copies the values from the buffer into
+// G2, and nothing goes through the staging file's allocations.
+TEST(DaemonShmTest, StagingBufferPutsAreCopiedOnceByKvtierd) {
+  Daemon d(kNoDisk);
+  std::unique_ptr<ShmClient> shm = ConnectShm(d);
+  std::unique_ptr<Client> native = ConnectNative(d);
+  ASSERT_TRUE(shm && native);
+  EXPECT_EQ(shm->StagingBuffer(0).status().code(), StatusCode::kInvalidArgument);
+  // The whole staging file as one buffer: Put, which copies through the staging file, finds no
+  // room, so the puts from the buffer that succeed below did not go through it.
+  Result<ShmBuffer> whole = shm->StagingBuffer(shm->staging_size());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(shm->StagingBuffer(4096).status().code(), StatusCode::kResourceExhausted);
+  const std::vector<std::byte> a = PatternValue(31, 123457);
+  const std::vector<std::byte> b = PatternValue(32, 2 << 20);
+  EXPECT_EQ(shm->Put(TestKey(30), b).code(), StatusCode::kResourceExhausted);
+
+  // Values at odd offsets; a chain, as an engine puts it.
+  std::span<std::byte> mem = whole->data();
+  std::memcpy(mem.data() + 100, a.data(), a.size());
+  std::memcpy(mem.data() + 100 + a.size(), b.data(), b.size());
+  auto write = [](uint32_t key, std::span<const std::byte> value,
+                  std::optional<BlockKey> parent = std::nullopt) {
+    BlockWrite w;
+    w.key = TestKey(key);
+    w.value = value;
+    w.parent = parent;
+    return w;
+  };
+  std::vector<BlockWrite> writes = {write(31, mem.subspan(100, a.size())),
+                                    write(32, mem.subspan(100 + a.size(), b.size()), TestKey(31))};
+  std::vector<Status> put = shm->PutMany(writes);
+  ASSERT_TRUE(put[0].ok() && put[1].ok()) << put[0].ToString() << put[1].ToString();
+  EXPECT_TRUE(shm->PutMany(writes)[0].ok());  // Present already: OK, as PUT_MANY.
+  // The buffer is the client's again as soon as PutMany returns: no block changes with it.
+  std::memset(mem.data(), 0xEE, 100 + a.size() + b.size());
+  EXPECT_EQ(*native->Get(TestKey(31)), a);
+  EXPECT_EQ(*native->Get(TestKey(32)), b);
+
+  // Released, its room is the staging file's again; a batch with one value outside every
+  // buffer is copied as usual.
+  whole->Release();
+  ASSERT_TRUE(shm->Flush().ok());
+  Result<ShmBuffer> small = shm->StagingBuffer(a.size());
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  std::memcpy(small->data().data(), a.data(), a.size());
+  writes = {write(33, small->data()), write(34, b)};
+  put = shm->PutMany(writes);
+  ASSERT_TRUE(put[0].ok() && put[1].ok()) << put[0].ToString() << put[1].ToString();
+  EXPECT_EQ(*native->Get(TestKey(33)), a);
+  EXPECT_EQ(*native->Get(TestKey(34)), b);
+}
+
 TEST(DaemonShmTest, LeaseKeepsBytesUnchangedAfterDeleteAndChurn) {
   Daemon d(kNoDisk);
   std::unique_ptr<ShmClient> shm = ConnectShm(d);
@@ -277,6 +330,10 @@ TEST(DaemonShmTest, AClientComesThroughAnUpgradeAndARestartAndOldLeasesFailClean
   EXPECT_TRUE(lease->Valid());
   Result<ShmAllocation> pending = shm->Allocate(TestKey(2), 4096);
   ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+  Result<ShmBuffer> buffer = shm->StagingBuffer(v.size());
+  ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+  std::memcpy(buffer->data().data(), v.data(), v.size());
+  EXPECT_TRUE(buffer->Valid());
 
   ASSERT_EQ(d.Upgrade(), 0) << "the old kvtierd did not stop cleanly";
   // Another client overwrites G2 several times over: the lease's pages are reused.
@@ -292,6 +349,12 @@ TEST(DaemonShmTest, AClientComesThroughAnUpgradeAndARestartAndOldLeasesFailClean
   EXPECT_EQ(lease->CopyTo(0, out).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(shm->Commit(std::move(pending).value()).code(), StatusCode::kAborted);
   lease->Release();  // Its connection is gone: nothing to send.
+  // The buffer's memory is still the client's, but no longer the new connection's staging
+  // file: a put from it copies it, as from any memory.
+  EXPECT_FALSE(buffer->Valid());
+  ASSERT_TRUE(shm->Put(TestKey(4), buffer->data()).ok());
+  EXPECT_EQ(*native->Get(TestKey(4)), v);
+  buffer->Release();
 
   // The next calls reconnect: the block put before the upgrade (put again, since the churn
   // evicted it), a new one, through shared memory and the native protocol alike.
@@ -421,6 +484,63 @@ TEST(DaemonShmTest, ForgedIdsAndMalformedRequestsAreErrorsNotCrashes) {
   EXPECT_EQ(raw.Call(Opcode::kShmAlloc, body.substr(0, body.size() - 1)).status.code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(raw.Call(Opcode::kShmRelease, "abc").status.code(), StatusCode::kInvalidArgument);
+  RawReply ping = raw.Call(Opcode::kPing, "");
+  EXPECT_TRUE(ping.ok && ping.status.ok());
+}
+
+// SHM_PUT takes only bytes inside a buffer the connection reserved, whatever offsets it names.
+TEST(DaemonShmTest, StagingPutsOutsideAReservedBufferAreRefused) {
+  Daemon d;
+  RawUnix raw(d, protocol::kFeatureSharedMemory);
+  ASSERT_NE(raw.granted() & protocol::kFeatureSharedMemory, 0u);
+  RawReply attach = raw.Call(Opcode::kShmAttach, "");
+  ASSERT_TRUE(attach.ok && attach.status.ok()) << attach.status.ToString();
+  std::string body;
+  protocol::EncodeShmReserveRequest(10000, &body);
+  RawReply r = raw.Call(Opcode::kShmReserve, body);
+  Result<protocol::ShmReservation> reserved = protocol::DecodeShmReserveReply(
+      {reinterpret_cast<const std::byte*>(r.body.data()), r.body.size()});
+  ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
+  const uint64_t at = reserved->offset;
+  auto put = [&](uint64_t key, uint64_t size, uint64_t offset) {
+    std::string b;
+    protocol::EncodeShmPutRequest(
+        std::vector<protocol::PutEntry>{{TestKey(key), std::nullopt, size, 0, {}}},
+        std::vector<uint64_t>{offset}, &b);
+    std::vector<Status> s = ItemStatuses(raw.Call(Opcode::kShmPut, b));
+    return s.size() == 1 ? s[0] : Status::Internal("not one item status");
+  };
+  EXPECT_TRUE(put(40, 10000, at).ok());
+  EXPECT_EQ(put(41, 100, at + (512 << 20)).code(), StatusCode::kInvalidArgument);  // Elsewhere.
+  EXPECT_EQ(put(42, 4 << 20, at).code(), StatusCode::kInvalidArgument);  // Past its end.
+  EXPECT_EQ(put(43, 100, UINT64_MAX - 10).code(), StatusCode::kInvalidArgument);  // Overflow.
+  std::unique_ptr<Client> native = ConnectNative(d);
+  ASSERT_NE(native, nullptr);
+  EXPECT_EQ(native->Get(TestKey(40))->size(), 10000u);
+  for (uint64_t key : {41, 42, 43}) {
+    EXPECT_EQ(native->Get(TestKey(key)).status().code(), StatusCode::kNotFound);
+  }
+
+  // A reservation id is released once, by SHM_RELEASE only; its room is then no buffer.
+  EXPECT_EQ(ItemStatuses(raw.CallIds(Opcode::kShmCommit, {reserved->id}))[0].code(),
+            StatusCode::kNotFound);
+  EXPECT_TRUE(ItemStatuses(raw.CallIds(Opcode::kShmRelease, {reserved->id}))[0].ok());
+  EXPECT_EQ(ItemStatuses(raw.CallIds(Opcode::kShmRelease, {reserved->id}))[0].code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(put(44, 100, at).code(), StatusCode::kInvalidArgument);
+
+  // Bad sizes and malformed bodies: clear errors, and the connection stays usable.
+  body.clear();
+  protocol::EncodeShmReserveRequest(0, &body);
+  EXPECT_EQ(raw.Call(Opcode::kShmReserve, body).status.code(), StatusCode::kInvalidArgument);
+  body.clear();
+  protocol::EncodeShmReserveRequest(uint64_t{1} << 50, &body);
+  EXPECT_EQ(raw.Call(Opcode::kShmReserve, body).status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(raw.Call(Opcode::kShmReserve, "abc").status.code(), StatusCode::kInvalidArgument);
+  body.clear();
+  protocol::EncodeShmPutRequest(
+      std::vector<protocol::PutEntry>{{TestKey(45), std::nullopt, 100, 0, {}}}, {}, &body);
+  EXPECT_EQ(raw.Call(Opcode::kShmPut, body).status.code(), StatusCode::kInvalidArgument);
   RawReply ping = raw.Call(Opcode::kPing, "");
   EXPECT_TRUE(ping.ok && ping.status.ok());
 }

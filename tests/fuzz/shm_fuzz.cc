@@ -1,5 +1,6 @@
 // libFuzzer target: the shared-memory fast path's decoders, and the server's SHM_* handling
-// behind a HELLO that was granted SHARED_MEMORY and an SHM_ATTACH (as on the Unix socket).
+// behind a HELLO that was granted SHARED_MEMORY, an SHM_ATTACH (as on the Unix socket) and an
+// SHM_RESERVE.
 
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)protocol::DecodeShmAllocRequest(in, 64, 1 << 16);
   (void)protocol::DecodeShmAllocReply(in);
   (void)protocol::DecodeShmIds(in, 64);
+  (void)protocol::DecodeShmReserveRequest(in);
+  (void)protocol::DecodeShmReserveReply(in);
+  (void)protocol::DecodeShmPutRequest(in, 64, 1 << 16);
 
   // The handler, as a granted Unix-socket client would reach it.
   std::vector<std::byte> input;
@@ -53,6 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   protocol::EncodeHello(hello, &body);
   Frame(protocol::Opcode::kHello, body, &input);
   Frame(protocol::Opcode::kShmAttach, "", &input);
+  body.clear();
+  protocol::EncodeShmReserveRequest(1 << 20, &body);  // A buffer for SHM_PUTs to name.
+  Frame(protocol::Opcode::kShmReserve, body, &input);
   input.insert(input.end(), in.begin(), in.end());
   auto handler = server::NewNativeHandler(server->ctx(), fuzz::FuzzServer::LocalPeer(true));
   fuzz::FuzzServer::Drive(handler.get(), std::move(input));

@@ -34,6 +34,10 @@ struct AllocationState : ExportState {
   ShmAllocation allocation;
 };
 
+struct BufferState : ExportState {
+  ShmBuffer buffer;
+};
+
 // The exporter behind each memoryview: a small Python type with the buffer protocol, so that
 // every export and release is counted (pybind11's def_buffer cannot fail an export, nor see
 // its release).
@@ -158,6 +162,20 @@ void BindShm(py::module_& m) {
         if (Ending(a, "allocation")) a.allocation.Abort();
       });
 
+  py::class_<BufferState, std::shared_ptr<BufferState>>(m, "_ShmBuffer")
+      .def_property_readonly("size", [](const BufferState& b) { return b.buffer.data().size(); })
+      .def_property_readonly("released", [](const BufferState& b) { return b.ended; })
+      .def_property_readonly("valid", [](const BufferState& b) { return !b.ended && b.buffer.Valid(); })
+      .def("view",
+           [](std::shared_ptr<BufferState> b) {
+             if (b->ended) throw StatusError(Status::FailedPrecondition("the staging buffer was released"));
+             py::list views = Views(b, {b->buffer.data()}, false);
+             return py::object(views[0]);
+           })
+      .def("release", [](BufferState& b) {
+        if (Ending(b, "staging buffer")) b.buffer.Release();
+      });
+
   py::class_<Closable<ShmClient>, std::shared_ptr<Closable<ShmClient>>>(m, "_ShmClient")
       .def(py::init([](std::string socket_path, std::string tenant, std::string token,
                        std::string client_name, bool populate, uint32_t retry_timeout_ms) {
@@ -240,6 +258,14 @@ void BindShm(py::module_& m) {
              ShmAllocation allocation = std::move(a.allocation);
              Status s = WithoutGil([&] { return c->Commit(std::move(allocation)); });
              ThrowIfError(s);
+           })
+      .def("staging_buffer",
+           [](Closable<ShmClient>& b, size_t size) {
+             auto c = b.get();
+             Result<ShmBuffer> buffer = WithoutGil([&] { return c->StagingBuffer(size); });
+             auto state = std::make_shared<BufferState>();
+             state->buffer = ValueOrThrow(std::move(buffer));
+             return state;
            })
       .def("flush", [](Closable<ShmClient>& b) {
         auto c = b.get();

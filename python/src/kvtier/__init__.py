@@ -21,7 +21,7 @@ Errors are :class:`Error` subclasses named after the status codes (:class:`NotFo
 from __future__ import annotations
 
 from . import _kvtier
-from ._client import Client, ShmAllocation, ShmClient, ShmLease
+from ._client import Client, ShmAllocation, ShmBuffer, ShmClient, ShmLease
 from ._errors import (
     Aborted,
     AlreadyExists,
@@ -108,6 +108,7 @@ __all__ = [
     "Role",
     "ServerInfo",
     "ShmAllocation",
+    "ShmBuffer",
     "ShmClient",
     "ShmLease",
     "StateGroup",

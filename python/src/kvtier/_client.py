@@ -539,6 +539,50 @@ class ShmAllocation:
         self._a.abort()
 
 
+class ShmBuffer:
+    """A buffer of the client's staging file, to keep and write blocks into (from a device copy,
+    say): :meth:`ShmClient.put_many` of values that all lie inside such buffers (memoryviews or
+    numpy arrays made from :attr:`view`) sends only their offsets, and kvtierd copies them into
+    G2 itself; the client copies nothing (as Mooncake Store's registered buffers). A block is
+    what the buffer held during ``put_many``; the buffer may be written again after it returns.
+    Leaving the ``with`` block releases it (BufferError while an array made from it lives).
+    """
+
+    def __init__(self, buffer: Any) -> None:
+        self._b = buffer
+        self._views: list[memoryview] = []
+
+    def __enter__(self) -> ShmBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @property
+    def size(self) -> int:
+        return int(self._b.size)
+
+    @property
+    def valid(self) -> bool:
+        """False once released, or once kvtierd closed the connection that reserved it (a
+        restart): its memory is still there, and ``put_many`` then copies values in it."""
+        return bool(self._b.valid)
+
+    @property
+    def view(self) -> memoryview:
+        """The whole buffer as one writable memoryview."""
+        view: memoryview = self._b.view()
+        self._views.append(view)
+        return view
+
+    def release(self) -> None:
+        """Gives the room back; its views must not be used afterwards."""
+        for view in self._views:
+            view.release()
+        self._views.clear()
+        self._b.release()
+
+
 class ShmClient(_BlockClient):
     """kvtierd's shared-memory fast path, for processes on the same host: block bytes never
     go through a socket. ``url`` is the daemon's Unix socket (``unix://PATH``).
@@ -605,6 +649,11 @@ class ShmClient(_BlockClient):
         already stored (nothing to write)."""
         a = self._impl.allocate(key, size, parent, session, _dtype_code(dtype))
         return None if a is None else ShmAllocation(self, a)
+
+    def staging_buffer(self, size: int) -> ShmBuffer:
+        """A buffer of ``size`` bytes in this client's staging file (1 GiB, shared with
+        :meth:`allocate`), for ``put_many`` without a copy: see :class:`ShmBuffer`."""
+        return ShmBuffer(self._impl.staging_buffer(size))
 
     def flush(self) -> None:
         """Waits until kvtierd has applied every release and abort sent so far."""
