@@ -16,8 +16,10 @@ attention, whose warm runs reload the KV of the attention layers and the linear 
 the block boundary; ``docs/state.md``). TTFT is prefill plus the first token's argmax; every warm
 run must pick the cold run's first token. Beside each measurement: `kvtier crossover`'s prediction
 for the same model (its config.json) fed the matmul and attention FLOP rates measured from two
-shorter prefills (on a CPU attention runs far below the matmul rate) and the reload rate measured
-from each tier (a raw get_into of the prefix) in the same run.
+shorter prefills (on a CPU attention runs far below the matmul rate) and the engine's reload rate
+from each tier, measured in the same run: kvtier.hf.load_prefix of the prefix, which reads it into
+fresh memory and lays it out as the engine's cache. The link's rate (a raw get_into of the prefix
+into buffers used before) is printed beside it.
 
 Usage: build/venv/bin/python bench/ttft_bench.py BUILD_DIR [tokens] [tail] [llama|qwen3-next]
 """
@@ -110,10 +112,17 @@ def ttft(
     return time.perf_counter() - start, token, cached
 
 
-def reload_rate(
-    client: kvtier.Client, ns: kvtier.Namespace, prefix: list[int], state: bool
+def reload_rates(
+    model: torch.nn.Module,
+    client: kvtier.Client,
+    ns: kvtier.Namespace,
+    ids: torch.Tensor,
+    prefix: list[int],
+    state: bool,
 ) -> tuple[float, float]:
-    """Bytes per second and seconds of a raw read of the stored prefix (with its state)."""
+    """Bytes per second of the stored prefix (with its state) reloaded by the engine
+    (kvtier.hf.load_prefix: into fresh memory, then laid out as its cache), and of a raw read of
+    the same bytes into buffers used before (the link alone)."""
     keys = kvtier.block_keys(ns, prefix)
     block_bytes = ns.block_bytes
     buf = torch.zeros((len(keys), block_bytes), dtype=torch.uint8)  # Zeroed: no page faults timed.
@@ -124,13 +133,18 @@ def reload_rate(
         assert value is not None, "the prefix's state is not stored"
         keys = [*keys, key]
         bufs.append(torch.zeros(len(value), dtype=torch.uint8))
-    seconds = []
+    raw, engine = [], []
     for _ in range(REPEATS):
         start = time.perf_counter()
         sizes = client.get_into(keys, bufs)
-        seconds.append(time.perf_counter() - start)
+        raw.append(time.perf_counter() - start)
         assert sizes == [len(b) for b in bufs], "the prefix is not all stored"
-    return sum(len(b) for b in bufs) / min(seconds), min(seconds)
+        start = time.perf_counter()
+        _, cached = kvtier.hf.load_prefix(client, ns, ids[0], config=model.config)
+        engine.append(time.perf_counter() - start)
+        assert cached == len(prefix), "the engine did not reload the whole prefix"
+    stored = sum(len(b) for b in bufs)
+    return stored / min(engine), stored / min(raw)
 
 
 def crossover(
@@ -307,14 +321,16 @@ def main() -> None:
                     assert time.monotonic() < deadline, "G4 never held the whole prefix"
                     time.sleep(0.05)
 
-            rows = [("cold (full prefill)", cold_seconds, 0, None)]
+            rows: list[tuple[str, float, int, tuple[float, float] | None]] = [
+                ("cold (full prefill)", cold_seconds, 0, None)
+            ]
             for name, label in (
                 ("g2", "warm, G2"),
                 ("g3", "warm, G3"),
                 ("b", "warm, G4 via a 2nd kvtierd"),
             ):
                 with kvtier.Client(url[name], connections=2) as c:
-                    rate, _ = reload_rate(c, ns, prefix, hybrid)
+                    rate = reload_rates(model, c, ns, ids, prefix, hybrid)
                     seconds, token, cached = min(ttft(model, ids, c, ns) for _ in range(REPEATS))
                     assert token == cold_token, f"{label}: first token {token}, cold {cold_token}"
                     rows.append((label, seconds, cached, rate))
@@ -347,22 +363,23 @@ def main() -> None:
             )
         print()
         print(
-            f"{'':30} {'reloaded':>9} {'reload GB/s':>12} {'TTFT s':>8} {'cold/this':>10} "
-            f"{'predicted s':>12} {'pred/meas':>10}"
+            f"{'':30} {'reloaded':>9} {'engine GB/s':>12} {'link GB/s':>10} {'TTFT s':>8} "
+            f"{'cold/this':>10} {'predicted s':>12} {'pred/meas':>10}"
         )
         errors = []
         speedups = []
         for label, seconds, cached, rate in rows:
             if rate is None:
                 predicted = predict(build, config, tokens, stored, cold_rates, 1.0)[0]
-                rate_s = "-"
+                engine_s, link_s = "-", "-"
             else:
-                predicted = predict(build, config, tokens, cached, warm_rates, rate / 1e9)[1]
-                rate_s = f"{rate / 1e9:.2f}"
+                predicted = predict(build, config, tokens, cached, warm_rates, rate[0] / 1e9)[1]
+                engine_s, link_s = f"{rate[0] / 1e9:.2f}", f"{rate[1] / 1e9:.2f}"
                 speedups.append((label.strip(), cold_seconds / seconds))
             errors.append(abs(predicted / seconds - 1))
             print(
-                f"{label:30} {cached:9} {rate_s:>12} {seconds:8.3f} {cold_seconds / seconds:9.1f}x "
+                f"{label:30} {cached:9} {engine_s:>12} {link_s:>10} {seconds:8.3f} "
+                f"{cold_seconds / seconds:9.1f}x "
                 f"{predicted:12.3f} {predicted / seconds:10.2f}"
             )
         print()
