@@ -8,8 +8,10 @@ measuring meanwhile would charge its first phase for clearing every page of G2 b
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +20,14 @@ from pathlib import Path
 PROVISIONED = re.compile(
     r"G2: took (\d+) MiB of memory up front in (\d+) ms|G2: memory not taken up front"
 )
+
+
+def die_with_parent() -> None:
+    """A ``preexec_fn`` for the servers a benchmark starts: the child gets SIGTERM when the
+    benchmark dies, however it dies (a crash of its own included), so that no server outlives
+    it to hold memory and cores under the next run's measurements."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -68,6 +78,7 @@ def start(
             ],
             stdout=out,
             stderr=out,
+            preexec_fn=die_with_parent,
         )
     try:
         return proc, wait_ready(proc, directory, log, seconds)

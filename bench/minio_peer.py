@@ -13,6 +13,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from kvtierd import die_with_parent
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -62,6 +64,7 @@ def start_local_minio(
             env=minio_env(user, password),
             stdout=subprocess.DEVNULL,
             stderr=out,
+            preexec_fn=die_with_parent,
         )
     deadline = time.monotonic() + 120
     while True:

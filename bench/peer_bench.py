@@ -90,6 +90,7 @@ class Processes:
                 stderr=log,
                 cwd=ROOT,
                 start_new_session=True,
+                preexec_fn=kvtierd.die_with_parent,
             )
         self.started.append((name, proc))
         return proc

@@ -40,6 +40,7 @@ def one_round(build: Path, gib: float, seed: int) -> tuple[list[float], float, i
             [str(build / "src/server/kvtierd"), "--config", str(d / "kvtierd.toml"),
              "--port-file", str(ports)],
             stderr=open(log, "wb"),  # noqa: SIM115
+            preexec_fn=kvtierd.die_with_parent,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 60

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import kvtierd
 import numpy as np
 from targets import target
 
@@ -35,6 +36,7 @@ def start(build: Path, d: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]
         [str(build / "src/server/kvtierd"), "--config", str(d / "kvtierd.toml"),
          "--port-file", str(ports)],
         stderr=open(d / "kvtierd.log", "ab"),  # noqa: SIM115
+        preexec_fn=kvtierd.die_with_parent,
     )  # fmt: skip
     deadline = time.monotonic() + 600
     while not ports.exists():

@@ -42,6 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import kvtierd
 import redis
 from minio_peer import free_port, start_local_minio
 from redis.backoff import ExponentialBackoff
@@ -253,6 +254,7 @@ class Kvtierd:
             ]
             + (["--take-over"] if take_over else []),
             stderr=open(self.dir / "kvtierd.log", "ab"),  # noqa: SIM115
+            preexec_fn=kvtierd.die_with_parent,
         )
         deadline = time.monotonic() + 120
         while not port_file.exists():
