@@ -32,8 +32,9 @@ wait_kvtierd() {
   exit 1
 }
 
-# iperf3_gibps STREAMS: loopback TCP's speed in GiB/s, as iperf3 measures it with STREAMS
-# parallel streams of 1 MiB writes for 5 s (its own server, stopped before it returns).
+# iperf3_gibps STREAMS [SECONDS]: loopback TCP's speed in GiB/s, as iperf3 measures it with
+# STREAMS parallel streams of 1 MiB writes for SECONDS (default 5; its own server, stopped
+# before it returns).
 iperf3_gibps() {
   local port pid json server_log
   port=$(free_port)
@@ -45,7 +46,7 @@ iperf3_gibps() {
   # With -J, iperf3 3.12 exits 0 when its connection is refused, with the error in its JSON:
   # a client that ran before the server listened ended the loop, and the run had no result.
   for _ in $(seq 1 200); do
-    iperf3 -c 127.0.0.1 -p "$port" -P "$1" -l 1M -t 5 -J >"$json" 2>/dev/null
+    iperf3 -c 127.0.0.1 -p "$port" -P "$1" -l 1M -t "${2:-5}" -J >"$json" 2>/dev/null
     grep -q '"unable to connect to server' "$json" || break
     kill -0 "$pid" 2>/dev/null || { echo "iperf3's server on port $port exited:" >&2; tail -5 "$server_log" >&2; exit 1; }
     sleep 0.02

@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -234,7 +235,9 @@ class Mooncake:
         self.proc.wait(30)
 
 
-def start_kvtierd(procs: Processes, build: Path, d: Path, capacity: int) -> str:
+def start_kvtierd(procs: Processes, build: Path, d: Path, capacity: int) -> tuple[str, str]:
+    """Its Unix socket's URL, and why G2 is on 4 KiB pages ("" when it is not), as its start-up
+    log says."""
     (d / "kvtierd.toml").write_text(
         f'data_dir = "{d}"\n[server]\nnative_listen = ""\nresp_listen = ""\nhttp_listen = ""\n'
         f'unix_socket = "kvtierd.sock"\n[memory]\ncapacity = "{capacity >> 20}MiB"\n'
@@ -244,7 +247,11 @@ def start_kvtierd(procs: Processes, build: Path, d: Path, capacity: int) -> str:
     argv = [str(build / "src/server/kvtierd"), "--config", f"{d}/kvtierd.toml"]
     proc = procs.start("kvtierd", argv + ["--port-file", f"{d}/ports"])
     ports = kvtierd.wait_ready(proc, d, procs.logs / "kvtierd.log")
-    return "unix://" + ports["unix_socket"]
+    small = re.search(
+        r"G2 is on 4 KiB pages[^:]*: (.*), or put memory.arena_file",
+        (procs.logs / "kvtierd.log").read_text(errors="replace"),
+    )
+    return "unix://" + ports["unix_socket"], small.group(1) if small else ""
 
 
 def start_mooncake(procs: Processes, segment: int, threads: int) -> str:
@@ -309,7 +316,7 @@ def main() -> None:
         d = Path(tmp)
         procs = Processes(d)
         try:
-            url = start_kvtierd(procs, args.build, d, 2 * round_bytes + (64 << 20))
+            url, small_pages = start_kvtierd(procs, args.build, d, 2 * round_bytes + (64 << 20))
             client_addr = start_mooncake(procs, 2 * round_bytes + (256 << 20), args.threads)
             for size in sizes:
                 n = blocks[size]
@@ -369,6 +376,11 @@ def main() -> None:
                 f"{cpu['Mooncake', 'client']:.2f}, its processes {cpu['Mooncake', 'server']:.2f}), "
                 f"on {os.cpu_count()} cores"
             )
+            if op == "get" and small_pages:
+                why_not[name] += (
+                    f"; G2 is on 4 KiB pages here ({small_pages}), and a copy out of huge pages "
+                    'is faster (docs/operations.md, "Huge pages")'
+                )
             print(f"{'':18} {why_not[name]}")
     print()
     for name in names:
