@@ -127,18 +127,28 @@ void ShmBuffer::Release() {
 
 namespace {
 
+// Sends `body` as `opcode` on `conn` and decodes its reply: one item status for each of `count`
+// items (InvalidArgument for another number; `name` names the request in it).
+Result<std::vector<Status>> CallForStatuses(const std::shared_ptr<shm_internal::Connection>& conn,
+                                            protocol::Opcode opcode, const std::string& body,
+                                            size_t count, const char* name) {
+  Result<std::vector<std::byte>> raw = conn->Call(opcode, body);
+  if (!raw.ok()) return raw.status();
+  Result<std::vector<Status>> statuses = protocol::DecodeItemStatuses(*raw);
+  if (statuses.ok() && statuses->size() != count) {
+    return Status::InvalidArgument(std::string(name) + " reply has the wrong number of items");
+  }
+  return statuses;
+}
+
 // One batch's SHM_PUT of values inside staging buffers, at `offsets`, on `conn`.
 std::vector<Status> PutFromBuffers(const std::shared_ptr<shm_internal::Connection>& conn,
                                    std::span<const protocol::PutEntry> entries,
                                    std::span<const uint64_t> offsets) {
   std::string body;
   protocol::EncodeShmPutRequest(entries, offsets, &body);
-  Result<std::vector<std::byte>> raw = conn->Call(protocol::Opcode::kShmPut, body);
   Result<std::vector<Status>> statuses =
-      raw.ok() ? protocol::DecodeItemStatuses(*raw) : Result<std::vector<Status>>(raw.status());
-  if (statuses.ok() && statuses->size() != entries.size()) {
-    statuses = Status::InvalidArgument("SHM_PUT reply has the wrong number of items");
-  }
+      CallForStatuses(conn, protocol::Opcode::kShmPut, body, entries.size(), "SHM_PUT");
   if (!statuses.ok()) return std::vector<Status>(entries.size(), statuses.status());
   return std::move(statuses).value();
 }
@@ -207,12 +217,8 @@ std::vector<Status> PutOn(const std::shared_ptr<shm_internal::Connection>& conn,
   if (commit.empty()) return out;
   body.clear();
   protocol::EncodeShmIds(commit, &body);
-  raw = conn->Call(protocol::Opcode::kShmCommit, body);
   Result<std::vector<Status>> statuses =
-      raw.ok() ? protocol::DecodeItemStatuses(*raw) : Result<std::vector<Status>>(raw.status());
-  if (statuses.ok() && statuses->size() != commit.size()) {
-    statuses = Status::InvalidArgument("SHM_COMMIT reply has the wrong number of items");
-  }
+      CallForStatuses(conn, protocol::Opcode::kShmCommit, body, commit.size(), "SHM_COMMIT");
   for (size_t k = 0; k < commit.size(); ++k) {
     out[commit_index[k]] = statuses.ok() ? (*statuses)[k] : statuses.status();
   }
