@@ -30,9 +30,11 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr int kReadsPerEvent = 16;
 // Accepts per readiness event of a listener.
 constexpr int kAcceptsPerEvent = 256;
-// Bytes written to one connection per readiness event: large replies to several clients go
-// out interleaved, instead of one client's whole reply holding the others back.
+// Bytes written to one connection per readiness event, so that large replies to several clients
+// go out interleaved; past it, the output's short end goes in the same event too (a reply's last
+// bytes left for the next pass would finish it a pass of the loop later).
 constexpr size_t kWritesPerEvent = 1 << 20;
+constexpr size_t kShortTail = 64 << 10;
 // Most input a connection waits for (SO_RCVLOWAT) before the loop is woken to read the rest of a
 // request of known size: a large value arrives in a few reads instead of one per segment, and a
 // slow sender still shows activity that often.
@@ -477,7 +479,9 @@ class Connection {
 
   void Flush() {
     while (!out_.empty() && state_ != State::kDead && write_budget_ > 0) {
-      Result<size_t> n = tls_ != nullptr ? out_.WriteTo(tls_.get()) : out_.WriteTo(fd_, write_budget_);
+      const size_t pending = out_.pending_bytes();
+      const size_t allowed = pending <= write_budget_ + kShortTail ? pending : write_budget_;
+      Result<size_t> n = tls_ != nullptr ? out_.WriteTo(tls_.get()) : out_.WriteTo(fd_, allowed);
       if (!n.ok()) {
         state_ = State::kDead;
         return;
