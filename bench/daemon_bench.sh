@@ -163,7 +163,7 @@ def parse_redis(text):
 redis_rounds = parse_redis("""$REDIS""")
 resp_rounds = parse_redis("""$KV_RESP""")
 def median(rows):
-    return tuple(statistics.median(r[i] for r in rows) for i in range(5))
+    return tuple(statistics.median(r[i] for r in rows) for i in range(len(rows[0])))
 redis = {op: median(r) for op, r in redis_rounds.items()}
 resp = {op: median(r) for op, r in resp_rounds.items()}
 native_rounds = {}  # op -> per round (GiB/s, p50 ms, p99 ms, that round's iperf3 GiB/s)
@@ -173,7 +173,7 @@ for line in """$KV_NATIVE""".strip().splitlines():
         link = float(f[1])
     else:
         native_rounds.setdefault(f[0], []).append((float(f[5]), float(f[6]), float(f[7]), link))
-native = {op: median([(*r, 0) for r in rows]) for op, rows in native_rounds.items()}
+native = {op: median(rows) for op, rows in native_rounds.items()}
 print(f"\n2 MiB values, {clients} clients, loopback")
 print(f"{'':28s} {'GiB/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s}  {'vs iperf3':>9s}  {'vs redis':>8s}")
 def row(name, r, peer=None):
@@ -186,11 +186,11 @@ print(f"\nRESP, median over {rounds} rounds of each round's kvtierd / redis-serv
 resp_ratios = {}
 for op in ("SET", "GET"):
     pairs = list(zip(resp_rounds[op], redis_rounds[op]))
-    tput = statistics.median(k[0] / r[0] for k, r in pairs)
+    rates = [k[0] / r[0] for k, r in pairs]
+    tput = statistics.median(rates)
     p99 = statistics.median(k[2] / r[2] for k, r in pairs)
     cpu = statistics.median(k[3] / r[3] for k, r in pairs)
-    resp_ratios[op] = (tput, p99, cpu, min(k[0] / r[0] for k, r in pairs),
-                       max(k[0] / r[0] for k, r in pairs))
+    resp_ratios[op] = (tput, p99, cpu, min(rates), max(rates))
     print(f"  {op}: throughput {tput:.2f}x, p99 {p99:.2f}x, server CPU per GiB {cpu:.2f}x"
           f" ({resp[op][3]:.3f} vs {redis[op][3]:.3f} s/GiB)")
 row("kvtierd native PUT", native["PUT"]); row("kvtierd native GET", native["GET"])
