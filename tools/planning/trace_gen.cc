@@ -114,10 +114,12 @@ class Generator {
     trace_->requests.push_back(std::move(r));
   }
 
-  void RunSession(const Context& start_context, const std::string& name, uint32_t tenant,
-                  double time, uint64_t turns, bool may_fan_out) {
+  // Returns when its last request, or the last of its sub-agents', was sent (0: none was).
+  double RunSession(const Context& start_context, const std::string& name, uint32_t tenant,
+                    double time, uint64_t turns, bool may_fan_out) {
     Context c = start_context;
     size_t last = SIZE_MAX;  // This session's last request so far.
+    double sub_agents_end = 0;
     for (uint64_t turn = 0; turn < turns; ++turn) {
       const uint64_t input = rng_.Tokens(o_.input_tokens);
       const uint64_t output = rng_.Tokens(o_.output_tokens);
@@ -132,8 +134,10 @@ class Generator {
           Context task = c;
           Append(&task, rng_.Tokens(300));
           const double child_start = time + rng_.Exponential(1.0);
-          RunSession(task, name + ".a" + std::to_string(turn) + "." + std::to_string(k), tenant,
-                     child_start, rng_.Between(3, 10), /*may_fan_out=*/false);
+          sub_agents_end = std::max(
+              sub_agents_end,
+              RunSession(task, name + ".a" + std::to_string(turn) + "." + std::to_string(k),
+                         tenant, child_start, rng_.Between(3, 10), /*may_fan_out=*/false));
         }
       }
       if (!o_.tool_calls) {
@@ -146,10 +150,13 @@ class Generator {
       time += tool.typical_seconds *
               std::exp(kToolSigma * rng_.Normal() - kToolSigma * kToolSigma / 2);
     }
-    if (last != SIZE_MAX) {
-      trace_->requests[last].retain_seconds = 0;
-      trace_->requests[last].finished = true;
-    }
+    if (last == SIZE_MAX) return 0;
+    trace_->requests[last].retain_seconds = 0;
+    // Sub-agents still at work extend this session's context: it is not over while they run,
+    // and the framework that forked them knows it.
+    const double end = static_cast<double>(trace_->requests[last].timestamp_ms) / 1000;
+    trace_->requests[last].finished = sub_agents_end <= end;
+    return std::max(end, sub_agents_end);
   }
 
   const Tool& PickTool() {
