@@ -307,6 +307,41 @@ TEST_F(SessionHintTest, ASessionThatCameBackIsNotItsOwnVictimWhileItPuts) {
   EXPECT_FALSE(Has(other.back()));
 }
 
+TEST_F(SessionHintTest, ASessionThatCameBackKeepsWhatItsReturnUsedAndGivesUpTheRest) {
+  Open(16);
+  PinFiller(10);
+  // Session 1 holds a chain and a stale block, and waits on a tool call.
+  const std::vector<uint64_t> back = Prompt(1, 2);
+  const std::vector<uint64_t> stale = Prompt(1, 1);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(300)).ok());
+  // Session 2 comes back to its prompt and extends it: its new block is on its second turn.
+  Advance(3);
+  const std::vector<uint64_t> first = Prompt(2, 1);
+  Advance(1);
+  BlockKey key = Key(first[0]);
+  ASSERT_EQ(store_->LookupPrefix(tenant_, std::span(&key, 1))->num_blocks, 1u);
+  PutOptions po;
+  po.session = 2;
+  po.parent = key;
+  ASSERT_TRUE(store_->Put(tenant_, Key(8000), Value(8000), po).ok());
+  // Session 1 comes back: it matches its chain and extends it, on its second turn too.
+  Advance(6);
+  const std::vector<BlockKey> keys = {Key(back[0]), Key(back[1])};
+  ASSERT_EQ(store_->LookupPrefix(tenant_, keys)->num_blocks, 2u);
+  po.session = 1;
+  po.parent = keys.back();
+  ASSERT_TRUE(store_->Put(tenant_, Key(9000), Value(9000), po).ok());
+  // Its retention is over a second later. What its return used is as recent as it is: the
+  // stale block goes first, then LRU's choice, session 2's older tip.
+  Advance(2);
+  ASSERT_TRUE(Put(9001).ok());
+  ASSERT_TRUE(Put(9002).ok());
+  EXPECT_FALSE(Has(stale[0]));
+  EXPECT_FALSE(Has(8000));
+  for (uint64_t k : back) EXPECT_TRUE(Has(k)) << k;
+  EXPECT_TRUE(Has(9000));
+}
+
 TEST_F(SessionHintTest, RetainedBlocksStillGiveWaySoThatPutsNeverFail) {
   Open(16);
   PinFiller(10);

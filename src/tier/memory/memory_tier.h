@@ -290,6 +290,7 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint32_t retain_until_s = 0;  // SessionHint::retain_seconds: due back by then.
     uint32_t retain_seconds = 0;  // The retention's length: it ends as long again after that.
     bool finished = false;  // SessionHint::finished, until the session puts again.
+    uint32_t came_back_s = 0;  // When a retained session last came back; 0 = not since.
     Store::SessionPriority priority = Store::SessionPriority::kNormal;
     // While a hint protects the session: its keys in the tenant's protected_sessions and
     // protection_ends, and its queued blocks, in eviction order as in a lane (a chain's tail
@@ -310,9 +311,10 @@ class MemoryTier final : public BlockHandle::Releaser {
     return ProtectedUntil(session_slots_[e.session], now);
   }
   // Files the session in its tenant's protected_sessions under ProtectedUntil, after a hint or
-  // when a retention ends. A session no longer protected gives its queued blocks to the cold
-  // ends of the probation lanes (it did not come back in twice its retention, or is no longer
-  // of high priority).
+  // when a retention ends. A session no longer protected gives its queued blocks back to their
+  // lanes: those read or put since it came back to the recent ends, as without the hint, and
+  // the rest to the cold ends of the probation lanes (they were not used on its return, or it
+  // did not come back in twice its retention, or is no longer of high priority).
   void UpdateProtection(uint32_t session_slot, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A put into the session: a finished session goes on, and a retained one has come back, so
   // its retention ends a second later (its own blocks are not its victims meanwhile).

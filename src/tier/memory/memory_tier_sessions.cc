@@ -2,6 +2,7 @@
 // retains a session (its blocks wait in the session's own queue and go last, the one due back
 // last first), raises or lowers its priority, or finishes it (its blocks go first).
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -142,10 +143,23 @@ void MemoryTier::UpdateProtection(uint32_t session_slot, uint32_t now) {
     t.protection_ends.emplace(end, session_slot);
     return;
   }
-  // Its blocks go to the cold ends of their probation lanes, in its queue's order (chains'
-  // tails first): a session that has not come back in twice its retention, or is no longer of
-  // high priority, has waited longer than the blocks queued meanwhile.
-  while (s.queue.tail != kNil) QueueFirst(s.queue.tail);
+  // A session that has not come back in twice its retention, or is no longer of high priority,
+  // has waited longer than the blocks queued meanwhile: its blocks go to the cold ends of their
+  // probation lanes, in its queue's order (chains' tails first). One that came back keeps at
+  // the recent ends, in the same order, the blocks its return used (a second's slack: the
+  // request's lookup may come just before its put).
+  const uint32_t used_since =
+      s.came_back_s == 0 ? UINT32_MAX : s.came_back_s - std::min(s.came_back_s, 1u);
+  s.came_back_s = 0;
+  for (uint32_t idx = s.queue.tail, prev; idx != kNil; idx = prev) {
+    prev = table_.at(idx).prev;
+    if (table_.at(idx).last_access_s < used_since) QueueFirst(idx);
+  }
+  while (s.queue.head != kNil) {
+    const uint32_t idx = s.queue.head;
+    Dequeue(idx);
+    Enqueue(idx, QueueId::kSession);  // Its lane's queue now.
+  }
 }
 
 void MemoryTier::SessionCameBack(uint32_t session_slot, uint32_t now) {
@@ -157,6 +171,7 @@ void MemoryTier::SessionCameBack(uint32_t session_slot, uint32_t now) {
   if (returned) {
     s.retain_until_s = now + 1;
     s.retain_seconds = 0;
+    s.came_back_s = now;
   }
   if (resumes || returned) UpdateProtection(session_slot, now);
 }
