@@ -312,9 +312,8 @@ class MemoryTier final : public BlockHandle::Releaser {
   }
   // Files the session in its tenant's protected_sessions under ProtectedUntil, after a hint or
   // when a retention ends. A session no longer protected gives its queued blocks back to their
-  // lanes: those read or put since it came back to the recent ends, as without the hint, and
-  // the rest to the cold ends of the probation lanes (they were not used on its return, or it
-  // did not come back in twice its retention, or is no longer of high priority).
+  // lanes: those read or put since it last came back to the recent ends, and the rest to the
+  // cold ends of the probation lanes.
   void UpdateProtection(uint32_t session_slot, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A put into the session: a finished session goes on, and a retained one has come back, so
   // its retention ends a second later (its own blocks are not its victims meanwhile).

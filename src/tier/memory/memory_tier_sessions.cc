@@ -145,9 +145,9 @@ void MemoryTier::UpdateProtection(uint32_t session_slot, uint32_t now) {
   }
   // A session that has not come back in twice its retention, or is no longer of high priority,
   // has waited longer than the blocks queued meanwhile: its blocks go to the cold ends of their
-  // probation lanes, in its queue's order (chains' tails first). One that came back keeps at
-  // the recent ends, in the same order, the blocks its return used (a second's slack: the
-  // request's lookup may come just before its put).
+  // probation lanes, in its queue's order (chains' tails first). Those it read or put since it
+  // last came back (a second's slack: a lookup may come just before the put) go to the recent
+  // ends instead, in the same order: its next request reads them, as its last one did.
   const uint32_t used_since =
       s.came_back_s == 0 ? UINT32_MAX : s.came_back_s - std::min(s.came_back_s, 1u);
   s.came_back_s = 0;
@@ -171,7 +171,8 @@ void MemoryTier::SessionCameBack(uint32_t session_slot, uint32_t now) {
   if (returned) {
     s.retain_until_s = now + 1;
     s.retain_seconds = 0;
-    s.came_back_s = now;
+    // Unless its priority keeps it protected: then, lowered later, it goes to the cold ends.
+    if (s.priority != Store::SessionPriority::kHigh) s.came_back_s = now;
   }
   if (resumes || returned) UpdateProtection(session_slot, now);
 }
