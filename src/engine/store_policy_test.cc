@@ -342,6 +342,40 @@ TEST_F(SessionHintTest, ASessionThatCameBackKeepsWhatItsReturnUsedAndGivesUpTheR
   EXPECT_TRUE(Has(9000));
 }
 
+TEST_F(SessionHintTest, ASessionThatCameBackAndWasLoweredFromHighPriorityGoesFirst) {
+  Open(16);
+  PinFiller(10);
+  const std::vector<uint64_t> back = Prompt(1, 2);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Retain(300)).ok());
+  // Session 2 comes back to its prompt and extends it (its second turn, as session 1's below).
+  Advance(3);
+  const std::vector<uint64_t> first = Prompt(2, 1);
+  Advance(1);
+  BlockKey key = Key(first[0]);
+  ASSERT_EQ(store_->LookupPrefix(tenant_, std::span(&key, 1))->num_blocks, 1u);
+  PutOptions po;
+  po.session = 2;
+  po.parent = key;
+  ASSERT_TRUE(store_->Put(tenant_, Key(8000), Value(8000), po).ok());
+  // Session 1 comes back and is raised to high priority; later it is normal again.
+  Advance(2);
+  const std::vector<BlockKey> keys = {Key(back[0]), Key(back[1])};
+  ASSERT_EQ(store_->LookupPrefix(tenant_, keys)->num_blocks, 2u);
+  po.session = 1;
+  po.parent = keys.back();
+  ASSERT_TRUE(store_->Put(tenant_, Key(9000), Value(9000), po).ok());
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Priority(Store::SessionPriority::kHigh)).ok());
+  Advance(2);
+  ASSERT_TRUE(store_->HintSession(tenant_, 1, Priority(Store::SessionPriority::kNormal)).ok());
+  // Its blocks went to the cold end of their lane, ahead of session 2's older tip: tail first.
+  // (G2 has room for one more block.)
+  for (uint64_t k = 9001; k <= 9003; ++k) ASSERT_TRUE(Put(k).ok());
+  EXPECT_FALSE(Has(9000));
+  EXPECT_FALSE(Has(back[1]));
+  EXPECT_TRUE(Has(back[0]));
+  EXPECT_TRUE(Has(8000));
+}
+
 TEST_F(SessionHintTest, RetainedBlocksStillGiveWaySoThatPutsNeverFail) {
   Open(16);
   PinFiller(10);

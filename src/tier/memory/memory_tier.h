@@ -290,7 +290,8 @@ class MemoryTier final : public BlockHandle::Releaser {
     uint32_t retain_until_s = 0;  // SessionHint::retain_seconds: due back by then.
     uint32_t retain_seconds = 0;  // The retention's length: it ends as long again after that.
     bool finished = false;  // SessionHint::finished, until the session puts again.
-    uint32_t came_back_s = 0;  // When a retained session last came back; 0 = not since.
+    // When a retained session last came back; 0 = not since, or a priority hint since.
+    uint32_t came_back_s = 0;
     Store::SessionPriority priority = Store::SessionPriority::kNormal;
     // While a hint protects the session: its keys in the tenant's protected_sessions and
     // protection_ends, and its queued blocks, in eviction order as in a lane (a chain's tail

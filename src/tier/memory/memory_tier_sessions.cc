@@ -70,6 +70,7 @@ Status MemoryTier::HintSession(uint32_t tenant, SessionId session,
     slot.retain_seconds = hint.retain_seconds;
   }
   if (hint.priority) {
+    slot.came_back_s = 0;  // Its order is the hint's now: no longer high, it goes to the cold ends.
     const bool lowered = *hint.priority == Store::SessionPriority::kLow &&
                          slot.priority != Store::SessionPriority::kLow;
     slot.priority = *hint.priority;
@@ -171,8 +172,7 @@ void MemoryTier::SessionCameBack(uint32_t session_slot, uint32_t now) {
   if (returned) {
     s.retain_until_s = now + 1;
     s.retain_seconds = 0;
-    // Unless its priority keeps it protected: then, lowered later, it goes to the cold ends.
-    if (s.priority != Store::SessionPriority::kHigh) s.came_back_s = now;
+    s.came_back_s = now;
   }
   if (resumes || returned) UpdateProtection(session_slot, now);
 }
