@@ -331,7 +331,7 @@ TEST_F(SessionHintTest, ASessionThatCameBackKeepsWhatItsReturnUsedAndGivesUpTheR
   po.session = 1;
   po.parent = keys.back();
   ASSERT_TRUE(store_->Put(tenant_, Key(9000), Value(9000), po).ok());
-  // Its retention is over a second later. What its return used is as recent as it is: the
+  // Its retention ends a second later. The blocks its return used keep their recency: the
   // stale block goes first, then LRU's choice, session 2's older tip.
   Advance(2);
   ASSERT_TRUE(Put(9001).ok());
