@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # G3 against the disk's own limit, in one run on one filesystem (DESIGN.md, "How it is
 # measured"): fio with O_DIRECT sequential 2 MiB writes and reads at queue depth 16 through
-# io_uring, then the DiskTier writing and reading 2 MiB blocks with the same depth. Rounds
-# alternate fio and the tier so both see the same background load; the medians are compared.
+# io_uring, and the DiskTier writing and reading 2 MiB blocks with the same depth. Rounds
+# alternate fio and the tier, each first in every other round, so both see the same background
+# load; the medians are compared.
 # Then the data services: the tier's put/get throughput on bf16 KV blocks (real K and V of the
 # reference model when ../shared/data holds it, else synthetic) with compression and
 # encryption off, each alone and both on, in alternating rounds, the ratio both/off and the
@@ -15,7 +16,7 @@
 #   BUILD_DIR a build with kvtier_disk_bench (build/release)
 #   DIR       where the files go (default: BUILD_DIR/disk-bench); emptied, then removed
 #   SIZE_MiB  bytes written and read per measurement (default 2048)
-# environment: ROUNDS (3), RECOVERY_BLOCKS (1000000),
+# environment: ROUNDS (4), RECOVERY_BLOCKS (1000000),
 #   RECOVERY_VALUE_BYTES (1024), SERVICES_MiB (SIZE_MiB / 4, per run), KVTIER_MODEL_DIR
 #   (default ../shared/data)
 # needs: fio (Debian package fio), a build with kvtier_disk_bench.
@@ -27,7 +28,7 @@ BIN=$BUILD/kvtier_disk_bench
 DIR=${2:-$BUILD/disk-bench}
 SIZE_MIB=${3:-2048}
 source "$ROOT/bench/target.sh"
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-4}
 RECOVERY_BLOCKS=${RECOVERY_BLOCKS:-1000000}
 RECOVERY_VALUE_BYTES=${RECOVERY_VALUE_BYTES:-1024}
 SERVICES_MIB=${SERVICES_MiB:-$((SIZE_MIB / 4))}
@@ -48,18 +49,28 @@ fio_mbps() {  # rw field
     awk -F';' -v f="$2" '{ printf "%.1f", $f * 1024 / 1e6 }'
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 
 echo "filesystem: $(df -T "$DIR" | awk 'NR == 2 { print $1, $2 }'), ${SIZE_MIB} MiB per measurement, 2 MiB blocks, depth $DEPTH"
 fio_w=(); fio_r=(); tier_w=(); tier_r=()
-for round in $(seq 1 "$ROUNDS"); do
+run_fio() {
   fw=$(fio_mbps write 48)
   fr=$(fio_mbps read 7)
   rm -f "$DIR/fio.dat"
+}
+run_tier() {
+  local out
   out=$("$BIN" throughput "$DIR/tier" $BLOCK $((SIZE_MIB * 1024 * 1024)) $DEPTH)
   tw=$(echo "$out" | awk '/^write_MBps/ { print $2 }')
   tr=$(echo "$out" | awk '/^read_MBps/ { print $2 }')
   rm -rf "$DIR/tier"
+}
+for round in $(seq 1 "$ROUNDS"); do
+  # Each goes first in every other round: a disk faster after a pause (a host's write cache or
+  # burst credits) would otherwise favour whichever always runs first.
+  if ((round % 2)); then run_fio; run_tier; else run_tier; run_fio; fi
   echo "round $round: fio write $fw MB/s, read $fr MB/s; DiskTier write $tw MB/s, read $tr MB/s"
   fio_w+=("$fw"); fio_r+=("$fr"); tier_w+=("$tw"); tier_r+=("$tr")
 done
