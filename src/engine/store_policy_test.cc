@@ -137,6 +137,16 @@ class SessionHintTest : public ConversationStoreTest {
     }
     return keys;
   }
+  // The session comes back: a prefix lookup matches `chain` whole, then it puts `key` after it.
+  void ComeBack(SessionId session, const std::vector<uint64_t>& chain, uint64_t key) {
+    std::vector<BlockKey> keys;
+    for (uint64_t k : chain) keys.push_back(Key(k));
+    ASSERT_EQ(store_->LookupPrefix(tenant_, keys)->num_blocks, keys.size());
+    PutOptions po;
+    po.session = session;
+    po.parent = keys.back();
+    ASSERT_TRUE(store_->Put(tenant_, Key(key), Value(key), po).ok());
+  }
   Store::SessionHint Retain(uint32_t seconds) {
     Store::SessionHint h;
     h.retain_seconds = seconds;
@@ -318,19 +328,10 @@ TEST_F(SessionHintTest, ASessionThatCameBackKeepsWhatItsReturnUsedAndGivesUpTheR
   Advance(3);
   const std::vector<uint64_t> first = Prompt(2, 1);
   Advance(1);
-  BlockKey key = Key(first[0]);
-  ASSERT_EQ(store_->LookupPrefix(tenant_, std::span(&key, 1))->num_blocks, 1u);
-  PutOptions po;
-  po.session = 2;
-  po.parent = key;
-  ASSERT_TRUE(store_->Put(tenant_, Key(8000), Value(8000), po).ok());
+  ASSERT_NO_FATAL_FAILURE(ComeBack(2, first, 8000));
   // Session 1 comes back: it matches its chain and extends it, on its second turn too.
   Advance(6);
-  const std::vector<BlockKey> keys = {Key(back[0]), Key(back[1])};
-  ASSERT_EQ(store_->LookupPrefix(tenant_, keys)->num_blocks, 2u);
-  po.session = 1;
-  po.parent = keys.back();
-  ASSERT_TRUE(store_->Put(tenant_, Key(9000), Value(9000), po).ok());
+  ASSERT_NO_FATAL_FAILURE(ComeBack(1, back, 9000));
   // Its retention ends a second later. The blocks its return used keep their recency: the
   // stale block goes first, then LRU's choice, session 2's older tip.
   Advance(2);
@@ -351,19 +352,10 @@ TEST_F(SessionHintTest, ASessionThatCameBackAndWasLoweredFromHighPriorityGoesFir
   Advance(3);
   const std::vector<uint64_t> first = Prompt(2, 1);
   Advance(1);
-  BlockKey key = Key(first[0]);
-  ASSERT_EQ(store_->LookupPrefix(tenant_, std::span(&key, 1))->num_blocks, 1u);
-  PutOptions po;
-  po.session = 2;
-  po.parent = key;
-  ASSERT_TRUE(store_->Put(tenant_, Key(8000), Value(8000), po).ok());
+  ASSERT_NO_FATAL_FAILURE(ComeBack(2, first, 8000));
   // Session 1 comes back and is raised to high priority; later it is normal again.
   Advance(2);
-  const std::vector<BlockKey> keys = {Key(back[0]), Key(back[1])};
-  ASSERT_EQ(store_->LookupPrefix(tenant_, keys)->num_blocks, 2u);
-  po.session = 1;
-  po.parent = keys.back();
-  ASSERT_TRUE(store_->Put(tenant_, Key(9000), Value(9000), po).ok());
+  ASSERT_NO_FATAL_FAILURE(ComeBack(1, back, 9000));
   ASSERT_TRUE(store_->HintSession(tenant_, 1, Priority(Store::SessionPriority::kHigh)).ok());
   Advance(2);
   ASSERT_TRUE(store_->HintSession(tenant_, 1, Priority(Store::SessionPriority::kNormal)).ok());
