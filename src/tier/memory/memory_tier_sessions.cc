@@ -2,7 +2,6 @@
 // retains a session (its blocks wait in the session's own queue and go last, the one due back
 // last first), raises or lowers its priority, or finishes it (its blocks go first).
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -149,8 +148,7 @@ void MemoryTier::UpdateProtection(uint32_t session_slot, uint32_t now) {
   // probation lanes, in its queue's order (chains' tails first). Those it read or put since it
   // last came back (a second's slack: a lookup may come just before the put) go to the recent
   // ends instead, in the same order: its next request reads them, as its last one did.
-  const uint32_t used_since =
-      s.came_back_s == 0 ? UINT32_MAX : s.came_back_s - std::min(s.came_back_s, 1u);
+  const uint32_t used_since = s.came_back_s == 0 ? UINT32_MAX : s.came_back_s - 1;
   s.came_back_s = 0;
   for (uint32_t idx = s.queue.tail, prev; idx != kNil; idx = prev) {
     prev = table_.at(idx).prev;
@@ -159,7 +157,7 @@ void MemoryTier::UpdateProtection(uint32_t session_slot, uint32_t now) {
   while (s.queue.head != kNil) {
     const uint32_t idx = s.queue.head;
     Dequeue(idx);
-    Enqueue(idx, QueueId::kSession);  // Its lane's queue now.
+    Enqueue(idx, LaneQueueOf(table_.at(idx)));
   }
 }
 
