@@ -352,6 +352,7 @@ Result<ReplayRun> ReplayPrepared(const Trace& trace, const PreparedTrace& p,
       PutOptions put;
       put.session = p.sessions[r];
       if (promote && store.Put(tenant, keys[hits], value, put).ok()) {
+        ++report.puts_accepted;
         lower.Stored(p.stream.blocks[begin + hits]);
       }
     }

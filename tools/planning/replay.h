@@ -106,7 +106,7 @@ struct ReplayReport {
   std::array<TierReplayStats, kNumTiers> tiers;
   uint64_t g3_capacity_bytes = 0;   // 0 = G3 not simulated.
   bool g4 = false;                  // G4 simulated.
-  uint64_t puts_accepted = 0;      // Puts that returned OK.
+  uint64_t puts_accepted = 0;      // Puts of blocks that returned OK (promotions too).
   uint64_t puts_stored = 0;        // Of those, blocks the store kept (TenantStats::puts).
   uint64_t puts_failed = 0;        // Puts that returned an error (nothing evictable).
   std::string first_put_error;     // The first such error, for the report.

@@ -73,6 +73,7 @@ TEST(ReplayTest, AHybridModelResumesOnlyWhereASnapshotIs) {
   EXPECT_EQ(tips->hit_blocks(), 0u);
   EXPECT_EQ(tips->unresumable_kv_blocks, 4u);
   EXPECT_EQ(tips->snapshots_written, 4u);
+  EXPECT_EQ(tips->writes_declined(), 0u);  // Snapshots are not counted as blocks.
   o.snapshot_every = 1;
   Result<ReplayReport> every = Replay(trace, o);
   ASSERT_TRUE(every.ok()) << every.status().ToString();
@@ -242,6 +243,9 @@ TEST(ReplayTest, G3AdmissionAndPromotionAreReplayedDeterministically) {
   EXPECT_EQ(r->evictions_declined, 1u);
   EXPECT_EQ(r->admission_saved_bytes(), kBlockBytes);
   EXPECT_EQ(g2.blocks_written, 4u);  // Three puts and one promotion.
+  // G2 stored every put it took, the promotion included: no write was declined.
+  EXPECT_EQ(r->puts_accepted, 4u);
+  EXPECT_EQ(r->writes_declined(), 0u);
 
   Result<ReplayReport> again = Replay(trace, o);
   ASSERT_TRUE(again.ok());
