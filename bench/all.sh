@@ -35,7 +35,7 @@ BENCHES=(
   "ttft|$PY bench/ttft_bench.py $BUILD"
   "s3|$PY bench/s3_bench.py $BUILD"
   "soak|$PY bench/soak.py $BUILD --seconds 60"
-  "fleet|$PY bench/fleet_bench.py --build $BUILD"
+  "fleet|$PY bench/fleet_bench.py $BUILD"
 )
 
 cd "$ROOT" || exit 1

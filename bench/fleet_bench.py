@@ -45,9 +45,9 @@ served, per S3 API. The target: one G4 read per block and node. With
 --check the exit status is 1 when a target is missed.
 
 Needs root, ip, tc, curl, MinIO (scripts/test builds it), the release build and build/venv.
-Usage: build/venv/bin/python bench/fleet_bench.py [TRACE] [--nodes 4] [--requests 400]
+Usage: build/venv/bin/python bench/fleet_bench.py BUILD [TRACE] [--nodes 4] [--requests 400]
        [--routers kv-aware,session,round-robin] [--burst 64] [--burst-readers 16]
-       [--build build/release] [--out DIR] [--check]
+       [--out DIR] [--check]
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ from pathlib import Path
 from typing import Any
 
 from fleet_nodes import BUCKET, POOL, Fleet, block_hash, started, value_of
-from minio_peer import ROOT
 from netns import Network, missing
 from targets import target
 
@@ -599,6 +598,7 @@ def fleet_network(args: argparse.Namespace) -> Iterator[tuple[Network, str]]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("build", type=Path, help="the release build (build/release)")
     p.add_argument(
         "trace",
         type=Path,
@@ -639,7 +639,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--burst-readers", type=int, default=16, help="the burst's readers per node")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--build", type=Path, default=ROOT / "build/release")
     p.add_argument("--out", type=Path, help="results and logs (default: a new temp dir)")
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -670,7 +669,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error('nothing to run: --routers "" and --burst 0')
     for path in (args.kvtierd, args.kvtier):
         if not os.access(path, os.X_OK):
-            p.error(f"no {path}: build it (scripts/test does), or give --build")
+            p.error(f"no {path}: build it (scripts/test does), or give its build")
     return args
 
 

@@ -28,9 +28,11 @@ BENCH = ROOT / "bench/fleet_bench.py"
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {"KVTIERD": kvtierd_path(), "KVTIER_CLI": kvtier_cli_path()}
+    """The bench on the build of the tests' kvtierd (BUILD/src/server/kvtierd)."""
+    kvtierd = kvtierd_path()
+    env = {"KVTIERD": kvtierd, "KVTIER_CLI": kvtier_cli_path()}
     return subprocess.run(
-        [sys.executable, str(BENCH), *args],
+        [sys.executable, str(BENCH), str(Path(kvtierd).parents[2]), *args],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
