@@ -94,11 +94,14 @@ if [ "${#CPUS[@]}" -ge 2 ]; then
   PINNED=(redis-server/resp-one-cpu kvtierd/resp-one-loop-one-cpu)
 fi
 
+resp_adapter() {  # PORT: LMCache's resp adapter on a server's RESP port
+  echo "{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$1,\"num_workers\":$IN_FLIGHT}"
+}
 declare -A ADAPTER=(
-  [redis-server/resp]="{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$REDIS_PORT,\"num_workers\":$IN_FLIGHT}"
-  [kvtierd/resp]="{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$KV_RESP,\"num_workers\":$IN_FLIGHT}"
-  [redis-server/resp-one-cpu]="{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":$REDIS_PORT,\"num_workers\":$IN_FLIGHT}"
-  [kvtierd/resp-one-loop-one-cpu]="{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":${ONE_RESP:-0},\"num_workers\":$IN_FLIGHT}"
+  [redis-server/resp]=$(resp_adapter "$REDIS_PORT")
+  [kvtierd/resp]=$(resp_adapter "$KV_RESP")
+  [redis-server/resp-one-cpu]=$(resp_adapter "$REDIS_PORT")
+  [kvtierd/resp-one-loop-one-cpu]=$(resp_adapter "${ONE_RESP:-0}")
   [kvtierd/native_plugin-shm]="{\"type\":\"native_plugin\",\"module_path\":\"kvtier.lmcache\",\"class_name\":\"NativeConnector\",\"adapter_params\":{\"url\":\"unix://$KV_SOCK\",\"num_workers\":$IN_FLIGHT}}"
   [kvtierd/native_plugin-tcp]="{\"type\":\"native_plugin\",\"module_path\":\"kvtier.lmcache\",\"class_name\":\"NativeConnector\",\"adapter_params\":{\"url\":\"tcp://127.0.0.1:$KV_NATIVE\",\"num_workers\":$IN_FLIGHT}}"
 )
