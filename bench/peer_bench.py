@@ -106,7 +106,9 @@ class Processes:
         deadline = time.monotonic() + seconds
         while True:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
+                # A connect to a port of the ephemeral range that nothing listens on can succeed
+                # by connecting the socket to itself (TCP simultaneous open): not a listener.
+                if s.connect_ex(("127.0.0.1", port)) == 0 and s.getsockname() != s.getpeername():
                     return
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{name} does not listen on {port}:\n{self.log_tail(name)}")
@@ -220,6 +222,8 @@ class Mooncake:
             raise RuntimeError(
                 f"{self.name} exited {self.proc.returncode} before {what}:\n"
                 + self.procs.log_tail(self.name)
+                + "\nmooncake_client, the real client it connects to:\n"
+                + self.procs.log_tail("mooncake_client")
             )
         return line
 
