@@ -4,6 +4,14 @@
 //     Writes TOTAL_BYTES in blocks of BLOCK_BYTES (PutMany, batches of 4 x DEPTH blocks, DEPTH
 //     I/Os in flight), then reads them all back (ReadMany, same batching), checking every byte
 //     of the first and last block. Prints "write_MBps X" and "read_MBps Y" (MB = 10^6 bytes).
+//   kvtier_disk_bench spill DIR BLOCK_BYTES TOTAL_BYTES DEPTH
+//     The same bytes through a Store whose G2 holds an eighth of them, G3 (with DEPTH I/Os in
+//     flight) taking every eviction: a node whose engines write more than its DRAM holds. Puts
+//     TOTAL_BYTES (PutMany, batches of 4 x DEPTH) and then Flush, so that G3 holds every block
+//     when the clock stops: most reach it through the Demoter, the last eighth through Flush.
+//     Then reads them all back (ReadMany, same batching; G3 hits, promoted into G2 as by
+//     default), checking every byte of the first and last batch. Prints "spill_write_MBps X",
+//     "spill_read_MBps Y" and how many blocks the Demoter wrote ("demoted_blocks").
 //   kvtier_disk_bench recovery DIR BLOCKS VALUE_BYTES
 //     Puts BLOCKS blocks of VALUE_BYTES, closes the tier, times the reopen ("recovery_s");
 //     then a child process puts 64 MiB more and dies without closing the tier (no footer on
@@ -38,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvtier/store.h"
 #include "src/model/kv_capture.h"
 #include "src/services/block_codec.h"
 #include "src/services/compression/dtype_convert.h"
@@ -164,6 +173,88 @@ int Throughput(const std::string& dir, uint64_t block, uint64_t total, uint32_t 
   std::printf("io_uring %d\n", s.io_uring ? 1 : 0);
   std::printf("write_MBps %.1f\n", static_cast<double>(blocks * block) / t.put_s / 1e6);
   std::printf("read_MBps %.1f\n", static_cast<double>(blocks * block) / t.get_s / 1e6);
+  return 0;
+}
+
+int Spill(const std::string& dir, uint64_t block, uint64_t total, uint32_t depth) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const uint64_t blocks = total / block;
+  const size_t batch = 4 * depth;
+  Options o;
+  o.memory.capacity_bytes = std::max<uint64_t>(total / 8, 2 * batch * block);
+  o.disk.dir = dir;
+  o.disk.capacity_bytes = total * 2 + kGiB;
+  o.disk.segment_bytes = 256 * kMiB;
+  o.disk.io_depth = depth;
+  o.disk_admission.frequency_gate = false;  // Every eviction goes to G3, as fio writes all.
+  o.disk_data.compress = false;             // fio writes the bytes as they are.
+  o.retention_scan_seconds = 0;
+  Result<std::unique_ptr<Store>> store = Store::Open(o);
+  if (!store.ok()) {
+    std::fprintf(stderr, "open: %s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  const TenantId tenant = *(*store)->FindTenant("default");
+  std::vector<std::vector<std::byte>> values(batch, std::vector<std::byte>(block));
+  for (size_t i = 0; i < batch; ++i) Fill(values[i], i);
+  auto start = Clock::now();
+  for (uint64_t n = 0; n < blocks; n += batch) {
+    std::vector<BlockWrite> writes;
+    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
+      BlockWrite w;
+      w.key = KeyOf(k);
+      w.value = values[k % batch];
+      writes.push_back(w);
+    }
+    for (const Status& s : (*store)->PutMany(tenant, writes)) {
+      if (!s.ok()) {
+        std::fprintf(stderr, "put: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+  }
+  Result<uint64_t> flushed = (*store)->Flush(tenant);
+  if (!flushed.ok()) {
+    std::fprintf(stderr, "flush: %s\n", flushed.status().ToString().c_str());
+    return 1;
+  }
+  const double put_s = Seconds(start);
+  const StoreStats after_puts = (*store)->Stats();
+  if (after_puts.disk_blocks != blocks) {
+    std::fprintf(stderr, "G3 holds %llu blocks of %llu\n",
+                 static_cast<unsigned long long>(after_puts.disk_blocks),
+                 static_cast<unsigned long long>(blocks));
+    return 1;
+  }
+  std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
+  start = Clock::now();
+  for (uint64_t n = 0; n < blocks; n += batch) {
+    std::vector<BlockKey> keys;
+    std::vector<std::span<std::byte>> spans;
+    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
+      keys.push_back(KeyOf(k));
+      spans.emplace_back(outs[k - n]);
+    }
+    std::vector<Result<size_t>> got = (*store)->ReadMany(tenant, keys, spans);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!got[i].ok() || *got[i] != block) {
+        std::fprintf(stderr, "read %zu: %s\n", i, got[i].status().ToString().c_str());
+        return 1;
+      }
+      if ((n == 0 || n + batch >= blocks) &&
+          std::memcmp(outs[i].data(), values[(n + i) % batch].data(), block) != 0) {
+        std::fprintf(stderr, "wrong bytes read back\n");
+        return 1;
+      }
+    }
+  }
+  const double get_s = Seconds(start);
+  std::printf("spill_write_MBps %.1f\n", static_cast<double>(blocks * block) / put_s / 1e6);
+  std::printf("spill_read_MBps %.1f\n", static_cast<double>(blocks * block) / get_s / 1e6);
+  std::printf("demoted_blocks %llu flushed_blocks %llu of %llu\n",
+              static_cast<unsigned long long>(after_puts.demoted_blocks),
+              static_cast<unsigned long long>(*flushed), static_cast<unsigned long long>(blocks));
   return 0;
 }
 
@@ -448,14 +539,20 @@ int main(int argc, char** argv) {
                             static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 10)),
                             std::atoi(argv[6]), argc == 8 ? argv[7] : "");
   }
+  if (mode == "spill" && argc == 6) {
+    return kvtier::Spill(argv[2], std::strtoull(argv[3], nullptr, 10),
+                         std::strtoull(argv[4], nullptr, 10),
+                         static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 10)));
+  }
   if (mode == "recovery" && argc == 5) {
     return kvtier::Recovery(argv[2], std::strtoull(argv[3], nullptr, 10),
                             std::strtoull(argv[4], nullptr, 10));
   }
   std::fprintf(stderr,
                "usage: %s throughput DIR BLOCK_BYTES TOTAL_BYTES DEPTH\n"
+               "       %s spill DIR BLOCK_BYTES TOTAL_BYTES DEPTH\n"
                "       %s services DIR BLOCK_BYTES TOTAL_BYTES DEPTH ROUNDS [MODEL_DIR]\n"
                "       %s recovery DIR BLOCKS VALUE_BYTES\n",
-               argv[0], argv[0], argv[0]);
+               argv[0], argv[0], argv[0], argv[0]);
   return 1;
 }

@@ -359,6 +359,43 @@ TEST_F(StoreTieringTest, EventsTellWhatEachTierGainsAndLoses) {
   store_.reset();
 }
 
+// Counts the blocks G3 has taken, and lets a test wait for a number of them.
+class G3Stored final : public BlockEventListener {
+ public:
+  void OnStored(uint32_t, const BlockKey&, const BlockKey*, BlockMedium m,
+                const EngineHash*) override {
+    if (m != BlockMedium::kDisk) return;
+    std::lock_guard l(mu_);
+    ++stored_;
+    cv_.notify_all();
+  }
+  void OnRemoved(uint32_t, const BlockKey&, BlockMedium) override {}
+  void OnCleared(uint32_t) override {}
+  void WaitFor(uint64_t n) {
+    std::unique_lock l(mu_);
+    cv_.wait(l, [&] { return stored_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t stored_ = 0;
+};
+
+// A put into a full G2 demotes ahead of its need (an eighth of G2 here: 4 blocks), so that G3
+// is handed several blocks per write, I/Os in flight together, rather than one block, the one
+// the put waits for, at a time.
+TEST_F(StoreTieringTest, APutIntoAFullG2HandsG3SeveralBlocksPerWrite) {
+  G3Stored g3;
+  Open(32, {.frequency_gate = false}, &g3);
+  for (uint64_t k = 0; k < 36; ++k) ASSERT_TRUE(Put(k).ok());
+  g3.WaitFor(4);  // The 4 oldest, evicted when put 33 found G2 full.
+  const StoreStats s = store_->Stats();
+  EXPECT_EQ(s.demotion_writes, 1u);
+  EXPECT_EQ(s.admitted_blocks, 4u);
+  for (uint64_t k = 0; k < 36; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
+}
+
 TEST_F(StoreTieringTest, DeleteRemovesEveryCopy) {
   Open(2);
   for (uint64_t k = 0; k < 10; ++k) ASSERT_TRUE(Put(k).ok());

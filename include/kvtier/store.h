@@ -351,6 +351,9 @@ struct StoreStats {
   uint64_t demotion_failures = 0;     // Admitted but not written (G3 full or failing).
   uint64_t demotion_shared_skips = 0; // Evictions not written back to G4: read from there.
   uint64_t demotion_disk_skips = 0;   // Evictions not written to G3: G3 holds them already.
+  // G3 writes that carried the demotions, several blocks each while G2 is under put pressure
+  // (MemoryTier::EnableDemotion): each write keeps that many I/Os in flight.
+  uint64_t demotion_writes = 0;
   uint64_t promoted_blocks = 0;       // G3 hits copied back into G2.
   uint64_t admitted_blocks = 0;       // G2 evictions admitted to G3.
   uint64_t skipped_short_prefix = 0;  // Not admitted: chain shorter than min_prefix_blocks.

@@ -46,7 +46,10 @@ void Demoter::Run() {
         }
       }
       std::vector<Status> on_disk;
-      if (!requests.empty()) on_disk = disk_->PutMany(tenant, requests);
+      if (!requests.empty()) {
+        disk_writes_.fetch_add(1, std::memory_order_relaxed);
+        on_disk = disk_->PutMany(tenant, requests);
+      }
       for (size_t i = begin; i < end; ++i) {
         const MemoryTier::Demotion& d = batch[i];
         // A block read from G4 is there already: uploading it again would only cost.

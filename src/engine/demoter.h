@@ -36,6 +36,8 @@ class Demoter {
   // Demotions not written to G4 because the block was read from there.
   uint64_t shared_skipped() const { return shared_skipped_.load(std::memory_order_relaxed); }
   uint64_t disk_skipped() const { return disk_skipped_.load(std::memory_order_relaxed); }
+  // G3 writes (PutMany calls) begun to carry them.
+  uint64_t disk_writes() const { return disk_writes_.load(std::memory_order_relaxed); }
 
  private:
   void Run();
@@ -47,6 +49,7 @@ class Demoter {
   std::atomic<uint64_t> failures_{0};
   std::atomic<uint64_t> shared_skipped_{0};
   std::atomic<uint64_t> disk_skipped_{0};
+  std::atomic<uint64_t> disk_writes_{0};
   std::thread thread_;  // Last: started once the members it uses exist.
 };
 

@@ -647,6 +647,7 @@ StoreStats StoreImpl::Stats() const {
     stats.demotion_failures = demoter_->failures();
     stats.demotion_shared_skips = demoter_->shared_skipped();
     stats.demotion_disk_skips = demoter_->disk_skipped();
+    stats.demotion_writes = demoter_->disk_writes();
   }
   stats.promoted_blocks = promoted_.load(std::memory_order_relaxed);
   stats.deletion_notices_published = notices_published_.load(std::memory_order_relaxed);

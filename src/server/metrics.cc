@@ -351,6 +351,9 @@ std::string Metrics::RenderPrometheus(const StoreStats& s, const EventCounters* 
            "G2 evictions not written back to G4: read from there.", s.demotion_shared_skips);
   p.Single("kvtier_demotion_disk_skips_total", "counter",
            "G2 evictions not written to G3: G3 holds them already.", s.demotion_disk_skips);
+  p.Single("kvtier_demotion_writes_total", "counter",
+           "G3 writes that carried G2's demotions, several blocks (I/Os in flight) each.",
+           s.demotion_writes);
   p.Single("kvtier_promoted_blocks_total", "counter", "G3 hits copied back into G2.",
            s.promoted_blocks);
   p.Single("kvtier_admitted_blocks_total", "counter", "G2 evictions admitted to G3.",

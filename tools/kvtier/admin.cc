@@ -192,9 +192,12 @@ int Status(const AdminOptions& o) {
   std::printf("warm restart: %.0f blocks adopted at start, %.0f dropped, in %.2f s\n",
               Get(m, "kvtier_memory_restored_blocks"), Get(m, "kvtier_memory_restore_dropped_blocks"),
               Get(m, "kvtier_memory_restore_seconds"));
-  std::printf("G3: %.0f blocks demoted, %.0f demotions failed, %.0f corrupt records dropped\n",
-              Get(m, "kvtier_demoted_blocks_total"), Get(m, "kvtier_demotion_failures_total"),
-              Get(m, "kvtier_disk_corrupt_records_total"));
+  const double demoted = Get(m, "kvtier_demoted_blocks_total");
+  const double demotion_writes = Get(m, "kvtier_demotion_writes_total");
+  std::printf("G3: %.0f blocks demoted (%.1f per write), %.0f demotions failed, %.0f corrupt "
+              "records dropped\n",
+              demoted, demotion_writes > 0 ? demoted / demotion_writes : 0.0,
+              Get(m, "kvtier_demotion_failures_total"), Get(m, "kvtier_disk_corrupt_records_total"));
   const double g4_calls = Get(m, "kvtier_tier_hits_total{tier=\"g4\"}") +
                           Get(m, "kvtier_tier_misses_total{tier=\"g4\"}") +
                           Get(m, "kvtier_shared_puts_total") + Get(m, "kvtier_shared_errors_total");

@@ -204,7 +204,11 @@ class MemoryTier final : public BlockHandle::Releaser {
   void set_event_listener(BlockEventListener* listener) { events_ = listener; }
 
   // From now on, evictions that pass `admission` become demotions. Call once, before use.
+  // A put that has to demote to find room also demotes ahead of its need, until demotions in
+  // flight or free pages reach kDemotionHeadroomBytes (at most an eighth of the tier): freeing
+  // only what each put needs would hand G3 one block at a time, a write at queue depth 1.
   void EnableDemotion(const AdmissionOptions& admission) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr uint64_t kDemotionHeadroomBytes = 64 * kMiB;
   // Instead (payload-free simulation): every eviction is reported to `observer` (not owned)
   // with the decision of `admission`, and the block leaves at once. Call once, before use.
   void ObserveEvictions(const AdmissionOptions& admission, EvictionObserver* observer)
@@ -603,6 +607,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   AdmissionStats admission_stats_ ABSL_GUARDED_BY(mu_);
   std::deque<uint32_t> pending_demotions_ ABSL_GUARDED_BY(mu_);
   uint64_t demoting_pages_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t demotion_headroom_pages_ ABSL_GUARDED_BY(mu_) = 0;  // Set by EnableDemotion.
   BlockEventListener* events_ = nullptr;  // Set before use.
   EvictionObserver* eviction_observer_ ABSL_GUARDED_BY(mu_) = nullptr;
 };

@@ -180,6 +180,13 @@ Result<bool> MemoryTier::TryMakeRoom(uint32_t tenant, uint32_t pages, uint32_t n
           "G2 is full and every block in it is pinned, leased or a prefix of one");
     }
   }
+  // Demotions under way: keep G3's queue fed (EnableDemotion).
+  if (demoting_pages_ > 0) {
+    while (demoting_pages_ < demotion_headroom_pages_ &&
+           uint64_t{free_pages_} + demoting_pages_ < pages + demotion_headroom_pages_ &&
+           EvictAcrossTenants(now)) {
+    }
+  }
   return free_pages_ >= pages;
 }
 
@@ -432,6 +439,8 @@ void MemoryTier::EnableDemotion(const AdmissionOptions& admission) {
   MutexLock l(&mu_);
   SetAdmission(admission);
   demotion_enabled_ = true;
+  demotion_headroom_pages_ =
+      std::min<uint64_t>(total_pages_ / 8, kDemotionHeadroomBytes / page_bytes_);
 }
 
 void MemoryTier::ObserveEvictions(const AdmissionOptions& admission, EvictionObserver* observer) {
