@@ -193,10 +193,12 @@ int Status(const AdminOptions& o) {
               Get(m, "kvtier_memory_restored_blocks"), Get(m, "kvtier_memory_restore_dropped_blocks"),
               Get(m, "kvtier_memory_restore_seconds"));
   const double demoted = Get(m, "kvtier_demoted_blocks_total");
+  // Blocks G3 held already were demoted without a write.
+  const double written = demoted - Get(m, "kvtier_demotion_disk_skips_total");
   const double demotion_writes = Get(m, "kvtier_demotion_writes_total");
   std::printf("G3: %.0f blocks demoted (%.1f per write), %.0f demotions failed, %.0f corrupt "
               "records dropped\n",
-              demoted, demotion_writes > 0 ? demoted / demotion_writes : 0.0,
+              demoted, demotion_writes > 0 ? written / demotion_writes : 0.0,
               Get(m, "kvtier_demotion_failures_total"), Get(m, "kvtier_disk_corrupt_records_total"));
   const double g4_calls = Get(m, "kvtier_tier_hits_total{tier=\"g4\"}") +
                           Get(m, "kvtier_tier_misses_total{tier=\"g4\"}") +
