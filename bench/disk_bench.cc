@@ -102,12 +102,42 @@ double ProcessCpuSeconds() {
   return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
+// Reads back the `blocks` blocks put cycling through `values`, in batches of `batch`, through
+// `read_many(keys, outs)` (a tier's or a Store's ReadMany). Checks every length, and every
+// byte of the first and last batch.
+template <typename ReadMany>
+bool ReadBack(ReadMany read_many, const std::vector<std::vector<std::byte>>& values,
+              uint64_t blocks, size_t batch) {
+  const uint64_t block = values[0].size();
+  std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
+  for (uint64_t n = 0; n < blocks; n += batch) {
+    std::vector<BlockKey> keys;
+    std::vector<std::span<std::byte>> spans;
+    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
+      keys.push_back(KeyOf(k));
+      spans.emplace_back(outs[k - n]);
+    }
+    std::vector<Result<size_t>> got = read_many(keys, spans);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!got[i].ok() || *got[i] != block) {
+        std::fprintf(stderr, "read %zu: %s\n", i, got[i].status().ToString().c_str());
+        return false;
+      }
+      if ((n == 0 || n + batch >= blocks) &&
+          std::memcmp(outs[i].data(), values[(n + i) % values.size()].data(), block) != 0) {
+        std::fprintf(stderr, "wrong bytes read back\n");
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // Puts `blocks` blocks cycling through `values` in batches of `batch`, then reads them back in
 // the same batches, timing each phase. `kv`: tag the puts as bf16 KV with a session per 64
 // blocks (what the data services see). Checks every byte of the first and last batch.
 bool PutThenRead(DiskTier* tier, const std::vector<std::vector<std::byte>>& values,
                  uint64_t blocks, size_t batch, bool kv, Timings* t) {
-  const uint64_t block = values[0].size();
   auto start = Clock::now();
   const double cpu_start = ProcessCpuSeconds();
   for (uint64_t n = 0; n < blocks; n += batch) {
@@ -129,28 +159,13 @@ bool PutThenRead(DiskTier* tier, const std::vector<std::vector<std::byte>>& valu
   }
   t->put_s = Seconds(start);
   t->put_cpu_s = ProcessCpuSeconds() - cpu_start;
-  std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
   start = Clock::now();
-  for (uint64_t n = 0; n < blocks; n += batch) {
-    std::vector<BlockKey> keys;
-    std::vector<std::span<std::byte>> spans;
-    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
-      keys.push_back(KeyOf(k));
-      spans.emplace_back(outs[k - n]);
-    }
-    std::vector<Result<size_t>> got = tier->ReadMany(0, keys, spans);
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (!got[i].ok() || *got[i] != block) {
-        std::fprintf(stderr, "read %zu: %s\n", i, got[i].status().ToString().c_str());
-        return false;
-      }
-      if ((n == 0 || n + batch >= blocks) &&
-          std::memcmp(outs[i].data(), values[(n + i) % values.size()].data(), block) != 0) {
-        std::fprintf(stderr, "wrong bytes read back\n");
-        return false;
-      }
-    }
-  }
+  const bool read = ReadBack(
+      [&](std::span<const BlockKey> keys, std::span<const std::span<std::byte>> outs) {
+        return tier->ReadMany(0, keys, outs);
+      },
+      values, blocks, batch);
+  if (!read) return false;
   t->get_s = Seconds(start);
   return true;
 }
@@ -227,28 +242,13 @@ int Spill(const std::string& dir, uint64_t block, uint64_t total, uint32_t depth
                  static_cast<unsigned long long>(blocks));
     return 1;
   }
-  std::vector<std::vector<std::byte>> outs(batch, std::vector<std::byte>(block));
   start = Clock::now();
-  for (uint64_t n = 0; n < blocks; n += batch) {
-    std::vector<BlockKey> keys;
-    std::vector<std::span<std::byte>> spans;
-    for (uint64_t k = n; k < std::min(blocks, n + batch); ++k) {
-      keys.push_back(KeyOf(k));
-      spans.emplace_back(outs[k - n]);
-    }
-    std::vector<Result<size_t>> got = (*store)->ReadMany(tenant, keys, spans);
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (!got[i].ok() || *got[i] != block) {
-        std::fprintf(stderr, "read %zu: %s\n", i, got[i].status().ToString().c_str());
-        return 1;
-      }
-      if ((n == 0 || n + batch >= blocks) &&
-          std::memcmp(outs[i].data(), values[(n + i) % batch].data(), block) != 0) {
-        std::fprintf(stderr, "wrong bytes read back\n");
-        return 1;
-      }
-    }
-  }
+  const bool read = ReadBack(
+      [&](std::span<const BlockKey> keys, std::span<const std::span<std::byte>> outs) {
+        return (*store)->ReadMany(tenant, keys, outs);
+      },
+      values, blocks, batch);
+  if (!read) return 1;
   const double get_s = Seconds(start);
   std::printf("spill_write_MBps %.1f\n", static_cast<double>(blocks * block) / put_s / 1e6);
   std::printf("spill_read_MBps %.1f\n", static_cast<double>(blocks * block) / get_s / 1e6);
