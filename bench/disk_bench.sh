@@ -54,8 +54,9 @@ fio_mbps() {  # rw field
     awk -F';' -v f="$2" '{ printf "%.1f", $f * 1024 / 1e6 }'
 }
 
-median() {
-  sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+median() {  # VALUE...
+  printf '%s\n' "$@" | sort -g |
+    awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 echo "filesystem: $(df -T "$DIR" | awk 'NR == 2 { print $1, $2 }'), ${SIZE_MIB} MiB per measurement, 2 MiB blocks, depth $DEPTH"
@@ -91,12 +92,11 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round: fio write $fw MB/s, read $fr MB/s; DiskTier write $tw MB/s, read $tr MB/s;" \
     "through the Store write $sw MB/s, read $sr MB/s"
 done
-median_of() { printf '%s\n' "$@" | median; }
-write_ratio=$(median_of "${write_ratios[@]}")
-read_ratio=$(median_of "${read_ratios[@]}")
+write_ratio=$(median "${write_ratios[@]}")
+read_ratio=$(median "${read_ratios[@]}")
 echo "medians of the rounds' ratios: DiskTier / fio write $write_ratio, read $read_ratio;" \
   "through the Store (G2 full: G3 fed by the Demoter) / fio write" \
-  "$(median_of "${spill_write_ratios[@]}"), read $(median_of "${spill_read_ratios[@]}")"
+  "$(median "${spill_write_ratios[@]}"), read $(median "${spill_read_ratios[@]}")"
 target "G3 write / fio" "$write_ratio" ">=" 0.85
 target "G3 read / fio" "$read_ratio" ">=" 0.85
 

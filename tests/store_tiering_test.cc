@@ -315,6 +315,7 @@ class Recorder final : public BlockEventListener {
     std::lock_guard l(mu_);
     stored[m].insert(key);
     if (m == BlockMedium::kCpu) parents[key] = parent ? std::optional(*parent) : std::nullopt;
+    stored_more_.notify_all();
   }
   void OnRemoved(uint32_t, const BlockKey& key, BlockMedium m) override {
     std::lock_guard l(mu_);
@@ -324,7 +325,13 @@ class Recorder final : public BlockEventListener {
     std::lock_guard l(mu_);
     cleared.push_back(tenant);
   }
+  // Until `medium` has taken `n` blocks (events come from the store's threads).
+  void WaitForStored(BlockMedium medium, size_t n) {
+    std::unique_lock l(mu_);
+    stored_more_.wait(l, [&] { return stored[medium].size() >= n; });
+  }
   std::mutex mu_;
+  std::condition_variable stored_more_;
   std::map<BlockMedium, std::set<BlockKey>> stored, removed;
   std::map<BlockKey, std::optional<BlockKey>> parents;
   std::vector<uint32_t> cleared;
@@ -359,47 +366,24 @@ TEST_F(StoreTieringTest, EventsTellWhatEachTierGainsAndLoses) {
   store_.reset();
 }
 
-// Counts the blocks G3 has taken, and lets a test wait for a number of them.
-class G3Stored final : public BlockEventListener {
- public:
-  void OnStored(uint32_t, const BlockKey&, const BlockKey*, BlockMedium m,
-                const EngineHash*) override {
-    if (m != BlockMedium::kDisk) return;
-    std::lock_guard l(mu_);
-    ++stored_;
-    cv_.notify_all();
-  }
-  void OnRemoved(uint32_t, const BlockKey&, BlockMedium) override {}
-  void OnCleared(uint32_t) override {}
-  void WaitFor(uint64_t n) {
-    std::unique_lock l(mu_);
-    cv_.wait(l, [&] { return stored_ >= n; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t stored_ = 0;
-};
-
 // A put into a full G2 demotes ahead of its need (an eighth of G2 here: 4 blocks), so that G3
 // is handed several blocks per write, I/Os in flight together, rather than one block, the one
 // the put waits for, at a time. The first write carries 4 blocks whatever the timing (put 33
 // queues them at once); later ones depend on how far the puts run ahead of the Demoter.
 TEST_F(StoreTieringTest, APutIntoAFullG2HandsG3SeveralBlocksPerWrite) {
-  G3Stored g3;
+  Recorder r;
   // The store goes before the listener it calls, also when an assertion ends the test early.
   struct ResetFirst {
     std::unique_ptr<Store>& store;
     ~ResetFirst() { store.reset(); }
   } reset_first{store_};
-  Open(32, {.frequency_gate = false}, &g3);
+  Open(32, {.frequency_gate = false}, &r);
   for (uint64_t k = 0; k < 36; ++k) ASSERT_TRUE(Put(k).ok());
   // Only puts evict: every admission has happened, and once G3 has taken them all, every write
   // that carried them has begun.
   const uint64_t admitted = store_->Stats().admitted_blocks;
   ASSERT_GE(admitted, 4u);
-  g3.WaitFor(admitted);
+  r.WaitForStored(BlockMedium::kDisk, admitted);
   EXPECT_LT(store_->Stats().demotion_writes, admitted);
   for (uint64_t k = 0; k < 36; ++k) EXPECT_TRUE(Has(k)) << "block " << k;
 }
