@@ -111,6 +111,37 @@ TEST_F(ConversationStoreTest, APromptPutInOneRequestIsOneTurnHoweverLong) {
   for (uint64_t k : deep) EXPECT_TRUE(Has(k)) << k;
 }
 
+TEST_F(ConversationStoreTest, ALongPromptsTailGoesBeforeAShortPromptWhenLongOnesRarelyCameBack) {
+  Open(48);
+  // New conversations of one block always came back after 20 s; those whose first prompt put
+  // twenty blocks (a document pasted in) never did.
+  std::vector<uint64_t> all;
+  for (int c = 0; c < 400; ++c) {
+    std::vector<uint64_t> chain;
+    Turn(&chain, c % 2 == 0 ? 1 : 20);
+    if (c % 2 == 0) {
+      Advance(20);
+      Turn(&chain, 1);
+    }
+    Advance(30);
+    all.insert(all.end(), chain.begin(), chain.end());
+  }
+  for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
+  PinFiller(26);
+  std::vector<uint64_t> short_prompt, long_prompt;
+  Turn(&short_prompt, 1);
+  Advance(7);
+  Turn(&long_prompt, 20);
+  Advance(8);
+  ASSERT_TRUE(Put(9000).ok());
+  // G2 is full. LRU would take the short prompt, the older, first. The long prompt's blocks
+  // from its sixteenth on go instead, tail first; its first fifteen are classed as a short
+  // prompt's.
+  for (uint64_t k = 9001; k <= 9005; ++k) ASSERT_TRUE(Put(k).ok());
+  EXPECT_TRUE(Has(short_prompt[0]));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Has(long_prompt[i]), i < 15) << i;
+}
+
 TEST_F(ConversationStoreTest, OfTenantsWithoutBudgetsAndAsOldTheOneHoldingMoreGivesUpABlock) {
   Open(15, {TenantOptions{"a"}, TenantOptions{"b"}});
   const TenantId b = *store_->FindTenant("b");

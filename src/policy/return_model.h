@@ -1,6 +1,7 @@
 // ReturnModel: the chance that a G2 block is used again, learnt online from one tenant's
-// traffic, by the block's class (how many times its conversation had come back when it was
-// last used: 0, 1, ..., kClasses - 1 or more) and how long it has been idle.
+// traffic, by the block's class (0 to kClasses - 1: its owner's, MemoryTier::LaneOf: the depth
+// of its conversation and whether it is the tail of a long turn) and how long it has been
+// idle.
 //
 // What it measures: a spatial sample of chain tips' keys (SHARDS, Waldspurger et al., FAST'15: a key is
 // followed when its hash is below a threshold, halved whenever more than `max_tracked` keys
@@ -32,7 +33,7 @@ namespace kvtier {
 
 class ReturnModel {
  public:
-  static constexpr int kClasses = 8;
+  static constexpr int kClasses = 16;
   // Idle buckets: [0, 1 s), then four per doubling: [1, 1.25 s), [1.25, 1.5), ..., up to the
   // horizon.
   static constexpr int kBucketsPerDoubling = 4;

@@ -56,7 +56,10 @@ struct Entry {
   // Times its conversation had come back (its chain was extended after being read) when this
   // block was put or last matched as part of it; saturating. Its eviction lane.
   uint8_t turn = 0;
-  uint8_t policy = 0;          // kPolicy* bits below.
+  uint8_t policy : 4 = 0;      // kPolicy* bits below.
+  // Its place among the blocks the turn that put it added (0: the turn's first), up to
+  // kTurnTail; 0 again once a later turn extends its chain.
+  uint8_t turn_place : 4 = 0;
   // Position in eviction order across a tenant's lanes (MemoryTier::next_stamp_): a block
   // queued at the back takes the next stamp, one queued just ahead of its parent the one below
   // the parent's.
@@ -76,6 +79,8 @@ inline constexpr uint8_t kPolicyRevisited = 1;     // Read or matched since it w
 inline constexpr uint8_t kPolicyNoResume = 2;      // KV needing state that lost its state.
 inline constexpr uint8_t kPolicyBranched = 4;      // Has had two children at once.
 inline constexpr uint8_t kPolicyFinished = 8;      // Its session was hinted finished.
+// Entry::turn_place of a turn's 16th block and later: the tail of a long turn.
+inline constexpr uint8_t kTurnTail = 15;
 
 // An intrusive list of entries, oldest first.
 struct EntryList {

@@ -13,7 +13,8 @@
 //            the pinned: key[32], parent key[32], checksum u64 (XXH3 of the bytes), session
 //            u64, tenant u32 (into the table above), size u32, created_s u32, last_access_s
 //            u32, depth u16, pins u16, queue u8, flags u8, dtype u8, has_parent u8, turn u8,
-//            policy u8 (these two from version 3 on), extents u32, then (first_page u32,
+//            policy u8 (these two from version 3 on), turn_place u8 (from version 4 on),
+//            extents u32, then (first_page u32,
 //            num_pages u32) per extent, pages of the tenant's region file
 //   trailer  XXH3 of everything before it, u64
 
@@ -46,10 +47,11 @@ namespace {
 
 constexpr uint64_t kIndexMagic = 0x5844493247545653ull;  // "SVTG2IDX"
 // 2: one region file per tenant. 3: each block's conversation depth (turn) and policy bits.
-constexpr uint32_t kIndexVersion = 3;
+// 4: its place in the turn that put it (turn_place).
+constexpr uint32_t kIndexVersion = 4;
 constexpr uint32_t kOldestIndexVersion = 2;
 constexpr size_t kHeaderBytes = 48;
-constexpr size_t kBlockFixedBytes = 110;  // 108 in version 2.
+constexpr size_t kBlockFixedBytes = 111;  // 110 in version 3, 108 in version 2.
 constexpr size_t kTrailerBytes = 8;
 // Flags that describe the block itself, as opposed to its state in this process.
 constexpr uint8_t kSavedFlags =
@@ -185,6 +187,7 @@ struct MemoryTier::Snapshot {
     uint8_t dtype = 0;
     uint8_t turn = 0;
     uint8_t policy = 0;
+    uint8_t turn_place = 0;
     std::vector<Extent> extents;
   };
   std::vector<std::string> tenants;
@@ -345,6 +348,7 @@ Result<MemoryTier::Snapshot> MemoryTier::ParseSnapshot(std::span<const std::byte
       b.turn = r.U8();
       b.policy = r.U8();
     }
+    if (version >= 4) b.turn_place = std::min(r.U8(), kTurnTail);
     const uint32_t extents = r.U32();
     if (queue > static_cast<uint8_t>(QueueId::kReused) || b.tenant >= s.tenants.size() ||
         extents == 0 || extents > b.size / page_bytes + 1) {
@@ -420,7 +424,8 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     e.dtype = b.dtype;
     e.flags = b.flags;
     e.turn = b.turn;
-    e.policy = b.policy;
+    e.policy = b.policy & 15;
+    e.turn_place = b.turn_place;
     e.state = EntryState::kResident;
     if (b.extents.size() > 1) {
       e.flags |= kEntryMultiExtent;
@@ -558,6 +563,7 @@ Status MemoryTier::SaveSnapshot() {
     w.U8(has_parent ? 1 : 0);
     w.U8(e.turn);
     w.U8(e.policy);
+    w.U8(e.turn_place);
     w.U32(static_cast<uint32_t>(extents[k].size()));
     for (const Extent& x : extents[k]) {
       w.U32(x.first_page);

@@ -50,6 +50,7 @@
 #ifndef KVTIER_TIER_MEMORY_MEMORY_TIER_H_
 #define KVTIER_TIER_MEMORY_MEMORY_TIER_H_
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -235,7 +236,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Standard errors by which the ReturnModel must find a block less likely to return than
   // LRU's victim for eviction to take it instead (docs/store.md measures 1, 2 and 3).
   static constexpr double kSignificance = 3;
-  // One LRU list per depth class (Entry::turn, clamped).
+  // One LRU list per class (LaneOf).
   using Lanes = std::array<EntryList, ReturnModel::kClasses>;
   // Whether eviction follows the policy (queues, lanes, the ReturnModel) or plain LRU (the
   // least recently used evictable block, tail first). A ShadowLru measures, on the tenant's
@@ -420,7 +421,17 @@ class MemoryTier final : public BlockHandle::Releaser {
   void RecencyUnlink(TenantState& t, uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static uint32_t CountOf(const Lanes& lanes);
   static uint64_t PagesOf(const Lanes& lanes);
-  static int LaneOf(const Entry& e) { return ReturnModel::ClampClass(e.turn); }
+  // A block's class, its lane and the ReturnModel's: its conversation's depth (Entry::turn, up
+  // to kDepthClasses - 1) and whether it is the tail of a long turn (Entry::turn_place: the
+  // 16th block the turn added or later). A turn that pastes in a long document is followed far
+  // less often than a short one (docs/store.md); the model learns by how much from the tips of
+  // such turns, and eviction trims their tails first.
+  static constexpr int kDepthClasses = 8;
+  static_assert(2 * kDepthClasses == ReturnModel::kClasses);
+  static int LaneOf(int turn, int turn_place) {
+    return 2 * std::min(turn, kDepthClasses - 1) + (turn_place == kTurnTail ? 1 : 0);
+  }
+  static int LaneOf(const Entry& e) { return LaneOf(e.turn, e.turn_place); }
   // Put's first step: room for `pages`, allocated into *extents, never by evicting `parent`
   // (may be null). AlreadyExists (counted as a duplicate put) when the key is resident.
   // *to_back receives the extents whose memory is to be taken before they are written

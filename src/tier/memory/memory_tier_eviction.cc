@@ -108,6 +108,7 @@ uint64_t MemoryTier::PagesOf(const Lanes& lanes) {
 
 void MemoryTier::SetTurn(uint32_t index, std::optional<uint8_t> remembered_turn) {
   Entry& e = table_.at(index);
+  e.turn_place = 0;
   if (remembered_turn) {
     // An evicted block put again: its conversation came back, at the depth it had.
     e.policy |= kPolicyRevisited;
@@ -116,20 +117,25 @@ void MemoryTier::SetTurn(uint32_t index, std::optional<uint8_t> remembered_turn)
   if (e.parent == kNil) return;
   const Entry& p = table_.at(e.parent);
   e.turn = std::max(e.turn, p.turn);
+  if (remembered_turn) return;
   // A branch point (a shared system prompt, the context sub-agents share) continues no
   // conversation of its own, and its depth is not its branches'.
-  if (remembered_turn || (p.policy & (kPolicyRevisited | kPolicyBranched)) != kPolicyRevisited ||
-      p.turn == UINT8_MAX) {
+  if (p.policy & kPolicyBranched) return;
+  if (!(p.policy & kPolicyRevisited) || p.turn == UINT8_MAX) {
+    // The same request's next block (or a conversation past 255 turns).
+    e.turn_place = p.turn_place == kTurnTail ? kTurnTail : p.turn_place + 1;
     return;
   }
+  // A new turn: the chain behind it takes its depth and is no turn's tail.
   e.turn = static_cast<uint8_t>(p.turn + 1);
   for (uint32_t i = e.parent; i != kNil; i = table_.at(i).parent) {
     Entry& a = table_.at(i);
     if (a.turn >= e.turn || (a.policy & kPolicyBranched)) break;
     const QueueId queue = a.queue;
-    const bool moves = queue != QueueId::kNone && ReturnModel::ClampClass(e.turn) != LaneOf(a);
+    const bool moves = queue != QueueId::kNone && LaneOf(e.turn, 0) != LaneOf(a);
     if (moves) Dequeue(i);
     a.turn = e.turn;
+    a.turn_place = 0;
     if (moves) Enqueue(i, queue);
   }
 }
