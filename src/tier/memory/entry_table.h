@@ -54,7 +54,8 @@ struct Entry {
   uint8_t flags = 0;           // kEntry* bits below.
   uint8_t dtype = 0;           // KvDtype of the values; 0 = unknown.
   // Times its conversation had come back (its chain was extended after being read) when this
-  // block was put or last matched as part of it; saturating. Its eviction lane.
+  // block was put or last matched as part of it; saturating. With turn_place, its eviction
+  // lane (MemoryTier::LaneOf).
   uint8_t turn = 0;
   uint8_t policy : 4 = 0;      // kPolicy* bits below.
   // Its place among the blocks the turn that put it added (0: the turn's first), up to
@@ -79,6 +80,7 @@ inline constexpr uint8_t kPolicyRevisited = 1;     // Read or matched since it w
 inline constexpr uint8_t kPolicyNoResume = 2;      // KV needing state that lost its state.
 inline constexpr uint8_t kPolicyBranched = 4;      // Has had two children at once.
 inline constexpr uint8_t kPolicyFinished = 8;      // Its session was hinted finished.
+inline constexpr uint8_t kPolicyBits = 15;         // Every kPolicy* bit: Entry::policy's 4.
 // Entry::turn_place of a turn's 16th block and later: the tail of a long turn.
 inline constexpr uint8_t kTurnTail = 15;
 

@@ -424,7 +424,7 @@ void MemoryTier::Adopt(const Snapshot& snapshot, uint64_t start_us) {
     e.dtype = b.dtype;
     e.flags = b.flags;
     e.turn = b.turn;
-    e.policy = b.policy & 15;
+    e.policy = b.policy & kPolicyBits;
     e.turn_place = b.turn_place;
     e.state = EntryState::kResident;
     if (b.extents.size() > 1) {
