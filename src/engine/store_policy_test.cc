@@ -142,6 +142,43 @@ TEST_F(ConversationStoreTest, ALongPromptsTailGoesBeforeAShortPromptWhenLongOnes
   for (int i = 0; i < 20; ++i) EXPECT_EQ(Has(long_prompt[i]), i < 15) << i;
 }
 
+TEST_F(ConversationStoreTest, AConversationThatComesBackOnlyAfterG2WouldDropItGoesFirst) {
+  Open(16);
+  // Conversations that came back always did, but after ten minutes; a new prompt came back
+  // after 20 s one time in two.
+  std::vector<uint64_t> all;
+  for (int c = 0; c < 400; ++c) {
+    std::vector<uint64_t> chain;
+    Turn(&chain, 1);
+    for (int turn = 1; turn < (c % 2 == 0 ? 8 : c % 4 == 1 ? 2 : 1); ++turn) {
+      Advance(c % 2 == 0 ? 600 : 20);
+      Turn(&chain, 1);
+    }
+    Advance(30);
+    all.insert(all.end(), chain.begin(), chain.end());
+  }
+  for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
+  PinFiller(11);
+  // A conversation on its third turn (ten minutes apart), and a new prompt 7 s older than
+  // that turn; then G2 is full and a put evicts one block.
+  std::vector<uint64_t> deep, fresh;
+  Turn(&deep, 1);
+  Advance(600);
+  Turn(&deep, 1);
+  Advance(593);
+  Turn(&fresh, 1);
+  Advance(7);
+  Turn(&deep, 1);
+  Advance(8);
+  ASSERT_TRUE(Put(9000).ok());
+  ASSERT_TRUE(Put(9001).ok());
+  // LRU takes the new prompt, the older, and so does the chance of a return ever (the deep
+  // conversation's is higher). But G2 keeps a block about 15 s now: the new prompt may come
+  // back within that, the conversation will not. Its latest turn goes.
+  EXPECT_TRUE(Has(fresh[0]));
+  EXPECT_FALSE(Has(deep.back()));
+}
+
 TEST_F(ConversationStoreTest, OfTenantsWithoutBudgetsAndAsOldTheOneHoldingMoreGivesUpABlock) {
   Open(15, {TenantOptions{"a"}, TenantOptions{"b"}});
   const TenantId b = *store_->FindTenant("b");

@@ -11,7 +11,30 @@ namespace {
 constexpr size_t kMinAccessesPerRefresh = 64;
 }  // namespace
 
-ReturnModel::ReturnModel(size_t max_tracked) : max_tracked_(std::max<size_t>(max_tracked, 16)) {}
+ReturnModel::ReturnModel(size_t max_tracked) : max_tracked_(std::max<size_t>(max_tracked, 16)) {
+  for (auto& row : stays_) row.fill(1);
+}
+
+std::pair<int, int> ReturnModel::Window(uint32_t idle_s, uint32_t window_s) {
+  const int first = Bucket(idle_s);
+  if (uint64_t{idle_s} + window_s >= kHorizonSeconds) return {first, kBuckets};
+  return {first, std::max(Bucket(idle_s + window_s), first + 1)};
+}
+
+double ReturnModel::ReturnChance(int block_class, uint32_t idle_s, uint32_t window_s) const {
+  const auto [first, last] = Window(idle_s, window_s);
+  const auto& stays = stays_[ClampClass(block_class)];
+  // No chance of staying from `last` on: a return is certain, and 1 the safe answer.
+  return stays[last] > 0 ? 1 - stays[first] / stays[last] : 1;
+}
+
+double ReturnModel::ChanceError(int block_class, uint32_t idle_s, uint32_t window_s) const {
+  const auto [first, last] = Window(idle_s, window_s);
+  const int c = ClampClass(block_class);
+  if (stays_[c][last] <= 0) return 0;
+  const double variance = std::max(greenwood_[c][first] - greenwood_[c][last], 0.0);
+  return stays_[c][first] / stays_[c][last] * std::sqrt(variance);
+}
 
 int ReturnModel::Bucket(uint32_t idle_s) {
   if (idle_s == 0) return 0;
@@ -95,8 +118,8 @@ void ReturnModel::Refresh(uint32_t now_s) {
       const double hazard = std::min((returns_[c][b] + kPriorPeriods * prior) / periods, 1.0);
       stays *= 1 - hazard;
       if (hazard < 1) greenwood += hazard / (periods * (1 - hazard));
-      chance_[c][b] = 1 - stays;
-      error_[c][b] = stays * std::sqrt(greenwood);
+      stays_[c][b] = stays;
+      greenwood_[c][b] = greenwood;
     }
   }
   // The median idle time of the returns, all classes together.

@@ -15,9 +15,11 @@
 // with few periods leans on all classes together (a prior of kPriorPeriods periods). Counts
 // halve past kDecayPeriods, so the model follows traffic that changes.
 //
-// The estimate is non-increasing in idle time, so within a class the least recently used
-// block is the least likely to return: an LRU queue per class and a comparison of the heads
-// find the block to evict.
+// The chance of a return ever is non-increasing in idle time, so within a class the least
+// recently used block is the least likely to return: an LRU queue per class and a comparison
+// of the heads find the block to evict. The comparison asks for the chance of a return within
+// a window (MemoryTier: as long as the cache now keeps a block), the ratio of two tails of the
+// same product.
 //
 // Not thread-safe: the owner serialises calls.
 
@@ -28,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 
 namespace kvtier {
 
@@ -52,16 +55,15 @@ class ReturnModel {
   // a block that is no tip (anymore) ends its period, a return when it began earlier.
   void OnAccess(uint64_t key_hash, int block_class, uint32_t now_s, bool tip);
 
-  // The chance that a block of `block_class` idle for `idle_s` seconds is used again; 0 until
-  // returns are seen.
-  double ReturnChance(int block_class, uint32_t idle_s) const {
-    return chance_[ClampClass(block_class)][Bucket(idle_s)];
-  }
+  // The chance that a block of `block_class` idle for `idle_s` seconds is used again within
+  // the next `window_s` seconds (by default ever, up to the horizon); 0 until returns are seen.
+  // The window is counted in whole idle buckets, at least the one `idle_s` is in.
+  double ReturnChance(int block_class, uint32_t idle_s,
+                      uint32_t window_s = kHorizonSeconds) const;
 
-  // The standard error of ReturnChance (Greenwood's formula).
-  double ChanceError(int block_class, uint32_t idle_s) const {
-    return error_[ClampClass(block_class)][Bucket(idle_s)];
-  }
+  // The standard error of ReturnChance (Greenwood's formula over the window's buckets).
+  double ChanceError(int block_class, uint32_t idle_s,
+                     uint32_t window_s = kHorizonSeconds) const;
 
   static int ClampClass(int block_class) {
     return block_class < 0 ? 0 : (block_class >= kClasses ? kClasses - 1 : block_class);
@@ -82,10 +84,14 @@ class ReturnModel {
     uint8_t block_class;
   };
   using Counts = std::array<std::array<double, kBuckets>, kClasses>;
+  // By class, from each bucket to the horizon (index kBuckets: the empty product and sum).
+  using Tails = std::array<std::array<double, kBuckets + 1>, kClasses>;
 
   // Ends the periods past the horizon and recomputes chance_ from the counts and the periods
   // still running at `now_s`.
   void Refresh(uint32_t now_s);
+  // The buckets a window of `window_s` seconds from `idle_s` idle spans: [first, last).
+  static std::pair<int, int> Window(uint32_t idle_s, uint32_t window_s);
   void Decay();
 
   const size_t max_tracked_;
@@ -94,8 +100,10 @@ class ReturnModel {
   Counts returns_{};  // Periods that ended with a return, by class and bucket of their idle time.
   Counts ended_{};    // Periods that passed the horizon, by class.
   double observed_ = 0;  // Sum of returns_ and ended_.
-  Counts chance_{};
-  Counts error_{};
+  // The chance of no return from a bucket on, and Greenwood's sum from a bucket on: the
+  // chance of a return within a window of buckets is 1 - stays_[first] / stays_[past the last].
+  Tails stays_{};
+  Tails greenwood_{};
   size_t accesses_since_refresh_ = 0;
   double median_return_s_ = 0;
 };

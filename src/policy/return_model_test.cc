@@ -39,6 +39,29 @@ TEST(ReturnModelTest, LearnsThatDeeperConversationsComeBackMoreOften) {
   EXPECT_LT(m.ChanceError(0, 10), 0.03);
 }
 
+TEST(ReturnModelTest, TheChanceWithinAWindowCountsOnlyTheReturnsInIt) {
+  // Class 0 tips come back one time in four after 10 s; class 3 tips three times in four, but
+  // after 1000 s.
+  ReturnModel m;
+  uint32_t now = 1000;
+  for (uint64_t i = 0; i < 2000; ++i, now += 1) {
+    const int block_class = i % 2 == 0 ? 0 : 3;
+    m.OnAccess(Hash(i), block_class, now, /*tip=*/true);
+    const bool returns = block_class == 0 ? i % 8 == 0 : i % 8 != 1;
+    if (returns) m.OnAccess(Hash(i), block_class, now + (block_class == 0 ? 10 : 1000), false);
+  }
+  for (int i = 0; i < 128; ++i) m.OnAccess(Hash((1u << 30) + i), 0, now + 100000, true);
+  // Ever, class 3 is the likelier to come back; within the next minute, class 0.
+  EXPECT_NEAR(m.ReturnChance(3, 5), 0.75, 0.05);
+  EXPECT_NEAR(m.ReturnChance(0, 5), 0.25, 0.05);
+  EXPECT_LT(m.ReturnChance(3, 5, 60), 0.02);
+  EXPECT_NEAR(m.ReturnChance(0, 5, 60), 0.25, 0.05);
+  // A window that ends before the returns misses them; one that spans them sees them all.
+  EXPECT_LT(m.ReturnChance(0, 0, 4), 0.02);
+  EXPECT_NEAR(m.ReturnChance(3, 500, 1000), 0.75, 0.05);
+  EXPECT_LT(m.ChanceError(3, 5, 60), m.ChanceError(3, 5));
+}
+
 TEST(ReturnModelTest, ChanceNeverRisesWithIdleTime) {
   ReturnModel m;
   uint32_t now = 1000;

@@ -236,6 +236,9 @@ class MemoryTier final : public BlockHandle::Releaser {
   // Standard errors by which the ReturnModel must find a block less likely to return than
   // LRU's victim for eviction to take it instead (docs/store.md measures 1, 2 and 3).
   static constexpr double kSignificance = 3;
+  // The window of the chances compared, in multiples of LRU's choice's idle time
+  // (ChooseVictim).
+  static constexpr uint32_t kWindowEvictionAges = 2;
   // One LRU list per class (LaneOf).
   using Lanes = std::array<EntryList, ReturnModel::kClasses>;
   // Whether eviction follows the policy (queues, lanes, the ReturnModel) or plain LRU (the
@@ -387,7 +390,9 @@ class MemoryTier final : public BlockHandle::Releaser {
   void NoteAccess(const Entry& e, uint32_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The victim among the lanes' first blocks (with `evictable`, each lane's first evictable
   // block, or an expired block at once): the least recently used, unless another is less likely
-  // to return by kSignificance standard errors. kNil when the lanes hold none.
+  // to return by kSignificance standard errors within kWindowEvictionAges times the least
+  // recently used one's idle time (how long the cache now keeps a block). kNil when the lanes
+  // hold none.
   // *decided (may be null) tells a victim taken on a hint, its expiry or its uselessness, not
   // by the policy's order: LRU takes it too. With `evictable`, a block of a protected session
   // (queued before its hint) met on the way moves to its session's queue.

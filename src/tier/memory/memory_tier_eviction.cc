@@ -3,9 +3,11 @@
 // demotion, and the reclamation of detached entries.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "src/tier/memory/memory_tier.h"
@@ -40,13 +42,10 @@ void MemoryTier::NoteAccess(const Entry& e, uint32_t now) {
 
 uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictable,
                                   bool* decided) {
-  // LRU's choice, and the candidate least likely to return, with the model's estimates.
-  struct Candidate {
-    uint32_t index = kNil;
-    double chance = 0;
-    double error = 0;
-  };
-  Candidate oldest, least;
+  // The lanes' candidates; LRU's choice among them is the one queued first.
+  std::array<uint32_t, ReturnModel::kClasses> heads;
+  size_t count = 0;
+  uint32_t oldest = kNil;
   uint32_t low = kNil;
   bool unused;
   if (decided == nullptr) decided = &unused;
@@ -75,23 +74,43 @@ uint32_t MemoryTier::ChooseVictim(const Lanes& lanes, uint32_t now, bool evictab
         }
       }
       if (e.policy & kPolicyNoResume) return idx;  // Serves nothing.
-      const ReturnModel& model = tenants_[e.tenant].returns;
-      const uint32_t idle = now > e.last_access_s ? now - e.last_access_s : 0;
-      const Candidate c{idx, model.ReturnChance(LaneOf(e), idle),
-                        model.ChanceError(LaneOf(e), idle)};
-      if (oldest.index == kNil || e.stamp < table_.at(oldest.index).stamp) oldest = c;
-      if (least.index == kNil || c.chance < least.chance) least = c;
+      heads[count++] = idx;
+      if (oldest == kNil || e.stamp < table_.at(oldest).stamp) oldest = idx;
       break;  // Within a lane the least recent block is the least likely to return.
     }
   }
   if (low != kNil) return low;
-  if (oldest.index == kNil) return kNil;
+  if (oldest == kNil) return kNil;
   *decided = false;
+  // What keeping a block buys is a return while the cache still holds it: the chances are of a
+  // return within twice the time LRU's choice has stayed (that time is Che's characteristic
+  // time of the cache now; a block kept past it lives about as long again). A block likely to
+  // come back, but later than the cache would keep it, is no better than one that never does.
+  const auto idle_of = [now](const Entry& e) {
+    return now > e.last_access_s ? now - e.last_access_s : 0;
+  };
+  const uint32_t window = static_cast<uint32_t>(std::min<uint64_t>(
+      uint64_t{kWindowEvictionAges} * idle_of(table_.at(oldest)), ReturnModel::kHorizonSeconds));
+  struct Candidate {
+    uint32_t index = kNil;
+    double chance = 0;
+    double error = 0;
+  };
+  Candidate lru, least;
+  for (const uint32_t idx : std::span(heads.data(), count)) {
+    const Entry& e = table_.at(idx);
+    const ReturnModel& model = tenants_[e.tenant].returns;
+    const uint32_t idle = idle_of(e);
+    const Candidate c{idx, model.ReturnChance(LaneOf(e), idle, window),
+                      model.ChanceError(LaneOf(e), idle, window)};
+    if (idx == oldest) lru = c;
+    if (least.index == kNil || c.chance < least.chance) least = c;
+  }
   // Leave LRU's choice only on evidence: a gap in the chances of kSignificance standard
   // errors.
-  return oldest.chance - least.chance > kSignificance * std::hypot(oldest.error, least.error)
+  return lru.chance - least.chance > kSignificance * std::hypot(lru.error, least.error)
              ? least.index
-             : oldest.index;
+             : lru.index;
 }
 
 uint32_t MemoryTier::CountOf(const Lanes& lanes) {
