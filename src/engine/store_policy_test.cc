@@ -41,22 +41,30 @@ class ConversationStoreTest : public StoreTest {
     }
   }
 
-  // Traffic where a conversation that has come back once always comes back (after 20 s, up to
-  // eight turns), and half of the new ones never do; every block deleted after, so that only
-  // what the Store learnt stays.
-  void LearnFromConversations() {
+  // 400 conversations, 30 s apart, `conversation(c, &chain)` playing the c-th; then every
+  // block deleted, so that only what the Store learnt stays.
+  template <typename Conversation>
+  void Learn(Conversation conversation) {
     std::vector<uint64_t> all;
     for (int c = 0; c < 400; ++c) {
       std::vector<uint64_t> chain;
-      Turn(&chain, 1);
-      for (int turn = 1; c % 2 == 1 && turn < 8; ++turn) {
-        Advance(20);
-        Turn(&chain, 1);
-      }
+      conversation(c, &chain);
       Advance(30);
       all.insert(all.end(), chain.begin(), chain.end());
     }
     for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
+  }
+
+  // Traffic where a conversation that has come back once always comes back (after 20 s, up to
+  // eight turns), and half of the new ones never do.
+  void LearnFromConversations() {
+    Learn([this](int c, std::vector<uint64_t>* chain) {
+      Turn(chain, 1);
+      for (int turn = 1; c % 2 == 1 && turn < 8; ++turn) {
+        Advance(20);
+        Turn(chain, 1);
+      }
+    });
   }
 
   // A conversation on its third turn, last used 15 s ago, then a new prompt of `new_blocks`
@@ -115,18 +123,13 @@ TEST_F(ConversationStoreTest, ALongPromptsTailGoesBeforeAShortPromptWhenLongOnes
   Open(48);
   // New conversations of one block always came back after 20 s; those whose first prompt put
   // twenty blocks (a document pasted in) never did.
-  std::vector<uint64_t> all;
-  for (int c = 0; c < 400; ++c) {
-    std::vector<uint64_t> chain;
-    Turn(&chain, c % 2 == 0 ? 1 : 20);
+  Learn([this](int c, std::vector<uint64_t>* chain) {
+    Turn(chain, c % 2 == 0 ? 1 : 20);
     if (c % 2 == 0) {
       Advance(20);
-      Turn(&chain, 1);
+      Turn(chain, 1);
     }
-    Advance(30);
-    all.insert(all.end(), chain.begin(), chain.end());
-  }
-  for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
+  });
   PinFiller(26);
   std::vector<uint64_t> short_prompt, long_prompt;
   Turn(&short_prompt, 1);
@@ -146,18 +149,13 @@ TEST_F(ConversationStoreTest, AConversationThatComesBackOnlyAfterG2WouldDropItGo
   Open(16);
   // Conversations that came back always did, but after ten minutes; a new prompt came back
   // after 20 s one time in two.
-  std::vector<uint64_t> all;
-  for (int c = 0; c < 400; ++c) {
-    std::vector<uint64_t> chain;
-    Turn(&chain, 1);
+  Learn([this](int c, std::vector<uint64_t>* chain) {
+    Turn(chain, 1);
     for (int turn = 1; turn < (c % 2 == 0 ? 8 : c % 4 == 1 ? 2 : 1); ++turn) {
       Advance(c % 2 == 0 ? 600 : 20);
-      Turn(&chain, 1);
+      Turn(chain, 1);
     }
-    Advance(30);
-    all.insert(all.end(), chain.begin(), chain.end());
-  }
-  for (uint64_t k : all) (void)store_->Delete(tenant_, Key(k));
+  });
   PinFiller(11);
   // A conversation on its third turn (ten minutes apart), and a new prompt 7 s older than
   // that turn; then G2 is full and a put evicts one block.
@@ -173,8 +171,9 @@ TEST_F(ConversationStoreTest, AConversationThatComesBackOnlyAfterG2WouldDropItGo
   ASSERT_TRUE(Put(9000).ok());
   ASSERT_TRUE(Put(9001).ok());
   // LRU takes the new prompt, the older, and so does the chance of a return ever (the deep
-  // conversation's is higher). But G2 keeps a block about 15 s now: the new prompt may come
-  // back within that, the conversation will not. Its latest turn goes.
+  // conversation's is higher). But G2 keeps a block about 15 s now, and one it spares about as
+  // long again: the new prompt may come back within those 30 s, the conversation will not. Its
+  // latest turn goes.
   EXPECT_TRUE(Has(fresh[0]));
   EXPECT_FALSE(Has(deep.back()));
 }

@@ -6,8 +6,9 @@
 
 namespace kvtier {
 namespace {
-// chance_ is recomputed after this many accesses of followed keys, and at least after an
-// eighth of the followed keys were accessed: a refresh reads every followed key.
+// The tails (stays_, greenwood_) are recomputed after this many accesses of followed keys,
+// and at least after an eighth of the followed keys were accessed: a refresh reads every
+// followed key.
 constexpr size_t kMinAccessesPerRefresh = 64;
 }  // namespace
 

@@ -87,8 +87,8 @@ class ReturnModel {
   // By class, from each bucket to the horizon (index kBuckets: the empty product and sum).
   using Tails = std::array<std::array<double, kBuckets + 1>, kClasses>;
 
-  // Ends the periods past the horizon and recomputes chance_ from the counts and the periods
-  // still running at `now_s`.
+  // Ends the periods past the horizon and recomputes stays_ and greenwood_ from the counts and
+  // the periods still running at `now_s`.
   void Refresh(uint32_t now_s);
   // The buckets a window of `window_s` seconds from `idle_s` idle spans: [first, last).
   static std::pair<int, int> Window(uint32_t idle_s, uint32_t window_s);

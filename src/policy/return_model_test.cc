@@ -17,19 +17,24 @@ TEST(ReturnModelTest, KnowsNothingBeforeReturnsAreSeen) {
   EXPECT_EQ(m.median_return_seconds(), 0);
 }
 
-TEST(ReturnModelTest, LearnsThatDeeperConversationsComeBackMoreOften) {
-  // Class 0 tips come back one time in four, class 3 tips three times in four, after 60 s.
-  ReturnModel m;
+// Class 0 tips come back one time in four, after `class0_after` seconds idle; class 3 tips
+// three times in four, after `class3_after`. Then time passes far beyond every return, so that
+// no period is still running.
+void LearnTwoClasses(ReturnModel& m, uint32_t class0_after, uint32_t class3_after) {
   uint32_t now = 1000;
   for (uint64_t i = 0; i < 2000; ++i, now += 1) {
     const int block_class = i % 2 == 0 ? 0 : 3;
     m.OnAccess(Hash(i), block_class, now, /*tip=*/true);
     const bool returns = block_class == 0 ? i % 8 == 0 : i % 8 != 1;
-    if (returns) m.OnAccess(Hash(i), block_class, now + 60, /*tip=*/false);
+    const uint32_t after = block_class == 0 ? class0_after : class3_after;
+    if (returns) m.OnAccess(Hash(i), block_class, now + after, /*tip=*/false);
   }
-  // Far past every return, so that no period is still running.
-  m.OnAccess(Hash(1u << 30), 0, now + 100000, true);
-  for (int i = 0; i < 128; ++i) m.OnAccess(Hash((1u << 30) + i), 0, now + 100000, true);
+  for (int i = 0; i <= 128; ++i) m.OnAccess(Hash((1u << 30) + i), 0, now + 100000, true);
+}
+
+TEST(ReturnModelTest, LearnsThatDeeperConversationsComeBackMoreOften) {
+  ReturnModel m;
+  LearnTwoClasses(m, 60, 60);
   EXPECT_NEAR(m.ReturnChance(0, 10), 0.25, 0.05);
   EXPECT_NEAR(m.ReturnChance(3, 10), 0.75, 0.05);
   // Once idle past the time they come back, neither is likely to.
@@ -40,17 +45,8 @@ TEST(ReturnModelTest, LearnsThatDeeperConversationsComeBackMoreOften) {
 }
 
 TEST(ReturnModelTest, TheChanceWithinAWindowCountsOnlyTheReturnsInIt) {
-  // Class 0 tips come back one time in four after 10 s; class 3 tips three times in four, but
-  // after 1000 s.
   ReturnModel m;
-  uint32_t now = 1000;
-  for (uint64_t i = 0; i < 2000; ++i, now += 1) {
-    const int block_class = i % 2 == 0 ? 0 : 3;
-    m.OnAccess(Hash(i), block_class, now, /*tip=*/true);
-    const bool returns = block_class == 0 ? i % 8 == 0 : i % 8 != 1;
-    if (returns) m.OnAccess(Hash(i), block_class, now + (block_class == 0 ? 10 : 1000), false);
-  }
-  for (int i = 0; i < 128; ++i) m.OnAccess(Hash((1u << 30) + i), 0, now + 100000, true);
+  LearnTwoClasses(m, 10, 1000);
   // Ever, class 3 is the likelier to come back; within the next minute, class 0.
   EXPECT_NEAR(m.ReturnChance(3, 5), 0.75, 0.05);
   EXPECT_NEAR(m.ReturnChance(0, 5), 0.25, 0.05);

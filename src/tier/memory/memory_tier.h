@@ -237,7 +237,7 @@ class MemoryTier final : public BlockHandle::Releaser {
   // LRU's victim for eviction to take it instead (docs/store.md measures 1, 2 and 3).
   static constexpr double kSignificance = 3;
   // The window of the chances compared, in multiples of LRU's choice's idle time
-  // (ChooseVictim).
+  // (ChooseVictim; docs/store.md, "The window, measured", measures 0.5 to 16).
   static constexpr uint32_t kWindowEvictionAges = 2;
   // One LRU list per class (LaneOf).
   using Lanes = std::array<EntryList, ReturnModel::kClasses>;
