@@ -14,8 +14,8 @@
 //            u64, tenant u32 (into the table above), size u32, created_s u32, last_access_s
 //            u32, depth u16, pins u16, queue u8, flags u8, dtype u8, has_parent u8, turn u8,
 //            policy u8 (these two from version 3 on), turn_place u8 (from version 4 on),
-//            extents u32, then (first_page u32,
-//            num_pages u32) per extent, pages of the tenant's region file
+//            extents u32, then (first_page u32, num_pages u32) per extent, pages of the
+//            tenant's region file
 //   trailer  XXH3 of everything before it, u64
 
 #include <fcntl.h>
