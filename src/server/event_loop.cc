@@ -147,8 +147,19 @@ class Connection {
     Pump();
   }
 
+  // At shutdown. A connection between requests closes at once: nothing is owed to it, and
+  // lingering until its peer closes would hold the drain for shutdown_grace_seconds whenever a
+  // client keeps an idle connection open (an engine's pool does), and with it the G2 save and
+  // a rolling upgrade's successor. With nothing unread on our side the close is a FIN, not a
+  // reset; the client's next call reconnects. A connection with a request under way or replies
+  // queued finishes them and lingers as before.
   void BeginClose() {
     if (state_ == State::kHandshaking) {
+      state_ = State::kDead;
+      return;
+    }
+    if (state_ == State::kOpen && BetweenRequests()) {
+      if (tls_ != nullptr) tls_->Shutdown();  // close_notify, best effort.
       state_ = State::kDead;
       return;
     }
@@ -305,6 +316,15 @@ class Connection {
     if (payload_left_ > 0) return payload_left_ + (payload_goes_on_ ? rest_at_least_ : 0);
     if (mid_request_) return std::max<size_t>(rest_at_least_, 1);
     return !in_.empty() && needed_ > in_.size() ? needed_ - in_.size() : 0;
+  }
+
+  // No request received in part or waiting to be read, and no reply left to write.
+  bool BetweenRequests() const {
+    if (!in_.empty() || payload_left_ > 0 || mid_request_ || !out_.empty() || TlsPending()) {
+      return false;
+    }
+    int unread = -1;
+    return ioctl(fd_, FIONREAD, &unread) == 0 && unread == 0;
   }
 
   // Where the next payload bytes are read: the handler's target, or the loop's discard buffer.

@@ -4,8 +4,9 @@
 // round-robin. A connection lives on one loop for its whole life, so its buffers and handler
 // need no locks. Backpressure: while a connection has more than max_output_bytes of replies
 // queued, its loop stops reading from it. Idle connections are closed after
-// idle_timeout_seconds. Shutdown: stop accepting, stop reading, flush the replies already
-// computed (for at most shutdown_grace_seconds), close.
+// idle_timeout_seconds. Shutdown: stop accepting; close connections between requests at once;
+// stop reading the others, flush the replies already computed (for at most
+// shutdown_grace_seconds), close.
 
 #ifndef KVTIER_SERVER_EVENT_LOOP_H_
 #define KVTIER_SERVER_EVENT_LOOP_H_

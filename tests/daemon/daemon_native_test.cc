@@ -572,5 +572,27 @@ TEST(DaemonShutdownTest, SigtermStopsCleanlyAndRemovesTheSocket) {
   EXPECT_EQ(c->Ping().code(), StatusCode::kUnavailable);
 }
 
+// Clients that keep idle connections open (an engine's pool) are closed at once at shutdown, not
+// waited for (they held the drain, the G2 save and a rolling upgrade's successor for the grace
+// period before): each sees an orderly end after its last reply, not a reset, and the next call
+// of a kvtier client reconnects.
+TEST(DaemonShutdownTest, IdleConnectionsAreClosedCleanlyAndTheirClientsReconnect) {
+  Daemon d;
+  auto on_unix = Connect(d.unix_endpoint());
+  auto on_tcp = Connect(d.tcp_endpoint());
+  ASSERT_TRUE(on_unix->Put(TestKey(1), PatternValue(1, 1000)).ok());
+  ASSERT_TRUE(on_tcp->Ping().ok());
+  const int resp = ConnectTcp(d.resp_port());
+  SendAll(resp, Command({"PING"}));
+  ASSERT_EQ(ReadResp(resp), "+PONG\r\n");
+  ASSERT_EQ(d.Stop(), 0);
+  char byte;
+  EXPECT_EQ(recv(resp, &byte, 1, 0), 0) << "an orderly end, not a reset: " << std::strerror(errno);
+  close(resp);
+  d.Start();
+  // The restart has new TCP ports; the Unix socket's path is the same.
+  EXPECT_EQ(*on_unix->Get(TestKey(1)), PatternValue(1, 1000)) << "a warm restart kept it";
+}
+
 }  // namespace
 }  // namespace kvtier::daemon_test
