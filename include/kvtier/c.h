@@ -98,6 +98,12 @@ void kvtier_client_options_set_token(kvtier_client_options_t* options, const cha
 void kvtier_client_options_set_client_name(kvtier_client_options_t* options, const char* name);
 /* Connections kept open (default 1); calls are spread over them. */
 void kvtier_client_options_set_connections(kvtier_client_options_t* options, uint32_t n);
+/* How long a call keeps retrying after UNAVAILABLE (kvtierd restarting or being upgraded),
+ * reconnecting as needed (default 10,000 ms; 0: the first UNAVAILABLE is returned). */
+void kvtier_client_options_set_retry_timeout_ms(kvtier_client_options_t* options, uint32_t ms);
+/* How long a request may wait without progress before its connection is given up and the call
+ * retried as above (default 120,000 ms; 0: no limit). */
+void kvtier_client_options_set_io_timeout_ms(kvtier_client_options_t* options, uint32_t ms);
 /* TLS 1.3 on TCP (off by default; a "tls://" endpoint turns it on too). */
 void kvtier_client_options_set_tls(kvtier_client_options_t* options, int enable);
 /* PEM file of the CA certificates that sign the server's; NULL or "": the system's. */

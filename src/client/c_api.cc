@@ -152,6 +152,12 @@ void kvtier_client_options_set_client_name(kvtier_client_options_t* o, const cha
 void kvtier_client_options_set_connections(kvtier_client_options_t* o, uint32_t n) {
   o->options.connections = n;
 }
+void kvtier_client_options_set_retry_timeout_ms(kvtier_client_options_t* o, uint32_t ms) {
+  o->options.retry_timeout_ms = ms;
+}
+void kvtier_client_options_set_io_timeout_ms(kvtier_client_options_t* o, uint32_t ms) {
+  o->options.io_timeout_ms = ms;
+}
 void kvtier_client_options_set_tls(kvtier_client_options_t* o, int enable) {
   o->options.tls.enabled = enable != 0;
 }

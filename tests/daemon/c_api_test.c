@@ -381,7 +381,12 @@ static void test_keys_from_tokens(const char* tcp) {
 
 static void test_error_after_daemon_stops(daemon_t* d, const char* tcp) {
   char* err = NULL;
-  kvtier_client_t* c = connect_as(tcp, NULL, NULL, &err);
+  kvtier_client_options_t* o = kvtier_client_options_create();
+  kvtier_client_options_set_endpoint(o, tcp);
+  kvtier_client_options_set_retry_timeout_ms(o, 0); /* The first UNAVAILABLE, not 10 s of retries. */
+  kvtier_client_options_set_io_timeout_ms(o, 5000);
+  kvtier_client_t* c = kvtier_client_connect(o, &err);
+  kvtier_client_options_destroy(o);
   CHECK_NO_ERROR(err);
   daemon_stop(d);
   /* Same call as a miss above, but now it is an error: NULL with a message. */
