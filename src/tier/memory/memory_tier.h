@@ -257,10 +257,11 @@ class MemoryTier final : public BlockHandle::Releaser {
     double sampled = 0;   // Sampled references since the current mode began.
     double trial = 0;     // The current or next LRU trial's length, in cache-fulls.
   };
-  // Lookups differ by whole chains, so the differences are heavy-tailed and a test at 2
+  // Lookups differ by whole chains, so the differences are heavy-tailed and a test at 1.5
   // standard errors is what catches a policy that loses within a few cache-fulls; one that
-  // does not lose never switches on the Mooncake traces (docs/store.md).
-  static constexpr double kLruCheckSignificance = 2;
+  // does not lose never switches on the Mooncake traces, which the first false trials reach
+  // at 0.75 (docs/store.md, "The LRU check").
+  static constexpr double kLruCheckSignificance = 1.5;
   static constexpr double kLruTrialFills = 8;
   static constexpr double kMaxLruTrials = 64;
   // The evidence halves every this many sampled cache-fulls, so the check follows traffic
