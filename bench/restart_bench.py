@@ -113,7 +113,7 @@ def main() -> None:
     share = 100 * back / blocks
     print(f"  blocks back with the right bytes                   {back}/{blocks} ({share:.1f}%)")
     target("warm restart: G2 blocks back with the right bytes", share, ">=", 100, unit="%")
-    print(f"  reading them all back over the Unix socket (get_into) {read_s:7.2f} s "
+    print(f"  read back with get_into over the Unix socket        {read_s:7.2f} s "
           f"({total / read_s / 1e9:.2f} GB/s)")  # fmt: skip
     print(f"  one pass over {total / 2**30:.2f} GiB in memory here           {floor_s:7.2f} s "
           f"-> stop+start = {(stop_s + start_s) / floor_s:.2f}x of it")  # fmt: skip
