@@ -49,9 +49,8 @@ int ReturnModel::Bucket(uint32_t idle_s) {
 void ReturnModel::OnAccess(uint64_t key_hash, int block_class, uint32_t now_s, bool tip) {
   if (key_hash > threshold_) return;
   const uint8_t c = static_cast<uint8_t>(ClampClass(block_class));
-  auto it = tracked_.find(key_hash);
-  if (it != tracked_.end()) {
-    Tracked& t = it->second;
+  if (auto it = index_.find(key_hash); it != index_.end()) {
+    Tracked& t = tracked_[it->second];
     if (now_s > t.last_access_s) {  // Accesses within one second are one visit.
       returns_[t.block_class][Bucket(now_s - t.last_access_s)] += 1;
       observed_ += 1;
@@ -60,19 +59,34 @@ void ReturnModel::OnAccess(uint64_t key_hash, int block_class, uint32_t now_s, b
       t.block_class = std::max(t.block_class, c);
     }
     t.last_access_s = std::max(t.last_access_s, now_s);
-    if (!tip) tracked_.erase(it);
+    if (!tip) Untrack(it->second);
   } else if (tip) {
-    tracked_.emplace(key_hash, Tracked{now_s, c});
+    index_.emplace(key_hash, static_cast<uint32_t>(tracked_.size()));
+    tracked_.push_back(Tracked{key_hash, now_s, c});
     if (tracked_.size() > max_tracked_) {
       // Follow half as many keys: those whose hash is in the lower half of the range kept.
       threshold_ /= 2;
-      std::erase_if(tracked_, [this](const auto& kv) { return kv.first > threshold_; });
+      std::erase_if(tracked_, [this](const Tracked& t) { return t.key_hash > threshold_; });
+      tracked_.shrink_to_fit();  // The push past the bound doubled the capacity.
+      index_.clear();
+      for (size_t i = 0; i < tracked_.size(); ++i) {
+        index_.emplace(tracked_[i].key_hash, static_cast<uint32_t>(i));
+      }
     }
   }
   if (observed_ > kDecayPeriods) Decay();
   if (++accesses_since_refresh_ >= std::max(kMinAccessesPerRefresh, tracked_.size() / 8)) {
     Refresh(now_s);
   }
+}
+
+void ReturnModel::Untrack(size_t i) {
+  index_.erase(tracked_[i].key_hash);
+  if (i + 1 < tracked_.size()) {
+    tracked_[i] = tracked_.back();
+    index_[tracked_[i].key_hash] = static_cast<uint32_t>(i);
+  }
+  tracked_.pop_back();
 }
 
 void ReturnModel::Decay() {
@@ -87,17 +101,18 @@ void ReturnModel::Decay() {
 void ReturnModel::Refresh(uint32_t now_s) {
   accesses_since_refresh_ = 0;
   Counts running{};
-  std::erase_if(tracked_, [&](const auto& kv) {
-    const Tracked& t = kv.second;
+  for (size_t i = 0; i < tracked_.size();) {
+    const Tracked& t = tracked_[i];
     const uint32_t idle = now_s > t.last_access_s ? now_s - t.last_access_s : 0;
     if (idle >= kHorizonSeconds) {
       ended_[t.block_class][kBuckets - 1] += 1;
       observed_ += 1;
-      return true;
+      Untrack(i);  // Brings the last one here, read next.
+      continue;
     }
     running[t.block_class][Bucket(idle)] += 1;
-    return false;
-  });
+    ++i;
+  }
   // Periods that reached each bucket: those that returned, ended or are running in it or later.
   Counts at_risk{};
   std::array<double, kBuckets> all_returns{}, all_at_risk{};
@@ -147,8 +162,9 @@ double ReturnModel::BucketStart(int bucket) {
 double ReturnModel::periods() const { return observed_; }
 
 size_t ReturnModel::MemoryUsage() const {
-  return sizeof(*this) + tracked_.bucket_count() * sizeof(void*) +
-         tracked_.size() * (sizeof(std::pair<const uint64_t, Tracked>) + 2 * sizeof(void*));
+  return sizeof(*this) + tracked_.capacity() * sizeof(Tracked) +
+         index_.bucket_count() * sizeof(void*) +
+         index_.size() * (sizeof(std::pair<const uint64_t, uint32_t>) + 2 * sizeof(void*));
 }
 
 }  // namespace kvtier

@@ -93,6 +93,26 @@ TEST(ReturnModelTest, ABlockThatStopsBeingATipIsNoLongerFollowed) {
   EXPECT_EQ(m.periods(), 0);
 }
 
+TEST(ReturnModelTest, KeysStillFollowedKeepTheirPeriodsWhenOthersStop) {
+  ReturnModel m;
+  for (uint64_t i = 0; i < 1000; ++i) m.OnAccess(Hash(i), 1, 100, true);
+  // Every other chain is extended in the same second: its tip is no longer followed, and no
+  // period ended with a return.
+  for (uint64_t i = 0; i < 1000; i += 2) m.OnAccess(Hash(i), 1, 100, false);
+  EXPECT_EQ(m.tracked(), 500u);
+  EXPECT_EQ(m.periods(), 0);
+  // The others come back a minute later: each is one return.
+  for (uint64_t i = 1; i < 1000; i += 2) m.OnAccess(Hash(i), 1, 160, true);
+  EXPECT_EQ(m.tracked(), 500u);
+  EXPECT_EQ(m.periods(), 500);
+  // New chains just before the horizon of those returns: the refreshes they bring end no
+  // period, since every followed key was last used at 160 s.
+  const uint32_t later = 160 + ReturnModel::kHorizonSeconds - 10;
+  for (uint64_t i = 1000; i < 1200; ++i) m.OnAccess(Hash(i), 1, later, true);
+  EXPECT_EQ(m.tracked(), 700u);
+  EXPECT_EQ(m.periods(), 500);
+}
+
 TEST(ReturnModelTest, FollowsABoundedSampleOfKeys) {
   ReturnModel m(/*max_tracked=*/1000);
   for (uint64_t i = 0; i < 100000; ++i) m.OnAccess(Hash(i), 0, 100, true);
