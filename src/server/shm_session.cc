@@ -1,9 +1,10 @@
 #include "src/server/shm_session.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
+
+#include "src/common/copy.h"
 
 namespace kvtier::server {
 
@@ -199,7 +200,7 @@ Status ShmSession::Commit(uint64_t allocation) {
     size_t done = 0;
     while (done < to.size()) {
       const size_t n = std::min(to.size() - done, from[f].size() - f_off);
-      std::memcpy(to.data() + done, from[f].data() + f_off, n);
+      CopyBytesUncached(to.data() + done, from[f].data() + f_off, n);
       done += n;
       f_off += n;
       if (f_off == from[f].size()) {
