@@ -1,5 +1,5 @@
 // Copying blocks at memory's speed: out of shared memory into a caller's buffer (CopyBytes), and
-// into G2 (CopyBytesUncached).
+// from a shared-memory client's staging file into G2 (CopyBytesUncached).
 //
 // glibc's memcpy copies between about 2 KiB and the L2 cache's size with `rep movsb`. On AMD
 // CPUs (measured on this project's EPYC VM, glibc 2.36) that instruction runs at a fifth of its

@@ -1,11 +1,10 @@
 #include "src/tier/memory/memory_tier.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include "src/common/copy.h"
 
 namespace kvtier {
 
@@ -527,7 +526,7 @@ void MemoryTier::CopyIn(uint32_t tenant, const std::vector<Extent>& extents,
   std::byte* base = arena_->base(tenant);
   for (const Extent& x : extents) {
     size_t n = std::min<size_t>(value.size() - offset, uint64_t{x.num_pages} * page_bytes_);
-    CopyBytesUncached(base + uint64_t{x.first_page} * page_bytes_, value.data() + offset, n);
+    std::memcpy(base + uint64_t{x.first_page} * page_bytes_, value.data() + offset, n);
     offset += n;
   }
 }
