@@ -23,9 +23,9 @@ void CopyBytes(std::byte* dst, const std::byte* src, size_t n);
 // (a block being stored): on x86-64, from 4 KiB, with non-temporal stores, which write whole
 // cache lines without reading them first and leave the caches to what is in use. Into memory
 // that is not in the caches (G2's arena) they run at 1.6-1.8x memcpy's speed from 64 KiB to
-// 2 MiB on the project's EPYC VM (17-19 GiB/s against 10-11; docs/store.md, "Put, get and
-// lookup"). The bytes are ordered before any later store of the thread when it returns. memcpy
-// elsewhere.
+// 2 MiB on the project's EPYC VM (17-19 GiB/s against 10-11; docs/store.md, "How a
+// shared-memory put's bytes land in G2", says why only that commit uses it). The bytes are
+// ordered before any later store of the thread when it returns. memcpy elsewhere.
 void CopyBytesUncached(std::byte* dst, const std::byte* src, size_t n);
 
 }  // namespace kvtier
