@@ -1,45 +1,50 @@
 #include "src/policy/ghost_filter.h"
 
 #include <algorithm>
-#include <bit>
 #include <utility>
 
 namespace kvtier {
 namespace {
 constexpr size_t kMinGenerationEntries = 32;
 
-constexpr uint64_t kFingerprintMask = (uint64_t{1} << 56) - 1;
+constexpr uint32_t kTagMask = (uint32_t{1} << 24) - 1;
 
-// The low 56 bits of the fingerprint, never 0 (an empty slot).
-uint64_t Fingerprint56(uint64_t fp) {
-  fp &= kFingerprintMask;
-  return fp == 0 ? 1 : fp;
+// The fingerprint's low 24 bits, never 0 (an empty slot). Home() takes its high bits.
+uint32_t Tag(uint64_t fingerprint) {
+  const uint32_t tag = static_cast<uint32_t>(fingerprint) & kTagMask;
+  return tag == 0 ? 1 : tag;
 }
 }  // namespace
 
 void GhostFilter::Generation::Reset(size_t new_capacity) {
   capacity = new_capacity;
   count = 0;
-  // Load factor at most 1/2 keeps linear probes short.
-  slots.assign(std::bit_ceil(2 * new_capacity), 0);
+  // Load factor at most 3/4 keeps linear probes short (a 4-byte slot: a probe run of eight
+  // slots is half a cache line).
+  slots.assign(new_capacity + new_capacity / 3 + 1, 0);
 }
 
-const uint64_t* GhostFilter::Generation::Find(uint64_t fp56) const {
+size_t GhostFilter::Generation::Home(uint64_t fingerprint) const {
+  // The fingerprint's high bits scaled to the table's size (Lemire's multiply-shift).
+  return static_cast<size_t>(
+      (static_cast<unsigned __int128>(fingerprint) * slots.size()) >> 64);
+}
+
+const uint32_t* GhostFilter::Generation::Find(uint64_t fingerprint) const {
   if (slots.empty()) return nullptr;
-  const size_t mask = slots.size() - 1;
-  for (size_t i = fp56 & mask;; i = (i + 1) & mask) {
-    if ((slots[i] & kFingerprintMask) == fp56) return &slots[i];
+  const uint32_t tag = Tag(fingerprint);
+  for (size_t i = Home(fingerprint);; i = (i + 1 == slots.size()) ? 0 : i + 1) {
+    if ((slots[i] & kTagMask) == tag) return &slots[i];
     if (slots[i] == 0) return nullptr;
   }
 }
 
-void GhostFilter::Generation::Insert(uint64_t slot) {
-  const size_t mask = slots.size() - 1;
-  const uint64_t fp56 = slot & kFingerprintMask;
-  for (size_t i = fp56 & mask;; i = (i + 1) & mask) {
-    if ((slots[i] & kFingerprintMask) == fp56) return;
+void GhostFilter::Generation::Insert(uint64_t fingerprint, uint8_t value) {
+  const uint32_t tag = Tag(fingerprint);
+  for (size_t i = Home(fingerprint);; i = (i + 1 == slots.size()) ? 0 : i + 1) {
+    if ((slots[i] & kTagMask) == tag) return;
     if (slots[i] == 0) {
-      slots[i] = slot;
+      slots[i] = uint32_t{value} << 24 | tag;
       ++count;
       return;
     }
@@ -52,19 +57,18 @@ void GhostFilter::Insert(uint64_t fingerprint, size_t target_entries, uint8_t va
     current_ = Generation();
     current_.Reset(std::max(kMinGenerationEntries, target_entries / 2));
   }
-  current_.Insert(uint64_t{value} << 56 | Fingerprint56(fingerprint));
+  current_.Insert(fingerprint, value);
 }
 
 std::optional<uint8_t> GhostFilter::Find(uint64_t fingerprint) const {
-  const uint64_t fp56 = Fingerprint56(fingerprint);
-  const uint64_t* slot = current_.Find(fp56);
-  if (slot == nullptr) slot = previous_.Find(fp56);
+  const uint32_t* slot = current_.Find(fingerprint);
+  if (slot == nullptr) slot = previous_.Find(fingerprint);
   if (slot == nullptr) return std::nullopt;
-  return static_cast<uint8_t>(*slot >> 56);
+  return static_cast<uint8_t>(*slot >> 24);
 }
 
 size_t GhostFilter::MemoryUsage() const {
-  return (current_.slots.capacity() + previous_.slots.capacity()) * sizeof(uint64_t);
+  return (current_.slots.capacity() + previous_.slots.capacity()) * sizeof(uint32_t);
 }
 
 }  // namespace kvtier

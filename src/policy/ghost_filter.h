@@ -4,9 +4,13 @@
 //
 // Two generations of open-addressed fingerprint sets: inserts go to the current one; when it
 // holds N/2 entries it becomes the previous one and the old previous is dropped. Membership is
-// "in either", so between N/2 and N recent keys are remembered, at 16 bytes per remembered key
-// plus no per-entry allocation. A slot holds 56 bits of the fingerprint and the byte. A
-// fingerprint collision only mistakes a new key for a return.
+// "in either", so between N/2 and N recent keys are remembered. A slot is 4 bytes: 24 bits of
+// the fingerprint and the byte; the slot a key probes from comes from the fingerprint's other
+// bits, so a lookup mistakes a new key for a return about once in 2^24 probes of a full slot
+// (a fingerprint collision only does that). Tables are at most 3/4 full and not rounded to a
+// power of two: 16/3 bytes per key of the target N (5.3 to 10.7 per key remembered), with no
+// per-entry allocation. Before, 8-byte slots at most half full in power-of-two tables cost
+// 32 to 64 bytes per key of the target.
 //
 // Not thread-safe: the owner serialises calls.
 
@@ -34,13 +38,15 @@ class GhostFilter {
 
  private:
   struct Generation {
-    std::vector<uint64_t> slots;  // 0 = empty; size is a power of two.
+    std::vector<uint32_t> slots;  // 0 = empty.
     size_t count = 0;
     size_t capacity = 0;          // Entries before the generation is full.
     void Reset(size_t new_capacity);
-    // Slots hold (value << 56) | fingerprint's low 56 bits, never 0.
-    const uint64_t* Find(uint64_t fp56) const;
-    void Insert(uint64_t slot);
+    // Slots hold (value << 24) | the fingerprint's tag (Tag(), never 0). Find returns the
+    // slot holding the tag on the fingerprint's probe run, or nullptr.
+    const uint32_t* Find(uint64_t fingerprint) const;
+    void Insert(uint64_t fingerprint, uint8_t value);
+    size_t Home(uint64_t fingerprint) const;
   };
 
   Generation current_;

@@ -1,7 +1,7 @@
 // EntryTable: the compact metadata of the G2 tier. Entries live in a chunked pool addressed
 // by 32-bit index (no per-entry allocation, stable addresses); a linear-probing hash table of
 // indices finds them by (tenant, key); intrusive index-linked lists form the eviction queues.
-// About 96 bytes per entry plus 5 to 11 bytes of hash slots.
+// 104 bytes per entry plus 5 to 11 bytes of hash slots.
 //
 // Not thread-safe: the owner serialises calls.
 
@@ -66,6 +66,9 @@ struct Entry {
   // the parent's.
   uint64_t stamp = 0;
 };
+
+// Every G2 block pays for each byte here (`kvtier bench`, "Index memory").
+static_assert(sizeof(Entry) == 104, "Entry grew: say why in docs/store.md, \"What the Store costs\"");
 
 inline constexpr uint8_t kEntryMultiExtent = 1;  // More pieces in MemoryTier's side table.
 inline constexpr uint8_t kEntryDataFreed = 2;    // Extents already returned to the allocator.
