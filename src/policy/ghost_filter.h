@@ -9,8 +9,8 @@
 // bits, so a lookup mistakes a new key for a return about once in 2^24 probes of a full slot
 // (a fingerprint collision only does that). Tables are at most 3/4 full and not rounded to a
 // power of two: 16/3 bytes per key of the target N (5.3 to 10.7 per key remembered), with no
-// per-entry allocation. Before, 8-byte slots at most half full in power-of-two tables cost
-// 32 to 64 bytes per key of the target.
+// per-entry allocation. A full G2 keeps two filters of up to four keys per queued block each,
+// so these bytes are a large part of its index (docs/store.md, "What the Store costs").
 //
 // Not thread-safe: the owner serialises calls.
 

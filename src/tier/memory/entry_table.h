@@ -68,7 +68,8 @@ struct Entry {
 };
 
 // Every G2 block pays for each byte here (`kvtier bench`, "Index memory").
-static_assert(sizeof(Entry) == 104, "Entry grew: say why in docs/store.md, \"What the Store costs\"");
+static_assert(sizeof(Entry) == 104,
+              "Entry grew: say why in docs/store.md, \"What the Store costs\"");
 
 inline constexpr uint8_t kEntryMultiExtent = 1;  // More pieces in MemoryTier's side table.
 inline constexpr uint8_t kEntryDataFreed = 2;    // Extents already returned to the allocator.
