@@ -30,25 +30,24 @@ size_t GhostFilter::Generation::Home(uint64_t fingerprint) const {
       (static_cast<unsigned __int128>(fingerprint) * slots.size()) >> 64);
 }
 
+size_t GhostFilter::Generation::Probe(uint64_t fingerprint) const {
+  const uint32_t tag = Tag(fingerprint);
+  size_t i = Home(fingerprint);
+  while (slots[i] != 0 && (slots[i] & kTagMask) != tag) i = (i + 1 == slots.size()) ? 0 : i + 1;
+  return i;
+}
+
 const uint32_t* GhostFilter::Generation::Find(uint64_t fingerprint) const {
   if (slots.empty()) return nullptr;
-  const uint32_t tag = Tag(fingerprint);
-  for (size_t i = Home(fingerprint);; i = (i + 1 == slots.size()) ? 0 : i + 1) {
-    if ((slots[i] & kTagMask) == tag) return &slots[i];
-    if (slots[i] == 0) return nullptr;
-  }
+  const size_t i = Probe(fingerprint);
+  return slots[i] == 0 ? nullptr : &slots[i];
 }
 
 void GhostFilter::Generation::Insert(uint64_t fingerprint, uint8_t value) {
-  const uint32_t tag = Tag(fingerprint);
-  for (size_t i = Home(fingerprint);; i = (i + 1 == slots.size()) ? 0 : i + 1) {
-    if ((slots[i] & kTagMask) == tag) return;
-    if (slots[i] == 0) {
-      slots[i] = uint32_t{value} << 24 | tag;
-      ++count;
-      return;
-    }
-  }
+  const size_t i = Probe(fingerprint);
+  if (slots[i] != 0) return;  // Remembered already: keeps its value.
+  slots[i] = uint32_t{value} << 24 | Tag(fingerprint);
+  ++count;
 }
 
 void GhostFilter::Insert(uint64_t fingerprint, size_t target_entries, uint8_t value) {

@@ -47,6 +47,9 @@ class GhostFilter {
     const uint32_t* Find(uint64_t fingerprint) const;
     void Insert(uint64_t fingerprint, uint8_t value);
     size_t Home(uint64_t fingerprint) const;
+    // The slot on the fingerprint's probe run that holds its tag, else the empty slot that
+    // ends the run. REQUIRES: slots not empty.
+    size_t Probe(uint64_t fingerprint) const;
   };
 
   Generation current_;
