@@ -181,6 +181,29 @@ uint64_t HeapBytes() {
   return mi.uordblks + mi.hblkhd;
 }
 
+// Values for a payload-free store, which never reads them: only their sizes matter. The
+// bytes are address space without memory (PROT_NONE), unmapped when this goes.
+class FakeValues {
+ public:
+  static constexpr uint64_t kBytes = 8 * kMiB;
+  FakeValues()
+      : base_(mmap(nullptr, kBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                   0)) {}
+  ~FakeValues() {
+    if (ok()) munmap(base_, kBytes);
+  }
+  FakeValues(const FakeValues&) = delete;
+  FakeValues& operator=(const FakeValues&) = delete;
+  bool ok() const { return base_ != MAP_FAILED; }
+  // REQUIRES: ok(), n <= kBytes.
+  std::span<const std::byte> Of(uint64_t n) const {
+    return {static_cast<const std::byte*>(base_), n};
+  }
+
+ private:
+  void* base_;
+};
+
 int RunIndexOverhead(const BenchOptions& o) {
   const uint64_t heap_before = HeapBytes();
   Options options;
@@ -191,13 +214,11 @@ int RunIndexOverhead(const BenchOptions& o) {
   TenantId tenant = *(*store)->FindTenant("default");
   static const uint64_t kSizes[] = {64 * kKiB, 160 * kKiB, 2 * kMiB, 5 * kMiB + 12345};
   std::mt19937_64 rng(7);
-  // Never dereferenced by a payload-free store; only the sizes matter.
-  void* fake = mmap(nullptr, 8 * kMiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
-  if (fake == MAP_FAILED) return 1;
+  FakeValues fake;
+  if (!fake.ok()) return 1;
   const uint64_t total = o.index_blocks + o.index_blocks / 4;
   for (uint64_t i = 0; i < total; ++i) {
-    std::span<const std::byte> value(static_cast<const std::byte*>(fake), kSizes[rng() % 4]);
+    std::span<const std::byte> value = fake.Of(kSizes[rng() % 4]);
     PutOptions po;
     if (i % 8 != 0) po.parent = KeyFor(1, i - 1);
     if (Status s = (*store)->Put(tenant, KeyFor(1, i), value, po); !s.ok()) return Fail(s, "put");
@@ -215,7 +236,6 @@ int RunIndexOverhead(const BenchOptions& o) {
   std::printf("  store's own accounting %.1f bytes/block; %llu blocks in more than one piece\n",
               double(stats.index_bytes) / double(stats.blocks),
               static_cast<unsigned long long>(stats.multi_extent_blocks));
-  munmap(fake, 8 * kMiB);
   return 0;
 }
 
@@ -231,10 +251,9 @@ int RunFullIndexOverhead(const BenchOptions& o) {
   Result<std::unique_ptr<Store>> store = Store::Open(options);
   if (!store.ok()) return Fail(store.status(), "open");
   TenantId tenant = *(*store)->FindTenant("default");
-  void* fake = mmap(nullptr, kBlock, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
-  if (fake == MAP_FAILED) return 1;
-  std::span<const std::byte> value(static_cast<const std::byte*>(fake), kBlock);
+  FakeValues fake;
+  if (!fake.ok()) return 1;
+  const std::span<const std::byte> value = fake.Of(kBlock);
   std::mt19937_64 rng(11);
   constexpr uint64_t kChain = 8;
   const uint64_t chains = 6 * o.index_blocks / kChain;
@@ -263,7 +282,6 @@ int RunFullIndexOverhead(const BenchOptions& o) {
   std::printf("  process heap growth    %.1f bytes/block\n", heap_per_block);
   std::printf("  store's own accounting %.1f bytes/block\n",
               double(stats.index_bytes) / double(stats.blocks));
-  munmap(fake, kBlock);
   return 0;
 }
 
