@@ -14,8 +14,8 @@ Policies, per capacity in blocks:
                  block of its class, at its last access, is used again; the best W of a sweep;
   rank+bypass    the same, and a block whose class is used again less often than a threshold
                  (the best of a sweep) is not stored;
-  LRU+future     LRU that stores no block without a later use: per-block knowledge, the bound
-                 the classes are measured against.
+  LRU+future     LRU that stores no block without a later use: per-block knowledge, what the
+                 classes are measured against.
 
 Classes (per reference, known when it happens; --classes picks the features):
   turn   the conversation's turn, 0 to 5 and more (a request that adds blocks after an earlier
@@ -176,6 +176,12 @@ def replay(requests, capacity, priority, admit):
     return 100.0 * hits / references
 
 
+def lru(requests, capacity, admit=lambda ref: True):
+    """Block hit ratio of LRU (the reference index orders every access), storing what admit
+    lets in."""
+    return replay(requests, capacity, lambda ref, t: 0.0, admit)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("trace")
@@ -218,7 +224,7 @@ def main():
         f" {'LRU+future':>11s}"
     )
     for capacity in args.capacities:
-        lru = replay(requests, capacity, lambda ref, t: 0.0, lambda ref: True)
+        plain = lru(requests, capacity)
         ranked = max(
             (replay(requests, capacity, lambda ref, t, w=w: t + w * p[ref], lambda ref: True), w)
             for w in weights
@@ -236,9 +242,9 @@ def main():
             )
             for x in thresholds
         )
-        future = replay(requests, capacity, lambda ref, t: 0.0, lambda ref: used_again[ref])
+        future = lru(requests, capacity, lambda ref: used_again[ref])
         print(
-            f"{capacity:10d} {lru:7.2f}% {ranked[0]:7.2f}% (W {w:4d} s) "
+            f"{capacity:10d} {plain:7.2f}% {ranked[0]:7.2f}% (W {w:4d} s) "
             f"{bypass[0]:7.2f}% (W {w}, < {bypass[1]:.2f}) {future:10.2f}%"
         )
 

@@ -1,4 +1,4 @@
-"""bench/class_bound.py, the bound of ranking by class with perfect statistics, replays what
+"""bench/class_bound.py, ranking by class with perfect statistics, replays what
 `kvtier replay --compare` replays: its LRU must hit what the replay's LRU hits, and on a stream
 whose classes tell reuse apart it must keep what is used again and nothing else.
 """
@@ -14,10 +14,6 @@ from conftest import ROOT, kvtier_cli_path
 
 sys.path.insert(0, str(ROOT / "bench"))
 import class_bound
-
-
-def lru(requests: list, capacity: int) -> float:
-    return class_bound.replay(requests, capacity, lambda ref, t: 0.0, lambda ref: True)
 
 
 def test_its_lru_hits_what_the_replay_s_lru_hits(tmp_path: Path) -> None:
@@ -56,7 +52,7 @@ def test_its_lru_hits_what_the_replay_s_lru_hits(tmp_path: Path) -> None:
     for row in table[1:]:
         capacity = int(row.split("(")[1].split()[0])
         cells = row.split(")")[1].split()
-        assert f"{lru(requests, capacity):.2f}%" == cells[lru_column], row
+        assert f"{class_bound.lru(requests, capacity):.2f}%" == cells[lru_column], row
         compared += 1
     assert compared == 7
 
@@ -112,8 +108,8 @@ def test_classes_that_tell_reuse_apart_keep_only_what_is_used_again(tmp_path: Pa
     classes, used_again = class_bound.classify(requests, ["turn", "seen", "last", "size"])
     chance, counts = class_bound.chances(classes, used_again)
     p = [chance[c] for c in classes]
-    assert lru(requests, 3) == 0
+    assert class_bound.lru(requests, 3) == 0
     ranked = class_bound.replay(requests, 3, lambda ref, t: t + 600 * p[ref], lambda ref: True)
-    future = class_bound.replay(requests, 3, lambda ref, t: 0.0, lambda ref: used_again[ref])
+    future = class_bound.lru(requests, 3, lambda ref: used_again[ref])
     assert ranked == future == 100.0 * 2 * 39 / 240
     assert class_bound.auc(counts) > 0.9
